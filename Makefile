@@ -1,0 +1,44 @@
+# Sluice. `make run` starts the server, `make test` runs every test.
+# Every target installs what it needs, idempotently.
+
+GO       ?= go
+PKGS     := ./...
+# Packages with goroutines run under the race detector in `make test`.
+RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|conformance|backends)(/|$$)')
+PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: run test lint fmt-check vet staticcheck unit race cover bench demo
+
+run:
+	$(GO) run ./cmd/sluice demo
+
+test: lint unit race cover
+
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+staticcheck:
+	$(STATICCHECK) $(PKGS)
+
+unit:
+	$(GO) test -count=1 $(PURE_PKGS)
+
+race:
+	@if [ -n "$(RACE_PKGS)" ]; then $(GO) test -race -count=1 $(RACE_PKGS); fi
+
+# cover prints the statement coverage of core and fails below 90%.
+cover:
+	$(GO) test -count=1 -coverprofile=coverage.out ./core/
+	@$(GO) tool cover -func=coverage.out | tail -1
+	@$(GO) tool cover -func=coverage.out | tail -1 | awk '{ sub("%","",$$3); if ($$3+0 < 90) { print "core coverage below 90%"; exit 1 } }'
+
+# bench runs the Go benchmarks of core beside their baselines in one run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./core/

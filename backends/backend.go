@@ -1,0 +1,99 @@
+// Package backends defines the engine interface that core/runtime drives, and
+// holds the engines: backends/fixture (a controllable engine for tests, the
+// simulator and the conformance suite) and the real engines loaded with
+// purego.
+//
+// Threading rule: an Engine is shared by every model that uses it and must be
+// safe for concurrent use. A Session is used by one goroutine at a time: the
+// runtime gives each slot its own session and never runs two calls on one
+// session at once. Every call honours its context where the engine allows it.
+package backends
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Spec is what a pool is built from: a model's engine, checkpoint, task and
+// options, and the slot count it will run with.
+type Spec struct {
+	Model      string          // the model ID, for messages and fixture output
+	Version    uint64          // the committed config version, 0 for a probe
+	Task       string          // e.g. "tts", "asr", "vad"
+	Engine     string          // the engine's Name
+	Checkpoint string          // path of the checkpoint (under the models root) or an engine-specific name
+	Options    json.RawMessage // engine options, canonical JSON ("{}" when none)
+	Slots      int
+}
+
+// Request is one inference call.
+type Request struct {
+	ID     string          // request ID, for logs and fixture output
+	Slot   int             // the slot (session index) serving it
+	Input  json.RawMessage // the JSON input of /v1/models/{id}/infer, or engine-specific parameters
+	Data   []byte          // binary payload (for example PCM16 audio), may be nil
+	Stream bool            // the caller consumes chunks through the emit callback
+}
+
+// Output is the result of one inference call.
+type Output struct {
+	JSON        json.RawMessage // JSON result, may be nil when Data is set
+	Data        []byte          // binary result (for example WAV audio)
+	ContentType string          // of Data
+}
+
+// Emit receives one chunk of a streamed result. An error (the client went
+// away) makes Infer stop and return it.
+type Emit func(chunk json.RawMessage) error
+
+// Engine opens pools of sessions for model specs.
+type Engine interface {
+	// Name returns the engine's name as model specs write it.
+	Name() string
+	// Validate checks a spec completely before any live change: options,
+	// files, slot count against what the engine can ever admit.
+	Validate(spec Spec) error
+	// EstimateMB returns the resident memory of a whole pool of spec.Slots
+	// sessions, in megabytes, charged against the memory budget.
+	EstimateMB(spec Spec) (int64, error)
+	// Open opens the primary session and returns it with the parallel
+	// capacity it advertises (1 for an engine without a parallel factory).
+	Open(ctx context.Context, spec Spec) (Session, int, error)
+	// Probe opens spec privately, reports its advertised capacity and closes
+	// it again.
+	Probe(ctx context.Context, spec Spec) (int, error)
+}
+
+// Session is one independent inference session (one slot).
+type Session interface {
+	// Clone creates session index (1..slots-1) from the primary. Only the
+	// primary is cloned.
+	Clone(ctx context.Context, index int) (Session, error)
+	// Infer runs one request. For a stream, each chunk goes through emit
+	// before Infer returns; the final Output may then be empty.
+	Infer(ctx context.Context, req Request, emit Emit) (Output, error)
+	// Close destroys the session and frees its memory.
+	Close(ctx context.Context) error
+}
+
+// ErrInvalid marks a spec or request the engine refuses (HTTP 400).
+var ErrInvalid = errors.New("invalid")
+
+// Invalidf returns an error wrapping ErrInvalid.
+func Invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Registry maps engine names to engines.
+type Registry map[string]Engine
+
+// Get returns the engine named name.
+func (r Registry) Get(name string) (Engine, error) {
+	e, ok := r[name]
+	if !ok {
+		return nil, Invalidf("unknown engine %q", name)
+	}
+	return e, nil
+}

@@ -1,0 +1,96 @@
+package core
+
+import "fmt"
+
+// EffectKind names an effect.
+type EffectKind uint8
+
+// The effects.
+const (
+	EfNone EffectKind = iota
+	// EfGrant: the request Ticket may run on session Slot of Model's pool,
+	// bound to config Version. The lease is held until Release.
+	EfGrant
+	// EfReject: Ticket ended without a lease, with Code. Terminal.
+	EfReject
+	// EfDone: manager or bulk Ticket finished successfully. Terminal. A bulk
+	// unload's Done carries Bulk.
+	EfDone
+	// EfStartLoad: open the primary session of Model for Config (Version);
+	// answer with LoadDone(Job).
+	EfStartLoad
+	// EfStartClone: clone session Index (1..Slots-1) of Model's private pool;
+	// answer with CloneDone(Job).
+	EfStartClone
+	// EfStartProbe: privately open Config and report its parallel capacity,
+	// then close it; answer with ProbeDone(Job).
+	EfStartProbe
+	// EfStartTeardown: destroy Sessions sessions of Model (a published pool,
+	// or a private one after a failed build); answer with TeardownDone(Job).
+	EfStartTeardown
+	// EfShutdownComplete: after BeginShutdown, nothing is admitted, running or
+	// resident any more. Emitted once.
+	EfShutdownComplete
+)
+
+var effectNames = [...]string{"None", "Grant", "Reject", "Done", "StartLoad", "StartClone", "StartProbe",
+	"StartTeardown", "ShutdownComplete"}
+
+// String returns the effect's name.
+func (k EffectKind) String() string {
+	if int(k) < len(effectNames) {
+		return effectNames[k]
+	}
+	return fmt.Sprintf("effect(%d)", k)
+}
+
+// Effect is one thing the shell must do, as a plain value. Effects of one
+// event must be carried out in order for one ticket or job, but the shell may
+// run backend jobs concurrently; each job reports back as its own event.
+type Effect struct {
+	Kind    EffectKind
+	Code    Code   // Reject
+	Cause   Cause  // StartTeardown: why the pool goes
+	Model   Handle // all but ShutdownComplete and bulk tickets
+	Slot    int32  // Grant
+	Index   int32  // StartClone
+	Ticket  Ticket // Grant, Reject, Done
+	Version uint64 // Grant, StartLoad, StartClone, StartTeardown: the config version of the pool
+	Job     Job    // Start*
+	// Sessions is the number of sessions a StartTeardown destroys.
+	Sessions int32
+	Config   *Config     // StartLoad, StartProbe
+	Bulk     *BulkResult // Done of a bulk unload
+}
+
+// Cause says why a pool is torn down.
+type Cause uint8
+
+// The teardown causes.
+const (
+	CauseNone        Cause = iota
+	CauseUnload            // an unload or bulk unload manager
+	CauseReconfigure       // the old pool of a reconfigure
+	CauseEvict             // evicted to make room for another load
+	CauseIdle              // idle retirement
+	CauseShutdown          // the process is shutting down
+	CauseFailedLoad        // the private sessions of a failed build
+)
+
+var causeNames = [...]string{"none", "unload", "reconfigure", "evict", "idle", "shutdown", "failed_load"}
+
+// String returns the cause's name.
+func (c Cause) String() string {
+	if int(c) < len(causeNames) {
+		return causeNames[c]
+	}
+	return fmt.Sprintf("cause(%d)", c)
+}
+
+// BulkResult is the answer of a bulk unload: the selected models that were
+// registered when the bulk was submitted (deduplicated, in request order) and
+// the IDs that were not.
+type BulkResult struct {
+	Unloaded []string
+	NotFound []string
+}

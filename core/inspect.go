@@ -1,0 +1,256 @@
+package core
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+)
+
+// TicketView is a read-only picture of one live ticket.
+type TicketView struct {
+	Ticket   Ticket
+	Kind     string // "request", "manager", "bulk"
+	Op       Op
+	Phase    string // "queued", "wait_init", "running", "managing", "bulk"
+	Seq      uint64 // enqueue order across the machine
+	Slot     int    // -1 unless it holds a slot
+	Version  uint64 // config version a running request is bound to
+	Deadline int64
+	Since    int64
+	Member   bool // a bulk member barrier
+}
+
+// ModelView is a read-only picture of one registry entry, for tests, the
+// model checker's abstraction function and the simulator.
+type ModelView struct {
+	Handle      Handle
+	ID          string
+	State       State
+	Config      *Config
+	Version     uint64
+	Published   bool
+	Capacity    int
+	Sessions    int
+	Built       int
+	PoolVersion uint64
+	Active      int
+	WaitInit    int
+	Queue       []TicketView // FIFO order
+	Slots       []TicketView // admitted requests in slot order
+	Manager     *TicketView  // the granted manager
+	ManagerStep string
+	Job         Job
+	JobKind     string // "none", "load", "clone", "probe", "teardown"
+	Cause       Cause  // of a running teardown
+	InLoaders   bool
+	Resident    bool
+	ResidentMB  int64
+	LastUsed    int64
+}
+
+var kindNames = [...]string{"", "request", "manager", "bulk"}
+
+func (m *Machine) ticketView(i int32) TicketView {
+	t := &m.ts.t[i]
+	v := TicketView{Ticket: m.ts.id(i), Kind: kindNames[t.kind], Op: t.op, Phase: phaseNames[t.phase], Seq: t.seq,
+		Slot: -1, Version: t.version, Deadline: t.dead, Since: t.since, Member: t.parent >= 0}
+	if t.phase == phWaitInit || t.phase == phRunning {
+		v.Slot = int(t.slot)
+	}
+	return v
+}
+
+// Inspect returns a picture of model h.
+func (m *Machine) Inspect(h Handle) ModelView {
+	md := &m.models[h]
+	v := ModelView{Handle: h, ID: md.id, State: md.state, Config: md.cfg, Version: md.version, Published: md.published,
+		Capacity: md.capacity, Sessions: md.sessions, Built: md.built, PoolVersion: md.poolVersion, Active: md.active,
+		WaitInit: md.waitInit, ManagerStep: mstepNames[md.step], Job: md.job, JobKind: jobNames[md.jkind],
+		Cause: md.cause, InLoaders: md.inLoaders, Resident: md.resident, ResidentMB: md.resMB, LastUsed: md.lastUsed}
+	for i := md.head; i >= 0; i = m.ts.t[i].next {
+		v.Queue = append(v.Queue, m.ticketView(i))
+	}
+	for b := md.busy; b != 0; b &= b - 1 {
+		v.Slots = append(v.Slots, m.ticketView(md.slotT[trailing(b)]))
+	}
+	if md.mgr >= 0 {
+		tv := m.ticketView(md.mgr)
+		v.Manager = &tv
+	}
+	return v
+}
+
+// Loaders returns the models waiting for the residency ledger or the
+// cold-load guard, in FIFO order.
+func (m *Machine) Loaders() []Handle { return append([]Handle(nil), m.loaders...) }
+
+// LiveTickets returns the number of tickets that have not ended.
+func (m *Machine) LiveTickets() int { return m.ts.live }
+
+// JobsInFlight returns the number of backend jobs the machine waits for.
+func (m *Machine) JobsInFlight() int { return m.jobs }
+
+// Describe prints the machine's state in a stable, readable form, one model
+// per line; datadriven tests print it as golden output.
+func (m *Machine) Describe() string {
+	var b strings.Builder
+	for h := range m.models {
+		v := m.Inspect(Handle(h))
+		fmt.Fprintf(&b, "%s: %s v%d slots=%d active=%d", v.ID, v.State, v.Version, v.Config.Slots, v.Active)
+		if v.Published {
+			fmt.Fprintf(&b, " pool=v%d/%d cap=%d", v.PoolVersion, v.Sessions, v.Capacity)
+		}
+		if v.WaitInit > 0 {
+			fmt.Fprintf(&b, " wait_init=%d", v.WaitInit)
+		}
+		if v.Manager != nil {
+			fmt.Fprintf(&b, " mgr=%s/%s", v.Manager.Op, v.ManagerStep)
+		}
+		if v.JobKind != "none" {
+			fmt.Fprintf(&b, " job=%s", v.JobKind)
+		}
+		if v.InLoaders {
+			b.WriteString(" waiting_residency")
+		}
+		if v.Resident {
+			fmt.Fprintf(&b, " resident=%dMB", v.ResidentMB)
+		}
+		if len(v.Queue) > 0 {
+			b.WriteString(" queue=[")
+			for k, t := range v.Queue {
+				if k > 0 {
+					b.WriteByte(' ')
+				}
+				if t.Kind == "request" {
+					b.WriteString("req")
+				} else {
+					b.WriteString(t.Op.String())
+				}
+			}
+			b.WriteByte(']')
+		}
+		b.WriteByte('\n')
+	}
+	if m.shutdown {
+		b.WriteString("shutting down\n")
+	}
+	return b.String()
+}
+
+// Describe prints one effect readably, naming models by ID.
+func (m *Machine) DescribeEffect(e Effect) string {
+	name := ""
+	if e.Kind != EfShutdownComplete && int(e.Model) < len(m.models) {
+		name = m.models[e.Model].id
+	}
+	switch e.Kind {
+	case EfGrant:
+		return fmt.Sprintf("Grant %s slot=%d v%d", name, e.Slot, e.Version)
+	case EfReject:
+		return fmt.Sprintf("Reject %s %s", name, e.Code)
+	case EfDone:
+		if e.Bulk != nil {
+			return fmt.Sprintf("Done bulk unloaded=%v not_found=%v", e.Bulk.Unloaded, e.Bulk.NotFound)
+		}
+		return fmt.Sprintf("Done %s", name)
+	case EfStartLoad:
+		return fmt.Sprintf("StartLoad %s v%d", name, e.Version)
+	case EfStartClone:
+		return fmt.Sprintf("StartClone %s #%d", name, e.Index)
+	case EfStartProbe:
+		return fmt.Sprintf("StartProbe %s slots=%d", name, e.Config.Slots)
+	case EfStartTeardown:
+		return fmt.Sprintf("StartTeardown %s sessions=%d cause=%s", name, e.Sessions, e.Cause)
+	case EfShutdownComplete:
+		return "ShutdownComplete"
+	}
+	return e.Kind.String()
+}
+
+// AppendKey appends a canonical encoding of the machine's scheduling state to
+// b: everything that decides future behaviour, without absolute times,
+// ticket numbers or job numbers (tickets are named by their place, jobs by
+// their kind). Two machines with equal keys behave identically under the
+// same future events up to renaming of tickets and jobs, which is what the
+// model checker needs. Time enters only as "has a deadline".
+func (m *Machine) AppendKey(b []byte) []byte {
+	b = append(b, byte(len(m.models)), b2b(m.shutdown), b2b(m.shutdownSent))
+	for h := range m.models {
+		b = m.AppendModelKey(b, Handle(h))
+	}
+	b = append(b, byte(len(m.loaders)))
+	for _, h := range m.loaders {
+		b = binary.AppendUvarint(b, uint64(h))
+	}
+	return b
+}
+
+// AppendModelKey appends the canonical encoding of one model (see AppendKey).
+// Bulk members name their parent by the parent's enqueue order relative to
+// other live bulks, so keys stay canonical.
+func (m *Machine) AppendModelKey(b []byte, h Handle) []byte {
+	md := &m.models[h]
+	c := md.cfg
+	b = append(b, byte(md.state), byte(c.Slots), b2b(md.published), byte(md.capacity), byte(md.sessions),
+		byte(md.built), byte(md.active), byte(md.waitInit), byte(md.step), byte(md.jkind), byte(md.cause),
+		b2b(md.inLoaders), b2b(md.resident))
+	b = binary.AppendUvarint(b, md.version)
+	b = binary.AppendUvarint(b, md.version-md.poolVersion)
+	b = binary.AppendUvarint(b, uint64(c.MemoryMB))
+	b = append(b, c.Engine...)
+	b = append(b, 0)
+	b = append(b, c.Options...)
+	b = append(b, 0)
+	if md.pend != nil {
+		b = append(b, 1, byte(md.pend.Slots))
+		b = append(b, md.pend.Options...)
+		b = append(b, 0)
+	}
+	for x := md.busy; x != 0; x &= x - 1 {
+		s := trailing(x)
+		t := &m.ts.t[md.slotT[s]]
+		b = append(b, 's', byte(s), byte(t.phase))
+		b = binary.AppendUvarint(b, md.version-t.version)
+	}
+	if md.mgr >= 0 {
+		b = m.appendTicketKey(append(b, 'm'), md.mgr)
+	}
+	for i := md.head; i >= 0; i = m.ts.t[i].next {
+		b = m.appendTicketKey(append(b, 'q'), i)
+	}
+	return append(b, '|')
+}
+
+func (m *Machine) appendTicketKey(b []byte, i int32) []byte {
+	t := &m.ts.t[i]
+	b = append(b, byte(t.kind), byte(t.op), b2b(t.dead > 0))
+	if t.cfg != nil {
+		b = append(b, byte(t.cfg.Slots))
+		b = append(b, t.cfg.Options...)
+		b = append(b, 0)
+	}
+	if t.parent >= 0 {
+		b = binary.AppendUvarint(b, m.bulkRank(t.parent))
+	}
+	return b
+}
+
+// bulkRank is the number of live bulk parents enqueued before p.
+func (m *Machine) bulkRank(p int32) uint64 {
+	var r uint64
+	seq := m.ts.t[p].seq
+	for i := range m.ts.t {
+		t := &m.ts.t[i]
+		if t.kind == tkBulk && t.seq < seq {
+			r++
+		}
+	}
+	return r
+}
+
+func b2b(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,317 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors for events that cannot apply. They mean the shell is out of
+// step with the machine (a bug in the shell), never a client outcome: client
+// outcomes are Reject effects.
+var (
+	ErrUnknownTicket = errors.New("core: unknown or finished ticket")
+	ErrNotRunning    = errors.New("core: ticket holds no lease to release")
+	ErrStaleJob      = errors.New("core: stale or unknown job")
+)
+
+// jobKind is the backend step a model waits for.
+type jobKind uint8
+
+const (
+	jobNone jobKind = iota
+	jobLoad
+	jobClone
+	jobProbe
+	jobTeardown
+)
+
+var jobNames = [...]string{"none", "load", "clone", "probe", "teardown"}
+
+// mstep is where the granted manager of a model stands.
+type mstep uint8
+
+const (
+	msNone        mstep = iota
+	msProbe             // waits for ProbeDone of the replacement
+	msTeardownOld       // waits for the old pool's teardown before commit
+	msLoad              // waits for the load it started
+	msUnload            // waits for the unload teardown
+)
+
+var mstepNames = [...]string{"none", "probe", "teardown_old", "load", "unload"}
+
+// model is one registry entry. Entries are never erased.
+type model struct {
+	id      string
+	state   State
+	cfg     *Config
+	version uint64 // committed config version, 1 at registration
+
+	published   bool   // a complete pool serves (state Ready)
+	capacity    int    // advertised capacity of the live or building pool
+	sessions    int    // sessions of the published pool
+	built       int    // sessions of the private pool being built
+	poolVersion uint64 // config version the published pool was built from
+
+	busy     uint16 // slot bitmap of admitted requests
+	slotT    [MaxSlots]int32
+	active   int // admitted requests, including those waiting for the pool
+	waitInit int // admitted requests waiting for the pool
+
+	head, tail int32 // FIFO of queued tickets
+	nReq, nMgr int
+
+	mgr   int32 // granted manager ticket, -1 for none
+	step  mstep
+	pend  *Config // replacement config of the granted manager
+	job   Job
+	jkind jobKind
+	cause Cause // of the running teardown
+
+	inLoaders bool  // waiting for the residency ledger or the cold-load guard
+	resident  bool  // charged to the residency ledger
+	resMB     int64 // what was charged
+	lastUsed  int64
+	dirty     bool
+}
+
+func (md *model) settled() bool {
+	return md.mgr < 0 && md.active == 0 && md.jkind == jobNone && !md.inLoaders &&
+		(md.state == Unloaded || md.state == Ready)
+}
+
+func (md *model) evictable() bool {
+	return md.published && md.state == Ready && md.active == 0 && md.head < 0 && md.mgr < 0 &&
+		md.jkind == jobNone && !md.inLoaders
+}
+
+// Machine is the scheduler state machine. See the package documentation for
+// its contract and threading rule.
+type Machine struct {
+	opts   Options
+	models []model
+	index  map[string]Handle
+	ts     tickets
+	out    []Effect
+
+	seq     uint64 // enqueue order across the machine
+	jobSeq  uint32
+	jobs    int // backend jobs in flight
+	loads   int // loads between StartLoad and publication or failure
+	loaders []Handle
+
+	resCount int
+	resMB    int64
+
+	shutdown     bool
+	shutdownSent bool
+
+	dirty    []Handle
+	loadersD bool
+
+	evicted []evictRecord // victims retired by the current event, for EvictOnlyIdle
+
+	later []pendingMembers // MutBulkOneByOne only
+}
+
+type evictRecord struct {
+	model          Handle
+	active, queued int
+	mgr, published bool
+}
+
+// reasonShutdown marks a bulk parent whose queued members shutdown rejected.
+const reasonShutdown Reason = 255
+
+// New returns an empty machine.
+func New(opts Options) (*Machine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("core.New: %w", err)
+	}
+	return &Machine{opts: opts, index: make(map[string]Handle), out: make([]Effect, 0, 64)}, nil
+}
+
+// Options returns the machine's options.
+func (m *Machine) Options() Options { return m.opts }
+
+// Lookup resolves a model ID to its handle.
+func (m *Machine) Lookup(id string) (Handle, bool) {
+	h, ok := m.index[id]
+	return h, ok
+}
+
+// ID returns the model ID of a handle.
+func (m *Machine) ID(h Handle) string { return m.models[h].id }
+
+// Config returns the committed config of a model.
+func (m *Machine) Config(h Handle) *Config { return m.models[h].cfg }
+
+// Len returns the number of registered models.
+func (m *Machine) Len() int { return len(m.models) }
+
+// ShuttingDown reports whether BeginShutdown has happened.
+func (m *Machine) ShuttingDown() bool { return m.shutdown }
+
+// Effects returns the effects emitted since the last Advance, in order. The
+// slice is reused: copy what must outlive the next Advance.
+func (m *Machine) Effects() []Effect { return m.out }
+
+// Advance clears the effect buffer. Call it after carrying out Effects.
+func (m *Machine) Advance() {
+	m.out = m.out[:0]
+	m.evicted = m.evicted[:0]
+}
+
+func (m *Machine) mut(x Mutants) bool { return m.opts.Mutants&x != 0 }
+
+// register publishes a new entry with its first committed config.
+func (m *Machine) register(id string, cfg *Config) Handle {
+	h := Handle(len(m.models))
+	m.models = append(m.models, model{id: id, state: Unloaded, cfg: cfg, version: 1, head: -1, tail: -1, mgr: -1})
+	m.index[id] = h
+	return h
+}
+
+// --- effects ---
+
+func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
+
+func (m *Machine) newJob(h Handle, k jobKind) Job {
+	md := &m.models[h]
+	m.jobSeq++
+	j := Job(uint64(h)<<32 | uint64(m.jobSeq))
+	md.job, md.jkind = j, k
+	m.jobs++
+	return j
+}
+
+// jobModel resolves a completion to its model, checking the job is current.
+func (m *Machine) jobModel(j Job, k jobKind) (*model, Handle, error) {
+	h := Handle(j >> 32)
+	if int(h) >= len(m.models) {
+		return nil, 0, fmt.Errorf("%w: %d", ErrStaleJob, j)
+	}
+	md := &m.models[h]
+	if md.job != j || md.jkind != k || j == 0 {
+		return nil, 0, fmt.Errorf("%w: %d (%s)", ErrStaleJob, j, jobNames[k])
+	}
+	md.job, md.jkind = 0, jobNone
+	m.jobs--
+	return md, h, nil
+}
+
+// finish ends a ticket with a terminal Reject or Done and frees it.
+func (m *Machine) finish(i int32, kind EffectKind, code Code) {
+	t := &m.ts.t[i]
+	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i)}
+	if t.kind == tkBulk {
+		e.Bulk = t.bulk
+	}
+	parent := t.parent
+	member := t.kind == tkManager && parent >= 0
+	if !member {
+		m.emit(e)
+	}
+	m.ts.release(i)
+	if member {
+		m.memberDone(parent)
+	}
+}
+
+// memberDone counts a finished bulk member against its parent.
+func (m *Machine) memberDone(p int32) {
+	pt := &m.ts.t[p]
+	pt.pending--
+	if pt.pending > 0 {
+		m.nextLater(p)
+		return
+	}
+	switch pt.reason {
+	case 0:
+		m.finish(p, EfDone, CodeOK)
+	case ReasonDisconnect:
+		m.finish(p, EfReject, CodeCancelled)
+	default:
+		m.finish(p, EfReject, CodeShuttingDown)
+	}
+}
+
+// --- queue ---
+
+func (m *Machine) enqueue(h Handle, i int32) {
+	md := &m.models[h]
+	t := &m.ts.t[i]
+	m.seq++
+	t.seq, t.phase, t.prev, t.next = m.seq, phQueued, md.tail, -1
+	if md.tail >= 0 {
+		m.ts.t[md.tail].next = i
+	} else {
+		md.head = i
+	}
+	md.tail = i
+	if t.kind == tkRequest {
+		md.nReq++
+	} else {
+		md.nMgr++
+	}
+}
+
+func (m *Machine) unlink(i int32) {
+	t := &m.ts.t[i]
+	md := &m.models[t.model]
+	if t.prev >= 0 {
+		m.ts.t[t.prev].next = t.next
+	} else {
+		md.head = t.next
+	}
+	if t.next >= 0 {
+		m.ts.t[t.next].prev = t.prev
+	} else {
+		md.tail = t.prev
+	}
+	t.prev, t.next = -1, -1
+	if t.kind == tkRequest {
+		md.nReq--
+	} else {
+		md.nMgr--
+	}
+}
+
+// --- settling ---
+
+func (m *Machine) markDirty(h Handle) {
+	md := &m.models[h]
+	if !md.dirty {
+		md.dirty = true
+		m.dirty = append(m.dirty, h)
+	}
+}
+
+// settle runs the scheduling consequences of an event until nothing changes:
+// dirty models pump their FIFO, the loader queue starts what fits, and a
+// shutting-down machine retires what went idle.
+func (m *Machine) settle(now int64) {
+	for {
+		if n := len(m.dirty); n > 0 {
+			h := m.dirty[0]
+			copy(m.dirty, m.dirty[1:])
+			m.dirty = m.dirty[:n-1]
+			m.models[h].dirty = false
+			m.pump(now, h)
+			if m.shutdown {
+				m.shutdownRetire(now, h)
+			}
+			continue
+		}
+		if m.loadersD {
+			m.loadersD = false
+			m.pumpLoaders(now)
+			continue
+		}
+		break
+	}
+	if m.shutdown && !m.shutdownSent && m.ts.live == 0 && m.jobs == 0 && m.resCount == 0 && len(m.loaders) == 0 {
+		m.shutdownSent = true
+		m.emit(Effect{Kind: EfShutdownComplete})
+	}
+}

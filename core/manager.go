@@ -1,0 +1,265 @@
+package core
+
+// SubmitManager is the action SubmitManager: a targeted management operation
+// enters model id's FIFO as an exclusive barrier. OpApply with cfg registers
+// an unknown ID (publishing its entry at once, before the first load) or
+// reconfigures a known one; OpLoad and OpUnload target a known ID. timeout is
+// the admission override as for SubmitRequest. The ticket ends with Done or
+// Reject.
+//
+// Decision tree (CONTRACT.md, "Operations crossed with model states"):
+//
+//	(1) invalid config: Reject invalid_request, nothing changes.
+//	(2) shutting down: Reject shutting_down.
+//	(3) unknown ID: OpApply registers a new entry; others Reject not_found.
+//	(4) queue behind everything earlier; a settled model grants at once.
+func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeout int64) Ticket {
+	i := m.ts.alloc()
+	t := &m.ts.t[i]
+	t.kind, t.op, t.cfg, t.parent, t.since, t.prev, t.next = tkManager, op, cfg, -1, now, -1, -1
+	tid := m.ts.id(i)
+	m.seq++
+	t.seq = m.seq
+	if op == OpApply && cfg.Validate() != nil || op == OpNone || op == OpBulk { // (1)
+		m.finish(i, EfReject, CodeInvalid)
+		return tid
+	}
+	if m.shutdown { // (2)
+		m.finish(i, EfReject, CodeShuttingDown)
+		return tid
+	}
+	h, ok := m.index[id]
+	if !ok { // (3)
+		if op != OpApply {
+			m.finish(i, EfReject, CodeNotFound)
+			return tid
+		}
+		h = m.register(id, cfg)
+		t.op = OpLoad // the entry already carries cfg as version 1
+		timeout = 0
+	}
+	t.model = h
+	if d := m.effectiveTimeout(&m.models[h], timeout); d > 0 {
+		t.dead = now + d
+	}
+	m.enqueue(h, i) // (4)
+	m.markDirty(h)
+	m.settle(now)
+	return tid
+}
+
+// SubmitBulkUnload is the action SubmitBulkUnload: a registry snapshot of
+// ids, then barriers for every registered member published in this one step,
+// so overlapping bulks order identically on every shared model and never
+// wait on each other in a cycle. Ready-idle members are freed at once; busy
+// ones after their earlier work. Unknown IDs go to NotFound. Bulk waits are
+// unbounded. The ticket ends with Done carrying the BulkResult.
+func (m *Machine) SubmitBulkUnload(now int64, ids []string) Ticket {
+	p := m.ts.alloc()
+	pt := &m.ts.t[p]
+	pt.kind, pt.op, pt.parent, pt.since, pt.prev, pt.next, pt.phase = tkBulk, OpBulk, -1, now, -1, -1, phBulk
+	pid := m.ts.id(p)
+	m.seq++
+	pt.seq = m.seq
+	res := &BulkResult{}
+	pt.bulk = res
+	if m.shutdown {
+		m.finish(p, EfReject, CodeShuttingDown)
+		return pid
+	}
+	seen := make(map[string]bool, len(ids))
+	var members []Handle
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if h, ok := m.index[id]; ok {
+			res.Unloaded = append(res.Unloaded, id)
+			members = append(members, h)
+		} else {
+			res.NotFound = append(res.NotFound, id)
+		}
+	}
+	pt.pending = int32(len(members))
+	if len(members) == 0 {
+		m.finish(p, EfDone, CodeOK)
+		return pid
+	}
+	for k, h := range members {
+		if m.mut(MutBulkOneByOne) && k > 0 {
+			break
+		}
+		m.addMember(h, p, now)
+	}
+	if m.mut(MutBulkOneByOne) && len(members) > 1 {
+		m.later = append(m.later, pendingMembers{parent: p, models: members[1:]})
+	}
+	m.settle(now)
+	return pid
+}
+
+func (m *Machine) addMember(h Handle, p int32, now int64) {
+	c := m.ts.alloc()
+	ct := &m.ts.t[c]
+	ct.kind, ct.op, ct.model, ct.parent, ct.since, ct.prev, ct.next = tkManager, OpUnload, h, p, now, -1, -1
+	m.enqueue(h, c)
+	m.markDirty(h)
+}
+
+// cancelBulk withdraws a bulk's queued members; members already running
+// finish, and the parent ends when the last one does.
+func (m *Machine) cancelBulk(p int32, r Reason) {
+	pt := &m.ts.t[p]
+	pt.reason = r
+	for h := range m.models {
+		md := &m.models[h]
+		for i := md.head; i >= 0; {
+			nx := m.ts.t[i].next
+			if m.ts.t[i].parent == p {
+				m.unlink(i)
+				m.markDirty(Handle(h))
+				m.ts.release(i)
+				pt.pending--
+			}
+			i = nx
+		}
+	}
+	m.dropLater(p)
+	if pt.pending == 0 {
+		pt.pending = 1
+		m.memberDone(p)
+	}
+}
+
+// grantManager makes ticket i the exclusive owner of a settled model and
+// starts its operation.
+func (m *Machine) grantManager(now int64, h Handle, i int32) {
+	md := &m.models[h]
+	t := &m.ts.t[i]
+	t.phase, t.since = phManaging, now
+	md.mgr = i
+	switch t.op {
+	case OpLoad:
+		m.managedLoad(h)
+	case OpUnload:
+		if md.state == Unloaded {
+			m.managerDone(h, EfDone, CodeOK)
+			return
+		}
+		md.step = msUnload
+		m.retire(h, CauseUnload)
+	case OpApply:
+		m.apply(now, h, t.cfg)
+	}
+}
+
+// managedLoad loads for the granted manager, or finishes it when loaded.
+func (m *Machine) managedLoad(h Handle) {
+	md := &m.models[h]
+	if md.state == Ready {
+		m.managerDone(h, EfDone, CodeOK)
+		return
+	}
+	md.step = msLoad
+	m.startLoad(h)
+}
+
+// apply reconfigures a model for the granted manager (CONTRACT.md,
+// "Failure boundaries"): validate before any teardown; an unchanged session
+// set reuses the live capacity, a changed multi-slot one is probed; failure
+// before commit keeps the old pool, count, metadata and residency.
+func (m *Machine) apply(now int64, h Handle, cfg *Config) {
+	md := &m.models[h]
+	old := md.cfg
+	if *cfg == *old {
+		m.managedLoad(h)
+		return
+	}
+	if cfg.sameSessions(old) && cfg.Slots == old.Slots && cfg.MemoryMB == old.MemoryMB {
+		// Only admission metadata changed: the pool stays valid as built.
+		m.commit(h, cfg)
+		m.managedLoad(h)
+		return
+	}
+	if cfg.Slots > 1 {
+		if md.published && cfg.sameSessions(old) {
+			if cfg.Slots > md.capacity {
+				m.managerDone(h, EfReject, CodeInvalid)
+				return
+			}
+		} else {
+			md.pend = cfg
+			md.step = msProbe
+			md.state = Reconfiguring
+			j := m.newJob(h, jobProbe)
+			m.emit(Effect{Kind: EfStartProbe, Model: h, Job: j, Config: cfg, Version: md.version + 1})
+			return
+		}
+	}
+	m.replace(now, h, cfg)
+}
+
+// replace retires the old pool (if any), then commits cfg and loads it.
+func (m *Machine) replace(now int64, h Handle, cfg *Config) {
+	md := &m.models[h]
+	if md.published {
+		md.pend = cfg
+		md.step = msTeardownOld
+		m.retire(h, CauseReconfigure)
+		md.state = Reconfiguring
+		return
+	}
+	m.commit(h, cfg)
+	md.pend = nil
+	md.step = msLoad
+	m.startLoad(h)
+	md.state = Reconfiguring
+}
+
+// commit publishes a complete new config as the next version.
+func (m *Machine) commit(h Handle, cfg *Config) {
+	md := &m.models[h]
+	md.cfg = cfg
+	md.version++
+	if md.published && !m.mut(MutStaleMetadata) {
+		md.poolVersion = md.version
+	}
+}
+
+// ProbeDone is the action ProbeDone: the private probe of a replacement
+// config reports its capacity (or failed). Too small a capacity is
+// invalid_request (for example slots=5 on capacity 4); either failure keeps
+// the old state whole.
+func (m *Machine) ProbeDone(now int64, j Job, capacity int, failed bool) error {
+	md, h, err := m.jobModel(j, jobProbe)
+	if err != nil {
+		return err
+	}
+	cfg := md.pend
+	md.pend = nil
+	md.state = Unloaded
+	if md.published {
+		md.state = Ready
+	}
+	switch {
+	case failed:
+		m.managerDone(h, EfReject, CodeBackend)
+	case capacity < cfg.Slots:
+		m.managerDone(h, EfReject, CodeInvalid)
+	default:
+		m.replace(now, h, cfg)
+	}
+	m.markDirty(h)
+	m.settle(now)
+	return nil
+}
+
+// managerDone ends the granted manager of h.
+func (m *Machine) managerDone(h Handle, kind EffectKind, code Code) {
+	md := &m.models[h]
+	i := md.mgr
+	md.mgr, md.step, md.pend = -1, msNone, nil
+	m.finish(i, kind, code)
+	m.markDirty(h)
+}

@@ -1,0 +1,55 @@
+package core
+
+// ModelStatus is what GET /v1/models reports for one model.
+type ModelStatus struct {
+	ID     string
+	Task   string
+	Engine string
+	State  State
+	// Loaded is true while a complete pool is published; it turns false the
+	// moment an unload, eviction or reconfigure retires the pool logically,
+	// before the teardown finishes.
+	Loaded         bool
+	Slots          int
+	ActiveSlots    int
+	QueuedRequests int
+	QueuedManagers int
+	// MaxParallelSlots is the advertised capacity of the live pool, 0 (null
+	// over HTTP) until loaded and after retirement.
+	MaxParallelSlots int
+	ConfigVersion    uint64
+	MemoryMB         int64
+	ResidentMB       int64
+}
+
+// Status returns the status of one model.
+func (m *Machine) Status(h Handle) ModelStatus {
+	md := &m.models[h]
+	return ModelStatus{
+		ID: md.id, Task: md.cfg.Task, Engine: md.cfg.Engine, State: md.state, Loaded: md.published,
+		Slots: md.cfg.Slots, ActiveSlots: md.active, QueuedRequests: md.nReq, QueuedManagers: md.nMgr,
+		MaxParallelSlots: md.capacity * b2i(md.published), ConfigVersion: md.version,
+		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB,
+	}
+}
+
+// Snapshot returns the status of every model in registration order. The
+// shell calls it under the same lock as every event, so it is one atomic
+// snapshot across all models: no model is ever seen half-changed.
+func (m *Machine) Snapshot() []ModelStatus {
+	out := make([]ModelStatus, len(m.models))
+	for h := range m.models {
+		out[h] = m.Status(Handle(h))
+	}
+	return out
+}
+
+// Residency reports the ledger: resident models and their charged memory.
+func (m *Machine) Residency() (models int, memoryMB int64) { return m.resCount, m.resMB }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

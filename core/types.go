@@ -1,0 +1,199 @@
+package core
+
+import "fmt"
+
+// State is the lifecycle state of one registered model (CONTRACT.md, "States
+// and ownership").
+type State uint8
+
+// The model states. The process-wide shutdown phase is not a model state; see
+// Machine.ShuttingDown.
+const (
+	Unloaded      State = iota // registered metadata, no published pool
+	Loading                    // a private pool is being built
+	Ready                      // a complete pool is published
+	Reconfiguring              // an exclusive manager is replacing the configuration
+	Unloading                  // logical residency cleared, teardown in progress
+)
+
+var stateNames = [...]string{"unloaded", "loading", "ready", "reconfiguring", "unloading"}
+
+// String returns the state's name as the HTTP status reports it.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", s)
+}
+
+// Op is the operation of a manager ticket.
+type Op uint8
+
+// The manager operations. OpApply registers an unknown ID or reconfigures a
+// known one, then loads it (HTTP PUT /v1/models/{id}).
+const (
+	OpNone   Op = iota
+	OpApply     // register or reconfigure, then load
+	OpLoad      // load if not loaded
+	OpUnload    // unload, idempotent
+	OpBulk      // bulk unload: the parent ticket of per-model members
+)
+
+var opNames = [...]string{"none", "apply", "load", "unload", "bulk"}
+
+// String returns the operation's name.
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", o)
+}
+
+// Code is the outcome carried by a Reject effect. The server maps each code to
+// one HTTP status once (see server).
+type Code uint8
+
+// The outcome codes.
+const (
+	CodeOK           Code = iota
+	CodeServerBusy        // 503 server_busy: admission timeout, full queue, overdue blockers, residency refusal
+	CodeShuttingDown      // 503 shutting_down
+	CodeInvalid           // 400 invalid_request_error: bad config, unsupported slot count
+	CodeNotFound          // 404 not_found_error
+	CodeBackend           // 500 internal_error: load, probe or clone failed
+	CodeCancelled         // the client went away; nobody reads the answer
+)
+
+var codeNames = [...]string{"ok", "server_busy", "shutting_down", "invalid_request", "not_found", "backend_error", "cancelled"}
+
+// String returns the code's name.
+func (c Code) String() string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code(%d)", c)
+}
+
+// Reason says why a ticket is cancelled.
+type Reason uint8
+
+// The cancellation reasons.
+const (
+	ReasonTimeout    Reason = iota + 1 // the admission deadline passed: 503 server_busy
+	ReasonDisconnect                   // the client went away
+)
+
+// String returns the reason's name.
+func (r Reason) String() string {
+	switch r {
+	case ReasonTimeout:
+		return "timeout"
+	case ReasonDisconnect:
+		return "disconnect"
+	}
+	return fmt.Sprintf("reason(%d)", r)
+}
+
+// Handle names a registered model. Entries are never erased, so a handle stays
+// valid for the machine's life.
+type Handle uint32
+
+// Ticket names one request, manager or bulk unload from submission to its
+// terminal effect. The low 32 bits index the ticket table, the high 32 bits
+// are a generation, so a stale or repeated Release is detected.
+type Ticket uint64
+
+// Job names one backend step (load, clone, probe, teardown) that the machine
+// asked for. Completion events carry it back; a stale job is refused.
+type Job uint64
+
+// MaxSlots is the largest slot count the contract allows.
+const MaxSlots = 16
+
+// NoTimeout in a request's timeout field means "use the model's default".
+const NoTimeout int64 = -1
+
+// Config is the committed metadata of a model: what its pool is built from
+// and how it admits work. A Config is immutable once submitted: the machine
+// keeps the pointer and replaces it whole, so metadata is never a partial mix.
+type Config struct {
+	Task       string // e.g. "tts", "asr", "vad"
+	Engine     string // backend name
+	Checkpoint string // checkpoint path under the models root
+	Options    string // canonical JSON of engine options
+	Slots      int    // 1..MaxSlots, limited by the engine's capacity
+	// AdmissionTimeout is the model's default admission wait in nanoseconds;
+	// 0 means unbounded (still limited by Options.AdmissionCeiling).
+	AdmissionTimeout int64
+	// MaxQueue limits queued requests (including those waiting for slots of a
+	// loaded model); 0 means unlimited.
+	MaxQueue int
+	// MemoryMB is the engine's estimate of the resident memory of the whole
+	// pool, charged against Options.MemoryBudgetMB from load start until
+	// teardown completes.
+	MemoryMB int64
+}
+
+// SessionKey reports whether two configs build identical sessions, so that a
+// live advertised capacity can be reused instead of probing.
+func (c *Config) sameSessions(o *Config) bool {
+	return c.Engine == o.Engine && c.Checkpoint == o.Checkpoint && c.Options == o.Options && c.Task == o.Task
+}
+
+// Validate checks what the machine can check of a config.
+func (c *Config) Validate() error {
+	if c == nil {
+		return fmt.Errorf("config: missing")
+	}
+	if c.Slots < 1 || c.Slots > MaxSlots {
+		return fmt.Errorf("config: slots must be 1..%d, got %d", MaxSlots, c.Slots)
+	}
+	if c.AdmissionTimeout < 0 {
+		return fmt.Errorf("config: admission timeout must not be negative")
+	}
+	if c.MaxQueue < 0 {
+		return fmt.Errorf("config: max queue must not be negative")
+	}
+	if c.MemoryMB < 0 {
+		return fmt.Errorf("config: memory estimate must not be negative")
+	}
+	return nil
+}
+
+// Options are the machine-wide settings. The zero value is valid: no residency
+// limits, no idle retirement, unbounded admission, parallel cold loads.
+type Options struct {
+	// MaxLoadedModels limits physically resident models (a model being torn
+	// down still counts); 0 means unlimited.
+	MaxLoadedModels int
+	// MemoryBudgetMB limits the sum of Config.MemoryMB of resident models; a
+	// model that is still tearing down counts until TeardownDone; 0 means
+	// unlimited.
+	MemoryBudgetMB int64
+	// IdleTimeout retires a ready model that has been idle and queue-free this
+	// long (nanoseconds, checked on Tick); 0 disables idle retirement.
+	IdleTimeout int64
+	// DefaultAdmissionTimeout applies when neither the request nor the model
+	// sets one (nanoseconds; 0 means unbounded).
+	DefaultAdmissionTimeout int64
+	// AdmissionCeiling bounds every effective admission timeout, including
+	// "unbounded" ones (nanoseconds; 0 means no ceiling). Bulk waits ignore it.
+	AdmissionCeiling int64
+	// SerializeColdLoads lets at most one load run at a time (the global
+	// cold-load guard); warm models keep serving meanwhile.
+	SerializeColdLoads bool
+	// Mutants switches on planted bugs for the mutation checks. Never set it
+	// outside tests.
+	Mutants Mutants
+
+	_ struct{}
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if o.MaxLoadedModels < 0 || o.MemoryBudgetMB < 0 || o.IdleTimeout < 0 ||
+		o.DefaultAdmissionTimeout < 0 || o.AdmissionCeiling < 0 {
+		return fmt.Errorf("options: limits must not be negative")
+	}
+	return nil
+}
