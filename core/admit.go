@@ -310,7 +310,7 @@ func (m *Machine) Cancel(now int64, id Ticket, r Reason) (bool, error) {
 func (m *Machine) rejectUnknown(now int64, op Op) Ticket {
 	i := m.ts.alloc()
 	t := &m.ts.t[i]
-	t.kind, t.op, t.parent, t.since, t.prev, t.next = tkRequest, op, -1, now, -1, -1
+	t.kind, t.op, t.parent, t.since, t.prev, t.next, t.model = tkRequest, op, -1, now, -1, -1, NoModel
 	if op != OpNone {
 		t.kind = tkManager
 	}

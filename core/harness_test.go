@@ -16,6 +16,8 @@ type harness struct {
 	jobs map[Job]Effect // started, not yet completed
 	res  map[Ticket]Effect
 	bulk map[Ticket]*BulkResult
+	run  []Ticket // granted, not released, in grant order
+	done bool     // ShutdownComplete seen
 }
 
 func newHarness(t testing.TB, opts Options) *harness {
@@ -38,8 +40,13 @@ func (h *harness) collect() []Effect {
 		switch e.Kind {
 		case EfStartLoad, EfStartClone, EfStartProbe, EfStartTeardown:
 			h.jobs[e.Job] = e
+		case EfShutdownComplete:
+			h.done = true
 		case EfGrant, EfReject, EfDone:
 			h.res[e.Ticket] = e
+			if e.Kind == EfGrant {
+				h.run = append(h.run, e.Ticket)
+			}
 			if e.Bulk != nil {
 				h.bulk[e.Ticket] = e.Bulk
 			}
@@ -104,6 +111,12 @@ func (h *harness) bulkUnload(ids ...string) Ticket {
 
 func (h *harness) release(tk Ticket) {
 	h.t.Helper()
+	for k, x := range h.run {
+		if x == tk {
+			h.run = append(h.run[:k], h.run[k+1:]...)
+			break
+		}
+	}
 	if err := h.m.Release(h.tick(), tk, false); err != nil {
 		h.t.Fatal(err)
 	}
@@ -200,3 +213,35 @@ func (h *harness) expect(tk Ticket, want string) {
 }
 
 func (h *harness) state(id string) ModelStatus { return h.m.Status(h.handle(id)) }
+
+// drain completes every backend job (oldest first) and releases every
+// granted request (oldest first) until nothing is pending.
+func (h *harness) drain(capacity int) {
+	h.t.Helper()
+	for n := 0; ; n++ {
+		if n > 10000 {
+			h.t.Fatalf("drain does not converge: %v", h.log)
+		}
+		if len(h.jobs) > 0 {
+			var first Effect
+			found := false
+			for _, e := range h.jobs {
+				if !found || e.Job < first.Job {
+					first, found = e, true
+				}
+			}
+			h.complete(first, capacity, false)
+			continue
+		}
+		if len(h.run) > 0 {
+			h.release(h.run[0])
+			continue
+		}
+		return
+	}
+}
+
+func (h *harness) shutdown() {
+	h.m.BeginShutdown(h.tick())
+	h.collect()
+}

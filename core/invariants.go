@@ -261,9 +261,21 @@ func checkLeaseConservation(m *Machine) error {
 			return fmt.Errorf("%s: %d requests wait for a pool nobody builds", md.id, md.waitInit)
 		}
 	}
+	members := map[int32]int32{}
 	for i := range m.ts.t {
-		if t := &m.ts.t[i]; t.kind == tkBulk {
+		t := &m.ts.t[i]
+		if t.kind == tkBulk {
 			places++
+		}
+		if t.kind == tkManager && t.parent >= 0 {
+			members[t.parent]++
+		}
+	}
+	// A bulk's barriers are all published in its submitting step: each
+	// member it still waits for is a live barrier.
+	for i := range m.ts.t {
+		if t := &m.ts.t[i]; t.kind == tkBulk && t.pending != members[int32(i)] {
+			return fmt.Errorf("bulk waits for %d members, %d barriers published", t.pending, members[int32(i)])
 		}
 	}
 	if places != m.ts.live {

@@ -280,7 +280,7 @@ func (m *Machine) retire(h Handle, cause Cause) {
 	n := md.sessions
 	md.state = Unloading
 	md.published = false
-	md.capacity, md.sessions = 0, 0
+	md.capacity, md.sessions, md.built = 0, 0, 0
 	md.cause = cause
 	if m.mut(MutRetiredIsFree) {
 		m.unresident(h)

@@ -204,7 +204,7 @@ func (m *Machine) jobModel(j Job, k jobKind) (*model, Handle, error) {
 func (m *Machine) finish(i int32, kind EffectKind, code Code) {
 	t := &m.ts.t[i]
 	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i)}
-	if t.kind == tkBulk {
+	if t.kind == tkBulk && kind == EfDone {
 		e.Bulk = t.bulk
 	}
 	parent := t.parent

@@ -16,7 +16,7 @@ package core
 func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeout int64) Ticket {
 	i := m.ts.alloc()
 	t := &m.ts.t[i]
-	t.kind, t.op, t.cfg, t.parent, t.since, t.prev, t.next = tkManager, op, cfg, -1, now, -1, -1
+	t.kind, t.op, t.cfg, t.parent, t.since, t.prev, t.next, t.model = tkManager, op, cfg, -1, now, -1, -1, NoModel
 	tid := m.ts.id(i)
 	m.seq++
 	t.seq = m.seq
@@ -57,7 +57,7 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 func (m *Machine) SubmitBulkUnload(now int64, ids []string) Ticket {
 	p := m.ts.alloc()
 	pt := &m.ts.t[p]
-	pt.kind, pt.op, pt.parent, pt.since, pt.prev, pt.next, pt.phase = tkBulk, OpBulk, -1, now, -1, -1, phBulk
+	pt.kind, pt.op, pt.parent, pt.since, pt.prev, pt.next, pt.phase, pt.model = tkBulk, OpBulk, -1, now, -1, -1, phBulk, NoModel
 	pid := m.ts.id(p)
 	m.seq++
 	pt.seq = m.seq

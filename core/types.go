@@ -98,6 +98,10 @@ func (r Reason) String() string {
 // valid for the machine's life.
 type Handle uint32
 
+// NoModel is the Model of effects for tickets that never reached a
+// registered model (unknown ID, invalid spec, bulk parents).
+const NoModel Handle = ^Handle(0)
+
 // Ticket names one request, manager or bulk unload from submission to its
 // terminal effect. The low 32 bits index the ticket table, the high 32 bits
 // are a generation, so a stale or repeated Release is detected.

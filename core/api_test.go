@@ -1,0 +1,118 @@
+package core
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestNamesAndStrings(t *testing.T) {
+	if got := strings.Join(EventNames(), ","); got != "SubmitRequest,SubmitManager,SubmitBulkUnload,Cancel,Release,LoadDone,CloneDone,ProbeDone,TeardownDone,Tick,BeginShutdown" {
+		t.Fatal(got)
+	}
+	if len(InvariantNames()) != len(Invariants) || InvariantNames()[0] != "CapacityBounds" {
+		t.Fatal(InvariantNames())
+	}
+	for _, s := range []interface{ String() string }{State(99), Op(99), Code(99), Reason(99), EventKind(99), EffectKind(99), Cause(99)} {
+		if !strings.Contains(s.String(), "99") {
+			t.Fatalf("%T: %s", s, s)
+		}
+	}
+	for _, mu := range AllMutants() {
+		if back, ok := ParseMutant(mu.String()); !ok || back != mu {
+			t.Fatalf("mutant %s does not round-trip", mu)
+		}
+	}
+	if _, ok := ParseMutant("nope"); ok || Mutants(0).String() != "none" {
+		t.Fatal("mutant names")
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	if _, err := New(Options{MaxLoadedModels: -1}); err == nil {
+		t.Fatal("negative limit accepted")
+	}
+	m, _ := New(Options{IdleTimeout: 5})
+	if m.Options().IdleTimeout != 5 || m.ShuttingDown() || m.Len() != 0 {
+		t.Fatal("accessors")
+	}
+	if _, err := m.Step(Event{Kind: EventKind(99)}); err == nil {
+		t.Fatal("unknown event accepted")
+	}
+}
+
+func TestStaleAndUnknown(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.apply("a", cfg(1))
+	e, _ := h.pending("a", EfStartLoad)
+	if err := h.m.CloneDone(h.tick(), e.Job, false); !errors.Is(err, ErrStaleJob) {
+		t.Fatalf("wrong-kind completion: %v", err)
+	}
+	if err := h.m.TeardownDone(h.tick(), Job(99)<<32); !errors.Is(err, ErrStaleJob) {
+		t.Fatalf("unknown model job: %v", err)
+	}
+	h.completeAll(1)
+	if err := h.m.LoadDone(h.tick(), e.Job, 1, false); !errors.Is(err, ErrStaleJob) {
+		t.Fatalf("repeated completion: %v", err)
+	}
+	if _, err := h.m.Cancel(h.tick(), Ticket(12345), ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
+		t.Fatal(err)
+	}
+	u := h.m.SubmitManager(h.tick(), "a", OpUnload, nil, NoTimeout)
+	if err := h.m.Release(h.tick(), u, false); err == nil {
+		t.Fatal("release of a manager accepted")
+	}
+	h.collect()
+	if h.m.Config(h.handle("a")).Slots != 1 {
+		t.Fatal("config accessor")
+	}
+	// Unknown model on a request submitted by value.
+	tk, err := h.m.Step(Event{Kind: EvSubmitRequest, Model: "ghost"})
+	h.collect()
+	if err != nil || h.outcome(tk) != "reject not_found" {
+		t.Fatal(h.outcome(tk))
+	}
+	h.expect(h.manager("ghost", OpLoad), "reject not_found")
+	h.expect(h.m.SubmitRequest(h.tick(), Handle(77), NoTimeout), "pending")
+	h.collect()
+}
+
+// Describe and the canonical key cover queues, managers, bulk members and
+// the loader queue; two machines built by the same events have equal keys,
+// and the key ignores absolute time.
+func TestDescribeAndKey(t *testing.T) {
+	build := func(t0 int64) *harness {
+		h := newHarness(t, Options{MemoryBudgetMB: 200})
+		h.now = t0
+		readyAB(h)
+		h.request("a")
+		h.request("a")
+		h.requestT("a", 5000)
+		h.apply("a", changed(2, `{"z":1}`))
+		h.bulkUnload("a", "b")
+		h.bulkUnload("b", "a")
+		h.apply("c", cfg(1))
+		return h
+	}
+	h1, h2 := build(0), build(1e9)
+	d := h1.m.Describe()
+	for _, want := range []string{"queue=[req apply unload unload]", "waiting_residency", "resident=100MB", "pool=v1/2 cap=4"} {
+		if !strings.Contains(d, want) {
+			t.Fatalf("describe lacks %q:\n%s", want, d)
+		}
+	}
+	if string(h1.m.AppendKey(nil)) != string(h2.m.AppendKey(nil)) {
+		t.Fatal("key depends on absolute time")
+	}
+	if len(h1.m.Loaders()) != 1 {
+		t.Fatal("loader queue")
+	}
+	v := h1.m.Inspect(h1.handle("a"))
+	if len(v.Queue) != 4 || !v.Queue[2].Member || v.Slots[0].Slot != 0 || v.Queue[0].Deadline == 0 {
+		t.Fatalf("%+v", v)
+	}
+	h1.shutdown()
+	if !strings.Contains(h1.m.Describe(), "shutting down") {
+		t.Fatal("describe shutdown")
+	}
+}

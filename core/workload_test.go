@@ -1,0 +1,337 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// A random workload over the machine, shared by the rapid state-machine test
+// and the mutant check. The chooser picks every decision, so rapid can shrink
+// a failure and a seeded generator can replay one. After every event the
+// machine's invariants and a small reference model of what clients observe
+// are checked; errors are returned, never fatal.
+
+type chooser interface {
+	intn(label string, n int) int
+}
+
+type randChooser struct{ r *rand.Rand }
+
+func (c randChooser) intn(_ string, n int) int { return c.r.IntN(n) }
+
+var wlModels = []string{"a", "b", "c"}
+
+// observed is what the reference model knows of one ticket.
+type observed struct {
+	kind    string // request, manager, bulk
+	model   string
+	arrival int
+	ended   bool
+	granted bool
+	known   []string // bulk: IDs registered at submission
+	unknown []string
+	seenBy  int // step of the terminal or grant effect
+}
+
+type workload struct {
+	c       chooser
+	m       *Machine
+	now     int64
+	step    int
+	jobs    []Effect
+	running []Ticket
+	ended   []Ticket // released requests
+	live    []Ticket // submitted, not ended, not granted
+	obs     map[Ticket]*observed
+	reg     map[string]bool
+	records []Record
+	shut    bool
+}
+
+func newWorkload(c chooser, opts Options) (*workload, error) {
+	m, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &workload{c: c, m: m, obs: map[Ticket]*observed{}, reg: map[string]bool{}}, nil
+}
+
+func (w *workload) pick(label string, n int) int { return w.c.intn(label, n) }
+
+var wlConfigs = []*Config{
+	{Engine: "fx", Options: "{}", Slots: 1, MemoryMB: 100},
+	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100},
+	{Engine: "fx", Options: `{"v":2}`, Slots: 3, MemoryMB: 150},
+	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, MaxQueue: 2},
+	{Engine: "fx", Options: `{"v":3}`, Slots: 5, MemoryMB: 100},
+}
+
+// act performs one random event and checks the result.
+func (w *workload) act() error {
+	w.step++
+	w.now += int64(1 + w.pick("dt", 3000))
+	var ev Event
+	ev.Now = w.now
+	switch k := w.pick("action", 100); {
+	case k < 28:
+		ev.Kind, ev.Model = EvSubmitRequest, wlModels[w.pick("model", 3)]
+		ev.Timeout = []int64{NoTimeout, 0, 2000, 8000}[w.pick("timeout", 4)]
+	case k < 40:
+		ev.Kind, ev.Model = EvSubmitManager, wlModels[w.pick("model", 3)]
+		ev.Op = []Op{OpApply, OpApply, OpLoad, OpUnload}[w.pick("op", 4)]
+		if ev.Op == OpApply {
+			ev.Config = wlConfigs[w.pick("config", len(wlConfigs))]
+		}
+		ev.Timeout = []int64{NoTimeout, 4000}[w.pick("mtimeout", 2)]
+	case k < 44:
+		ev.Kind = EvSubmitBulkUnload
+		for _, id := range []string{"a", "b", "c", "zz"} {
+			if w.pick("member", 2) == 1 {
+				ev.Models = append(ev.Models, id)
+			}
+		}
+	case k < 52:
+		if len(w.live) == 0 {
+			return nil
+		}
+		ev.Kind, ev.Ticket = EvCancel, w.live[w.pick("cancel", len(w.live))]
+		ev.Reason = []Reason{ReasonTimeout, ReasonDisconnect}[w.pick("reason", 2)]
+	case k < 70:
+		if len(w.running) == 0 || w.pick("stale", 20) == 0 {
+			if len(w.ended) == 0 {
+				return nil
+			}
+			// A shell bug: the same lease released twice must be refused.
+			tk := w.ended[w.pick("again", len(w.ended))]
+			if err := w.m.Release(w.now, tk, false); err == nil {
+				return fmt.Errorf("step %d: a second Release of ticket %d was accepted", w.step, tk)
+			}
+			return w.observe()
+		}
+		ev.Kind, ev.Ticket, ev.Failed = EvRelease, w.running[w.pick("release", len(w.running))], w.pick("ifail", 5) == 0
+	case k < 96:
+		if len(w.jobs) == 0 {
+			return nil
+		}
+		e := w.jobs[w.pick("job", len(w.jobs))]
+		ev.Job = e.Job
+		ev.Failed = w.pick("bfail", 6) == 0
+		ev.Capacity = []int{4, 4, 2, 1}[w.pick("cap", 4)]
+		switch e.Kind {
+		case EfStartLoad:
+			ev.Kind = EvLoadDone
+		case EfStartClone:
+			ev.Kind = EvCloneDone
+		case EfStartProbe:
+			ev.Kind = EvProbeDone
+		case EfStartTeardown:
+			ev.Kind = EvTeardownDone
+		}
+	case k < 99:
+		ev.Kind = EvTick
+	default:
+		ev.Kind = EvBeginShutdown
+	}
+	return w.apply(ev)
+}
+
+func (w *workload) apply(ev Event) error {
+	// Reference model: what is registered when this event is applied.
+	var known, unknown []string
+	if ev.Kind == EvSubmitBulkUnload {
+		seen := map[string]bool{}
+		for _, id := range ev.Models {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if w.reg[id] {
+				known = append(known, id)
+			} else {
+				unknown = append(unknown, id)
+			}
+		}
+	}
+	tk, err := w.m.Step(ev)
+	if err != nil {
+		return fmt.Errorf("step %d %s: %w", w.step, ev.Kind, err)
+	}
+	w.records = append(w.records, EventRecord(ev, tk))
+	switch ev.Kind {
+	case EvSubmitRequest, EvSubmitManager, EvSubmitBulkUnload:
+		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
+		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown}
+		w.live = append(w.live, tk)
+		if ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.shut && ev.Config.Validate() == nil {
+			w.reg[ev.Model] = true
+		}
+	case EvRelease:
+		w.running = slices.DeleteFunc(w.running, func(x Ticket) bool { return x == ev.Ticket })
+		w.ended = append(w.ended, ev.Ticket)
+	case EvLoadDone, EvCloneDone, EvProbeDone, EvTeardownDone:
+		w.jobs = slices.DeleteFunc(w.jobs, func(e Effect) bool { return e.Job == ev.Job })
+	case EvBeginShutdown:
+		w.shut = true
+	}
+	return w.observe()
+}
+
+// observe checks the effects of the last event against the reference model.
+func (w *workload) observe() error {
+	effs := append([]Effect(nil), w.m.Effects()...)
+	for _, e := range effs {
+		w.records = append(w.records, w.m.EffectRecord(w.now, e))
+	}
+	inv := w.m.CheckInvariants()
+	w.m.Advance()
+	if inv != nil {
+		return fmt.Errorf("step %d: %w", w.step, inv)
+	}
+	for _, e := range effs {
+		switch e.Kind {
+		case EfStartLoad, EfStartClone, EfStartProbe, EfStartTeardown:
+			w.jobs = append(w.jobs, e)
+		case EfGrant, EfReject, EfDone:
+			o := w.obs[e.Ticket]
+			if o == nil || o.ended || o.granted {
+				return fmt.Errorf("step %d: %s for a ticket that already ended or was granted", w.step, e.Kind)
+			}
+			o.seenBy = w.step
+			w.live = slices.DeleteFunc(w.live, func(x Ticket) bool { return x == e.Ticket })
+			if e.Kind == EfGrant {
+				o.granted = true
+				w.running = append(w.running, e.Ticket)
+			} else {
+				o.ended = true
+			}
+			if e.Bulk != nil && (fmt.Sprint(e.Bulk.Unloaded) != fmt.Sprint(o.known) || fmt.Sprint(e.Bulk.NotFound) != fmt.Sprint(o.unknown)) {
+				return fmt.Errorf("step %d: bulk answered %v/%v, registry had %v/%v", w.step, e.Bulk.Unloaded, e.Bulk.NotFound, o.known, o.unknown)
+			}
+		}
+	}
+	// FIFO and no barging, as clients see them: once a request is granted,
+	// no earlier ticket of its model is still waiting.
+	for _, e := range effs {
+		if e.Kind != EfGrant {
+			continue
+		}
+		g := w.obs[e.Ticket]
+		for _, tk := range w.live {
+			o := w.obs[tk]
+			if o.model == g.model && o.kind != "bulk" && o.arrival < g.arrival {
+				return fmt.Errorf("step %d: %s granted while earlier %s #%d waits", w.step, g.model, o.kind, o.arrival)
+			}
+		}
+		if h, ok := w.m.Lookup(g.model); ok && w.m.Status(h).ConfigVersion != e.Version {
+			return fmt.Errorf("step %d: grant bound to v%d, committed v%d", w.step, e.Version, w.m.Status(h).ConfigVersion)
+		}
+	}
+	return nil
+}
+
+// finish drains: every job succeeds, every lease is released, until nothing
+// is left; then every ticket must have ended and nothing may be held.
+func (w *workload) finish() error {
+	if err := w.drain(); err != nil {
+		return err
+	}
+	// A far tick expires the bounded waiters and retires idle models; drain
+	// what that started. Everything else must have been served.
+	if err := w.apply(Event{Kind: EvTick, Now: w.now + 1e12}); err != nil {
+		return err
+	}
+	w.now += 1e12
+	if err := w.drain(); err != nil {
+		return err
+	}
+	if len(w.live) > 0 || len(w.jobs) > 0 || len(w.running) > 0 {
+		return fmt.Errorf("quiescent with %d waiting tickets: %s", len(w.live), w.m.Describe())
+	}
+	if w.m.LiveTickets() != 0 || w.m.JobsInFlight() != 0 {
+		return fmt.Errorf("quiescent but the machine holds %d tickets, %d jobs", w.m.LiveTickets(), w.m.JobsInFlight())
+	}
+	for h := 0; h < w.m.Len(); h++ {
+		if st := w.m.Status(Handle(h)); st.ActiveSlots != 0 || st.QueuedRequests != 0 || st.QueuedManagers != 0 {
+			return fmt.Errorf("quiescent but %+v", st)
+		}
+	}
+	return nil
+}
+
+// drain completes every job successfully and releases every lease until
+// none is left.
+func (w *workload) drain() error {
+	for n := 0; len(w.jobs) > 0 || len(w.running) > 0; n++ {
+		if n > 100000 {
+			return errors.New("drain does not converge")
+		}
+		w.now++
+		var ev Event
+		if len(w.jobs) > 0 {
+			e := w.jobs[0]
+			ev = Event{Now: w.now, Job: e.Job, Capacity: 4}
+			ev.Kind = map[EffectKind]EventKind{EfStartLoad: EvLoadDone, EfStartClone: EvCloneDone, EfStartProbe: EvProbeDone, EfStartTeardown: EvTeardownDone}[e.Kind]
+		} else {
+			ev = Event{Kind: EvRelease, Now: w.now, Ticket: w.running[0]}
+		}
+		if err := w.apply(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replay feeds the recorded events through Step on a fresh machine (after a
+// JSON round trip) and compares the final state: the trace format carries
+// everything the machine needs.
+func (w *workload) replay(opts Options) error {
+	m, err := New(opts)
+	if err != nil {
+		return err
+	}
+	for _, r := range w.records {
+		if r.Ev == "" {
+			continue
+		}
+		line, err := MarshalRecord(r)
+		if err != nil {
+			return err
+		}
+		var back Record
+		if err := jsonUnmarshal(line, &back); err != nil {
+			return err
+		}
+		ev, err := back.Event()
+		if err != nil {
+			return err
+		}
+		tk, err := m.Step(ev)
+		if err != nil {
+			return fmt.Errorf("replay %s: %w", r.Ev, err)
+		}
+		if r.Ticket != 0 && (ev.Kind == EvSubmitRequest || ev.Kind == EvSubmitManager || ev.Kind == EvSubmitBulkUnload) && uint64(tk) != r.Ticket {
+			return fmt.Errorf("replay assigned ticket %d, trace has %d", tk, r.Ticket)
+		}
+		m.Advance()
+	}
+	if a, b := string(m.AppendKey(nil)), string(w.m.AppendKey(nil)); a != b || m.Describe() != w.m.Describe() {
+		return fmt.Errorf("replay diverged:\n%s\nvs\n%s", m.Describe(), w.m.Describe())
+	}
+	return nil
+}
+
+// runWorkload runs steps random events, then drains and checks quiescence.
+func runWorkload(c chooser, opts Options, steps int) (*workload, error) {
+	w, err := newWorkload(c, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < steps; i++ {
+		if err := w.act(); err != nil {
+			return w, err
+		}
+	}
+	return w, w.finish()
+}
