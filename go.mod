@@ -4,8 +4,10 @@ go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
+	github.com/cockroachdb/datadriven v1.0.3 // indirect
 	github.com/ebitengine/purego v0.11.3 // indirect
 	github.com/go-chi/chi/v5 v5.5.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
