@@ -29,6 +29,7 @@ staticcheck:
 
 unit:
 	$(GO) test -count=1 $(PURE_PKGS)
+	$(GO) test -count=1 -run 'Rapid' ./core/ -rapid.checks=5000
 
 race:
 	@if [ -n "$(RACE_PKGS)" ]; then $(GO) test -race -count=1 $(RACE_PKGS); fi

@@ -125,7 +125,7 @@ func (m *Machine) effectiveTimeout(md *model, override int64) int64 {
 	d := override
 	if d < 0 {
 		d = md.cfg.AdmissionTimeout
-		if d == 0 {
+		if d < 0 {
 			d = m.opts.DefaultAdmissionTimeout
 		}
 	}
@@ -290,6 +290,10 @@ func (m *Machine) Cancel(now int64, id Ticket, r Reason) (bool, error) {
 		md.active--
 		md.waitInit--
 		m.finish(i, EfReject, code)
+		// A queued request takes the freed slot and the pending load with it,
+		// so the load keeps its place in the loader queue; only a load that
+		// nobody waits for any more is withdrawn.
+		m.pump(now, h)
 		if md.waitInit == 0 && md.mgr < 0 && md.inLoaders {
 			m.withdrawLoad(h)
 		}

@@ -29,7 +29,7 @@ func newHarness(t testing.TB, opts Options) *harness {
 }
 
 func cfg(slots int) *Config {
-	return &Config{Task: "tts", Engine: "fixture", Checkpoint: "ck", Options: "{}", Slots: slots, MemoryMB: 100}
+	return &Config{Task: "tts", Engine: "fixture", Checkpoint: "ck", Options: "{}", Slots: slots, MemoryMB: 100, AdmissionTimeout: NoTimeout}
 }
 
 func (h *harness) collect() []Effect {

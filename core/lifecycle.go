@@ -32,7 +32,7 @@ func (m *Machine) fits(mb int64, afterRetiring bool) bool {
 	if afterRetiring {
 		for h := range m.models {
 			md := &m.models[h]
-			if md.resident && md.state == Unloading {
+			if md.resident && md.jkind == jobTeardown {
 				count--
 				used -= md.resMB
 			}
@@ -101,7 +101,7 @@ func (m *Machine) evictFor(h Handle, mb int64) bool {
 	count, used := m.resCount, m.resMB
 	for x := range m.models {
 		md := &m.models[x]
-		if md.resident && md.state == Unloading {
+		if md.resident && md.jkind == jobTeardown { // unload, eviction or a reconfigure's old pool
 			count--
 			used -= md.resMB
 		}

@@ -40,6 +40,10 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 	}
 	t.model = h
 	if d := m.effectiveTimeout(&m.models[h], timeout); d > 0 {
+		if m.allOverdue(now, &m.models[h], d) && ok { // every occupied slot is overdue: fail fast
+			m.finish(i, EfReject, CodeServerBusy)
+			return tid
+		}
 		t.dead = now + d
 	}
 	m.enqueue(h, i) // (4)

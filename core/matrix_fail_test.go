@@ -8,7 +8,7 @@ func TestFailInvalidSpecBeforeLiveChange(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.register("a", cfg(2), capacity)
 	before := h.m.Describe()
-	for _, bad := range []*Config{nil, cfg(0), cfg(17), {Slots: 1, AdmissionTimeout: -1}, {Slots: 1, MaxQueue: -1}, {Slots: 1, MemoryMB: -1}} {
+	for _, bad := range []*Config{nil, cfg(0), cfg(17), {Slots: 1, AdmissionTimeout: -2}, {Slots: 1, MaxQueue: -1}, {Slots: 1, MemoryMB: -1}} {
 		h.expect(h.apply("a", bad), "reject invalid_request")
 		h.expect(h.apply("fresh", bad), "reject invalid_request")
 	}

@@ -128,3 +128,56 @@ func TestRegressionRetireForgetsBuiltSessions(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// Found in review: when the first waiter of a pending load disconnects and a
+// queued request takes its slot, the load keeps its place in the loader
+// queue instead of going behind a later loader.
+func TestRegressionWithdrawnLoadKeepsPlace(t *testing.T) {
+	h := newHarness(t, Options{MaxLoadedModels: 1})
+	h.register("a", cfg(1), 1)
+	for _, id := range []string{"b", "c"} {
+		h.apply(id, cfg(1))
+		h.drain(1)
+		h.manager(id, OpUnload)
+		h.drain(1)
+	}
+	h.register("a", cfg(1), 1)
+	b1 := h.request("b") // evicts a, waits
+	b2 := h.request("b") // queued behind b1
+	rc := h.request("c") // a later loader
+	h.cancel(b1, ReasonDisconnect)
+	if l := h.m.Loaders(); len(l) != 2 || h.m.ID(l[0]) != "b" {
+		t.Fatalf("loader queue %v", l)
+	}
+	h.drain(1)
+	h.expect(b2, "granted")
+	h.expect(rc, "reject server_busy") // b is busy when c's turn comes
+}
+
+// Found in review: a reconfigure's old-pool teardown frees memory like an
+// unload does, so a waiting loader waits instead of being refused.
+func TestRegressionReconfigureTeardownCountsAsRetiring(t *testing.T) {
+	h := newHarness(t, Options{MaxLoadedModels: 2})
+	readyAB(h)
+	rb := h.request("b")
+	h.apply("a", changed(2, `{"ck":"new"}`))
+	h.step("a", EfStartProbe, capacity, false) // a's old pool is now tearing down
+	rc := h.apply("c", cfg(1))
+	h.expect(rc, "pending")
+	h.release(rb)
+	h.drain(capacity)
+	h.expect(rc, "done")
+}
+
+// Targeted managers fail fast like requests when every occupied slot is
+// overdue.
+func TestRegressionManagerFailsFastOnOverdue(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.register("a", cfg(1), capacity)
+	r := h.request("a")
+	h.now += 1_000_000
+	u := h.m.SubmitManager(h.tick(), "a", OpUnload, nil, 1000)
+	h.collect()
+	h.expect(u, "reject server_busy")
+	h.release(r)
+}

@@ -114,7 +114,8 @@ type Job uint64
 // MaxSlots is the largest slot count the contract allows.
 const MaxSlots = 16
 
-// NoTimeout in a request's timeout field means "use the model's default".
+// NoTimeout in a timeout field means "not set: use the next default" (the
+// model's for a request, the server's for a model).
 const NoTimeout int64 = -1
 
 // Config is the committed metadata of a model: what its pool is built from
@@ -126,8 +127,9 @@ type Config struct {
 	Checkpoint string // checkpoint path under the models root
 	Options    string // canonical JSON of engine options
 	Slots      int    // 1..MaxSlots, limited by the engine's capacity
-	// AdmissionTimeout is the model's default admission wait in nanoseconds;
-	// 0 means unbounded (still limited by Options.AdmissionCeiling).
+	// AdmissionTimeout is the model's admission wait in nanoseconds: NoTimeout
+	// (-1) uses Options.DefaultAdmissionTimeout, 0 means unbounded; either is
+	// still limited by Options.AdmissionCeiling.
 	AdmissionTimeout int64
 	// MaxQueue limits queued requests (including those waiting for slots of a
 	// loaded model); 0 means unlimited.
@@ -152,8 +154,8 @@ func (c *Config) Validate() error {
 	if c.Slots < 1 || c.Slots > MaxSlots {
 		return fmt.Errorf("config: slots must be 1..%d, got %d", MaxSlots, c.Slots)
 	}
-	if c.AdmissionTimeout < 0 {
-		return fmt.Errorf("config: admission timeout must not be negative")
+	if c.AdmissionTimeout < NoTimeout {
+		return fmt.Errorf("config: admission timeout must be NoTimeout, 0 or positive")
 	}
 	if c.MaxQueue < 0 {
 		return fmt.Errorf("config: max queue must not be negative")

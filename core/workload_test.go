@@ -61,8 +61,8 @@ func newWorkload(c chooser, opts Options) (*workload, error) {
 func (w *workload) pick(label string, n int) int { return w.c.intn(label, n) }
 
 var wlConfigs = []*Config{
-	{Engine: "fx", Options: "{}", Slots: 1, MemoryMB: 100},
-	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100},
+	{Engine: "fx", Options: "{}", Slots: 1, MemoryMB: 100, AdmissionTimeout: NoTimeout},
+	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, AdmissionTimeout: 3000},
 	{Engine: "fx", Options: `{"v":2}`, Slots: 3, MemoryMB: 150},
 	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, MaxQueue: 2},
 	{Engine: "fx", Options: `{"v":3}`, Slots: 5, MemoryMB: 100},
