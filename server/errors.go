@@ -1,0 +1,131 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/core"
+)
+
+// Error is the one error type handlers return. Its Type and Status are the
+// API's error shape: {"error":{"message","type","code"}}.
+type Error struct {
+	Status  int
+	Type    string // invalid_request_error, permission_error, not_found_error, server_busy, shutting_down, internal_error
+	Code    string // a finer machine-readable reason, may be empty
+	Message string
+	Err     error // the cause, for logs; never sent to clients of 500s
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Type, e.Message, e.Err)
+	}
+	return e.Type + ": " + e.Message
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Invalid returns a 400 invalid_request_error.
+func Invalid(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound returns a 404 not_found_error.
+func NotFound(format string, args ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "not_found_error", Message: fmt.Sprintf(format, args...)}
+}
+
+// Forbidden returns a 403 permission_error.
+func Forbidden(format string, args ...any) *Error {
+	return &Error{Status: http.StatusForbidden, Type: "permission_error", Message: fmt.Sprintf(format, args...)}
+}
+
+// Unauthorized returns a 401 permission_error.
+func Unauthorized(format string, args ...any) *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: "permission_error", Code: "invalid_api_key", Message: fmt.Sprintf(format, args...)}
+}
+
+// FromCode maps a scheduler outcome to the API error (the one place where
+// core codes become HTTP statuses).
+func FromCode(c core.Code, msg string, cause error) *Error {
+	e := &Error{Message: msg, Err: cause}
+	switch c {
+	case core.CodeServerBusy:
+		e.Status, e.Type = http.StatusServiceUnavailable, "server_busy"
+	case core.CodeShuttingDown:
+		e.Status, e.Type = http.StatusServiceUnavailable, "shutting_down"
+	case core.CodeInvalid:
+		e.Status, e.Type = http.StatusBadRequest, "invalid_request_error"
+	case core.CodeNotFound:
+		e.Status, e.Type = http.StatusNotFound, "not_found_error"
+	case core.CodeCancelled:
+		// 499 in nginx's convention; nobody reads it.
+		e.Status, e.Type = 499, "cancelled"
+	default:
+		e.Status, e.Type = http.StatusInternalServerError, "internal_error"
+	}
+	e.Code = c.String()
+	return e
+}
+
+// retryAfterSeconds is the Retry-After a 503 server_busy carries.
+const retryAfterSeconds = 1
+
+type errorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}
+
+// writeError writes err in the API's error shape. Errors that are not an
+// *Error become 500 internal_error without leaking their text.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "internal error", Err: err}
+	}
+	if e.Status >= 500 {
+		logger(r.Context()).Error("request failed", slog.Int("status", e.Status), slog.String("type", e.Type), slog.Any("err", err))
+	}
+	var body errorBody
+	body.Error.Message, body.Error.Type, body.Error.Code = e.Message, e.Type, e.Code
+	if e.Status == http.StatusInternalServerError && e.Message == "" {
+		body.Error.Message = "internal error"
+	}
+	if e.Type == "server_busy" {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// handlerFunc is a handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// adapt turns a handlerFunc into an http.HandlerFunc: the error, if any, is
+// written once, in the API's shape.
+func adapt(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, err)
+		}
+	}
+}
+
+// writeJSON writes v with status 200.
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("server: encode response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ModelSpec is the body of PUT /v1/models/{id}.
+type ModelSpec struct {
+	Engine             string          `json:"engine"`
+	Checkpoint         string          `json:"checkpoint"`
+	Task               string          `json:"task"`
+	Slots              json.RawMessage `json:"slots,omitempty"`
+	Options            json.RawMessage `json:"options,omitempty"`
+	AdmissionTimeoutMS *int64          `json:"admission_timeout_ms,omitempty"`
+	MaxQueue           *int            `json:"max_queue,omitempty"`
+}
+
+// parsedSpec is a validated ModelSpec.
+type parsedSpec struct {
+	Engine, Checkpoint, Task string
+	Slots                    int
+	Options                  string // canonical JSON
+	AdmissionTimeout         time.Duration
+	MaxQueue                 int
+}
+
+// parseSpec validates a spec. In legacy mode (parallel false) any slots
+// field, even 1 or null, is refused: the single-session server has no slots.
+func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
+	var p parsedSpec
+	if s.Engine == "" {
+		return p, Invalid("engine is required")
+	}
+	p.Engine, p.Checkpoint, p.Task = s.Engine, s.Checkpoint, s.Task
+	p.Slots = 1
+	if s.Slots != nil {
+		if !parallel {
+			return p, Invalid("slots needs --parallel-jobs: the legacy server runs one session per model")
+		}
+		if string(s.Slots) != "null" {
+			var n int
+			if err := json.Unmarshal(s.Slots, &n); err != nil {
+				return p, Invalid("slots must be an integer 1..16")
+			}
+			if n < 1 || n > 16 {
+				return p, Invalid("slots must be 1..16, got %d", n)
+			}
+			p.Slots = n
+		}
+	}
+	opts, err := canonicalJSON(s.Options)
+	if err != nil {
+		return p, err
+	}
+	p.Options = opts
+	if s.AdmissionTimeoutMS != nil {
+		if *s.AdmissionTimeoutMS < 0 {
+			return p, Invalid("admission_timeout_ms must not be negative")
+		}
+		p.AdmissionTimeout = time.Duration(*s.AdmissionTimeoutMS) * time.Millisecond
+	}
+	if s.MaxQueue != nil {
+		if *s.MaxQueue < 0 {
+			return p, Invalid("max_queue must not be negative")
+		}
+		p.MaxQueue = *s.MaxQueue
+	}
+	return p, nil
+}
+
+// InferRequest is the body of POST /v1/models/{id}/infer.
+type InferRequest struct {
+	Input              json.RawMessage `json:"input"`
+	Stream             bool            `json:"stream,omitempty"`
+	AdmissionTimeoutMS *int64          `json:"admission_timeout_ms,omitempty"`
+}
+
+// parseInfer validates an inference request.
+func parseInfer(req *InferRequest) error {
+	if req.Input == nil {
+		return Invalid("input is required")
+	}
+	if req.AdmissionTimeoutMS != nil && *req.AdmissionTimeoutMS < 0 {
+		return Invalid("admission_timeout_ms must not be negative")
+	}
+	return nil
+}
+
+// BulkUnloadRequest is the body of POST /v1/models/unload.
+type BulkUnloadRequest struct {
+	Models []string `json:"models"`
+}
