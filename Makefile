@@ -8,7 +8,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test lint fmt-check vet staticcheck unit race cover bench demo
+.PHONY: run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants
 
 run:
 	$(GO) run ./cmd/sluice demo
@@ -43,3 +43,14 @@ cover:
 # bench runs the Go benchmarks of core beside their baselines in one run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./core/
+	$(GO) test -run '^$$' -bench . -benchtime 3000000x -cpu 1 -count 3 ./sim/
+
+# soak runs the simulator for 10 million events and prints its summary.
+soak:
+	$(GO) run ./sim/cmd/sim --seed 12 --models 6 --shutdown always --steps 10000000
+
+# sim-mutants: the simulator must catch every planted core mutant, with and
+# without the core's own invariant checks.
+sim-mutants:
+	$(GO) run ./sim/cmd/sim --mutant all
+	$(GO) run ./sim/cmd/sim --mutant all --no-invariants

@@ -22,7 +22,7 @@ import (
 //	(5) queue FIFO behind everything earlier, with a deadline.
 func (m *Machine) SubmitRequest(now int64, h Handle, timeout int64) Ticket {
 	if int(h) >= len(m.models) {
-		return m.rejectUnknown(now, OpNone)
+		return m.rejectUnknown(now)
 	}
 	md := &m.models[h]
 	// (2), the hot path: a warm model with a spare slot and nothing queued.
@@ -255,7 +255,9 @@ func (m *Machine) releaseTwice(now int64, id Ticket) error {
 
 // Cancel is the action Cancel: the ticket's admission deadline passed
 // (ReasonTimeout) or its client went away (ReasonDisconnect). It reports
-// whether the ticket ended. A queued ticket leaves the queue at once holding
+// whether the cancellation took effect: the ticket ended, or, for a bulk
+// unload, its queued barriers were withdrawn (the bulk then ends, rejected
+// as cancelled, when its running members finish). A queued ticket leaves the queue at once holding
 // nothing (timeout: server_busy). A request admitted but still waiting for
 // the pool gives its slot back on disconnect; a timeout no longer applies to
 // it. A granted request or manager is not cancelled: the shell releases the
@@ -310,14 +312,11 @@ func (m *Machine) Cancel(now int64, id Ticket, r Reason) (bool, error) {
 	return true, nil
 }
 
-// rejectUnknown answers a submission for an unknown model.
-func (m *Machine) rejectUnknown(now int64, op Op) Ticket {
+// rejectUnknown answers a request for an unknown model.
+func (m *Machine) rejectUnknown(now int64) Ticket {
 	i := m.ts.alloc()
 	t := &m.ts.t[i]
-	t.kind, t.op, t.parent, t.since, t.prev, t.next, t.model = tkRequest, op, -1, now, -1, -1, NoModel
-	if op != OpNone {
-		t.kind = tkManager
-	}
+	t.kind, t.parent, t.since, t.prev, t.next, t.model = tkRequest, -1, now, -1, -1, NoModel
 	id := m.ts.id(i)
 	code := CodeNotFound
 	if m.shutdown {

@@ -63,7 +63,7 @@ func (m *Machine) Step(ev Event) (Ticket, error) {
 	case EvSubmitRequest:
 		h, ok := m.Lookup(ev.Model)
 		if !ok {
-			return m.rejectUnknown(ev.Now, OpNone), nil
+			return m.rejectUnknown(ev.Now), nil
 		}
 		return m.SubmitRequest(ev.Now, h, ev.Timeout), nil
 	case EvSubmitManager:

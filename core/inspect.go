@@ -84,7 +84,8 @@ func (m *Machine) Inspect(h Handle) ModelView {
 // cold-load guard, in FIFO order.
 func (m *Machine) Loaders() []Handle { return append([]Handle(nil), m.loaders...) }
 
-// LiveTickets returns the number of tickets that have not ended.
+// LiveTickets returns the number of tickets that have not ended, including
+// the internal per-model barriers of bulk unloads, which no client sees.
 func (m *Machine) LiveTickets() int { return m.ts.live }
 
 // JobsInFlight returns the number of backend jobs the machine waits for.

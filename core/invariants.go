@@ -261,21 +261,32 @@ func checkLeaseConservation(m *Machine) error {
 			return fmt.Errorf("%s: %d requests wait for a pool nobody builds", md.id, md.waitInit)
 		}
 	}
-	members := map[int32]int32{}
+	// A bulk's barriers are all published in its submitting step: each
+	// member it still waits for is a live barrier. One pass over the table,
+	// counting into a reused scratch slice (this check runs after every
+	// simulated event).
+	if cap(m.scratch) < len(m.ts.t) {
+		m.scratch = make([]int32, len(m.ts.t))
+	}
+	members := m.scratch[:len(m.ts.t)]
+	clear(members)
+	bulks := 0
 	for i := range m.ts.t {
 		t := &m.ts.t[i]
-		if t.kind == tkBulk {
-			places++
-		}
-		if t.kind == tkManager && t.parent >= 0 {
+		switch {
+		case t.kind == tkBulk:
+			bulks++
+		case t.kind == tkManager && t.parent >= 0:
 			members[t.parent]++
 		}
 	}
-	// A bulk's barriers are all published in its submitting step: each
-	// member it still waits for is a live barrier.
-	for i := range m.ts.t {
-		if t := &m.ts.t[i]; t.kind == tkBulk && t.pending != members[int32(i)] {
-			return fmt.Errorf("bulk waits for %d members, %d barriers published", t.pending, members[int32(i)])
+	places += bulks
+	for i := 0; bulks > 0 && i < len(m.ts.t); i++ {
+		if t := &m.ts.t[i]; t.kind == tkBulk {
+			bulks--
+			if t.pending != members[i] {
+				return fmt.Errorf("bulk waits for %d members, %d barriers published", t.pending, members[i])
+			}
 		}
 	}
 	if places != m.ts.live {

@@ -112,6 +112,8 @@ type Machine struct {
 	evicted []evictRecord // victims retired by the current event, for EvictOnlyIdle
 
 	later []pendingMembers // MutBulkOneByOne only
+
+	scratch []int32 // reused by CheckInvariants
 }
 
 type evictRecord struct {

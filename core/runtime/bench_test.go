@@ -1,0 +1,114 @@
+package runtime
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/fixture"
+)
+
+// benchParallelism is the goroutines per GOMAXPROCS of every parallel
+// benchmark: more callers than slots at 1, 2 and 4 slots, so admission
+// queues and hands off, as a buffered-channel semaphore would.
+const benchParallelism = 4
+
+// BenchmarkHandoff measures submit, grant and release through the runtime
+// on a warm zero-work fixture model at 1, 2, 4 and 16 slots, beside a
+// buffered-channel semaphore doing the same handoff, in one run (issue 4,
+// "Performance": at most 2x the semaphore). "acquire" is Acquire plus
+// Release; "infer" is a whole Infer on the fixture (zero latency) beside a
+// channel of sessions doing the same engine call.
+func BenchmarkHandoff(b *testing.B) {
+	for _, slots := range []int{1, 2, 4, 16} {
+		b.Run(fmt.Sprintf("slots=%d/semaphore", slots), func(b *testing.B) {
+			sem := make(chan struct{}, slots)
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					sem <- struct{}{}
+					<-sem
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("slots=%d/runtime-acquire", slots), func(b *testing.B) {
+			rt := benchRuntime(b, slots)
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := rt.Acquire(bg, "m", nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					l.Release(false)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("slots=%d/sessions-infer", slots), func(b *testing.B) {
+			fx := fixture.New()
+			type slotSession struct {
+				s    backends.Session
+				slot int
+			}
+			pool := make(chan slotSession, slots)
+			primary, _, err := fx.Open(bg, backends.Spec{Model: "m", Version: 1, Options: []byte(`{}`), Slots: slots})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pool <- slotSession{primary, 0}
+			for i := 1; i < slots; i++ {
+				s, err := primary.Clone(bg, i)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pool <- slotSession{s, i}
+			}
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					x := <-pool
+					if _, err := x.s.Infer(bg, backends.Request{Slot: x.slot, Version: 1}, nil); err != nil {
+						b.Error(err)
+					}
+					pool <- x
+				}
+			})
+			b.StopTimer()
+			for range slots {
+				(<-pool).s.Close(bg)
+			}
+		})
+		b.Run(fmt.Sprintf("slots=%d/runtime-infer", slots), func(b *testing.B) {
+			rt := benchRuntime(b, slots)
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := rt.Infer(bg, "m", backends.Request{}, InferOptions{}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+func benchRuntime(b *testing.B, slots int) *Runtime {
+	rt, err := New(Options{Engines: backends.Registry{fixture.Name: fixture.New()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Shutdown(bg) })
+	if _, err := rt.Apply(bg, "m", spec(slots, `{}`)); err != nil {
+		b.Fatal(err)
+	}
+	return rt
+}

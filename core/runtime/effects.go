@@ -1,0 +1,267 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core"
+)
+
+// outcome is what a waiter learns about its ticket: a Grant (with the
+// session to run on), a Reject or a Done (with the model's status at that
+// instant, or a bulk result).
+type outcome struct {
+	kind    core.EffectKind
+	code    core.Code
+	slot    int
+	version uint64
+	session backends.Session
+	status  core.ModelStatus
+	bulk    *core.BulkResult
+	cause   error // why a Reject happened, when a backend step said so
+}
+
+// waiter is one caller waiting for its ticket. The outcome is written into
+// out under the lock and then signalled on ch (buffered 1, signalled at most
+// once), after the lock is released; ch carries no data, so it stays small.
+// Waiters are pooled: one goes back to the pool only when nothing can still
+// signal it (it received its outcome, or it left the waiter table under the
+// lock before any outcome was routed to it).
+type waiter struct {
+	ch  chan struct{}
+	out outcome
+}
+
+// newWaiter takes a waiter from the runtime's pool (per runtime, so that a
+// waiter's channel never crosses a synctest bubble).
+func (r *Runtime) newWaiter() *waiter {
+	if w, ok := r.waiterPool.Get().(*waiter); ok {
+		return w
+	}
+	return &waiter{ch: make(chan struct{}, 1)}
+}
+
+func (r *Runtime) freeWaiter(w *waiter) {
+	w.out = outcome{}
+	r.waiterPool.Put(w)
+}
+
+// wait blocks until the waiter's outcome arrives.
+func (w *waiter) wait() outcome {
+	<-w.ch
+	return w.out
+}
+
+type waitEntry struct {
+	tk core.Ticket
+	w  *waiter
+}
+
+type actKind uint8
+
+const (
+	actLoad actKind = iota + 1
+	actClone
+	actProbe
+	actTeardown
+	actRelease
+	actComplete
+)
+
+// action is one thing to do after the lock is released besides signalling
+// waiters: start a backend step on a goroutine the runtime owns, release an
+// orphaned grant, or report the end of shutdown.
+type action struct {
+	kind  actKind
+	tk    core.Ticket
+	h     core.Handle
+	job   core.Job
+	spec  backends.Spec
+	eng   backends.Engine
+	index int
+	sess  backends.Session   // clone: the primary
+	pool  []backends.Session // teardown: the sessions to destroy
+}
+
+// sect collects what one critical section leaves to do after unlocking. The
+// caller's own ticket is answered inline instead of through a channel; the
+// first waiter to signal needs no slice (the common handoff allocates
+// nothing).
+type sect struct {
+	own    core.Ticket
+	ownOut outcome
+	hasOwn bool
+	send1  *waiter
+	sends  []*waiter
+	acts   []action
+}
+
+// afterLocked finishes a critical section whose one core event has been
+// applied: it records the event and its effects (trace, subscribers), turns
+// each effect into an outcome or a backend step, clears the machine's effect
+// buffer and re-arms the idle timer. cause explains backend Rejects.
+func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket, cause error) {
+	effs := r.m.Effects()
+	if r.obs {
+		r.recordLocked(now, ev, tk, effs)
+	}
+	for i := range effs {
+		r.routeLocked(s, &effs[i], cause)
+	}
+	if r.checkInv {
+		r.checkLocked(ev)
+	}
+	r.m.Advance()
+	r.armTickLocked(now)
+}
+
+func (r *Runtime) checkLocked(ev *core.Event) {
+	if err := r.m.CheckInvariants(); err != nil {
+		panic(fmt.Sprintf("runtime: core invariant broken after %s: %v\n%s", ev.Kind, err, r.m.Describe()))
+	}
+}
+
+// routeLocked turns one effect into an outcome for its waiter or a backend
+// step. Pools move here, under the lock, so a Grant always names a session
+// of the pool the core published.
+func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
+	switch e.Kind {
+	case core.EfGrant:
+		pub := r.models[e.Model].published
+		if int(e.Slot) >= len(pub) || pub[e.Slot] == nil {
+			panic(fmt.Sprintf("runtime: grant of slot %d of %s without a published session (pool of %d)",
+				e.Slot, r.m.ID(e.Model), len(pub)))
+		}
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: pub[e.Slot]})
+	case core.EfReject:
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause})
+	case core.EfDone:
+		o := outcome{kind: core.EfDone, bulk: e.Bulk}
+		if e.Bulk == nil {
+			o.status = r.m.Status(e.Model)
+		}
+		r.deliverLocked(s, e.Ticket, o)
+	case core.EfStartLoad:
+		eng := r.engines[e.Config.Engine]
+		s.acts = append(s.acts, action{kind: actLoad, h: e.Model, job: e.Job, eng: eng,
+			spec: backendSpec(r.m.ID(e.Model), e.Version, e.Config)})
+	case core.EfStartClone:
+		p := &r.models[e.Model]
+		s.acts = append(s.acts, action{kind: actClone, h: e.Model, job: e.Job, index: int(e.Index), sess: p.private[0]})
+	case core.EfStartProbe:
+		eng := r.engines[e.Config.Engine]
+		s.acts = append(s.acts, action{kind: actProbe, h: e.Model, job: e.Job, eng: eng,
+			spec: backendSpec(r.m.ID(e.Model), 0, e.Config)})
+	case core.EfStartTeardown:
+		p := &r.models[e.Model]
+		var pool []backends.Session
+		if e.Cause == core.CauseFailedLoad {
+			pool, p.private = p.private, nil
+		} else {
+			pool, p.published = p.published, nil
+		}
+		if n := countSessions(pool); n != int(e.Sessions) {
+			r.log.Error("runtime: teardown session count differs from the core's", "model", r.m.ID(e.Model),
+				"core", e.Sessions, "runtime", n, "cause", e.Cause.String())
+		}
+		s.acts = append(s.acts, action{kind: actTeardown, h: e.Model, job: e.Job, pool: pool})
+	case core.EfShutdownComplete:
+		s.acts = append(s.acts, action{kind: actComplete})
+	}
+}
+
+func countSessions(pool []backends.Session) int {
+	n := 0
+	for _, x := range pool {
+		if x != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// deliverLocked routes an outcome to the caller inside this critical section
+// or to the waiter registered for tk. A Grant nobody waits for would leak a
+// lease, so it is released (that cannot happen unless the runtime is wrong).
+func (r *Runtime) deliverLocked(s *sect, tk core.Ticket, o outcome) {
+	if tk == s.own && !s.hasOwn {
+		s.ownOut, s.hasOwn = o, true
+		return
+	}
+	w := r.takeWaiterLocked(tk)
+	if w == nil {
+		if o.kind == core.EfGrant {
+			r.log.Error("runtime: grant without a waiter; releasing it", "ticket", uint64(tk))
+			s.acts = append(s.acts, action{kind: actRelease, tk: tk})
+		}
+		return
+	}
+	w.out = o
+	if s.send1 == nil {
+		s.send1 = w
+	} else {
+		s.sends = append(s.sends, w)
+	}
+}
+
+func (r *Runtime) addWaiterLocked(tk core.Ticket, w *waiter) {
+	i := int(uint32(tk))
+	for len(r.waiters) <= i {
+		r.waiters = append(r.waiters, waitEntry{})
+	}
+	r.waiters[i] = waitEntry{tk: tk, w: w}
+}
+
+func (r *Runtime) takeWaiterLocked(tk core.Ticket) *waiter {
+	i := int(uint32(tk))
+	if i >= len(r.waiters) || r.waiters[i].tk != tk {
+		return nil
+	}
+	w := r.waiters[i].w
+	r.waiters[i] = waitEntry{}
+	return w
+}
+
+// exec carries out a critical section's actions after the lock is released:
+// outcomes go to their waiters' channels, backend steps start on goroutines
+// joined by Shutdown, and the trace is flushed.
+func (r *Runtime) exec(s *sect) {
+	if s.send1 != nil {
+		signal(s.send1)
+		for _, w := range s.sends {
+			signal(w)
+		}
+	}
+	for i := range s.acts {
+		a := &s.acts[i]
+		switch a.kind {
+		case actLoad:
+			r.wg.Add(1)
+			go r.runLoad(*a)
+		case actClone:
+			r.wg.Add(1)
+			go r.runClone(*a)
+		case actProbe:
+			r.wg.Add(1)
+			go r.runProbe(*a)
+		case actTeardown:
+			r.wg.Add(1)
+			go r.runTeardown(*a)
+		case actRelease:
+			r.release(a.tk, true)
+		case actComplete:
+			close(r.complete)
+		}
+	}
+	if r.trace != nil {
+		r.flushTrace()
+	}
+}
+
+func signal(w *waiter) {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+		panic("runtime: a waiter was signalled twice")
+	}
+}

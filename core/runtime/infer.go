@@ -1,0 +1,271 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core"
+)
+
+// InferOptions are the per-request settings of Infer.
+type InferOptions struct {
+	// Timeout overrides the admission timeout: nil uses the model's (or the
+	// server's) default, 0 waits without bound; the server ceiling bounds
+	// every value.
+	Timeout *time.Duration
+	// Emit, when set, makes the request a stream: every chunk goes through
+	// it before Infer returns. An error from Emit (the client went away)
+	// stops the stream and releases the lease.
+	Emit backends.Emit
+
+	_ struct{}
+}
+
+// Result is a finished request: the engine's output and the model, config
+// version and slot it ran on.
+type Result struct {
+	Output  backends.Output
+	Model   string
+	Version uint64
+	Slot    int
+}
+
+// grant is an admitted request: its ticket, slot, bound version and session.
+type grant struct {
+	tk      core.Ticket
+	slot    int
+	version uint64
+	sess    backends.Session
+}
+
+// coreTimeout converts an admission timeout override into the core's form.
+func coreTimeout(id string, d *time.Duration) (int64, error) {
+	if d == nil {
+		return core.NoTimeout, nil
+	}
+	if *d < 0 {
+		return 0, invalidf(nil, "model %q: admission timeout must not be negative", id)
+	}
+	return int64(*d), nil
+}
+
+// Infer runs one request on model id: admission through the model's FIFO,
+// then the engine call on the granted session, then the release. The lease
+// is held until Infer returns, so a stream holds it until its last chunk was
+// emitted or an emit failed (CONTRACT.md, "Active stream / deferred batch").
+// Every lease is released exactly once, also when the engine panics, fails
+// or the context ends.
+func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o InferOptions) (Result, error) {
+	timeout, err := coreTimeout(id, o.Timeout)
+	if err != nil {
+		return Result{}, err
+	}
+	g, err := r.acquire(ctx, id, timeout)
+	if err != nil {
+		return Result{}, err
+	}
+	failed := true
+	defer func() { r.release(g.tk, failed) }()
+	out, err := r.runInfer(ctx, id, &g, req, o.Emit)
+	if err != nil {
+		return Result{}, err
+	}
+	failed = false
+	return Result{Output: out, Model: id, Version: g.version, Slot: g.slot}, nil
+}
+
+// Acquire admits one request on model id and returns its lease, for
+// responses deferred beyond one call. timeout is as InferOptions.Timeout.
+// The caller must Release the lease exactly once it is finished with it
+// (further Releases do nothing); Shutdown waits for every lease.
+func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration) (*Lease, error) {
+	d, err := coreTimeout(id, timeout)
+	if err != nil {
+		return nil, err
+	}
+	g, err := r.acquire(ctx, id, d)
+	if err != nil {
+		return nil, err
+	}
+	return &Lease{r: r, g: g, model: id}, nil
+}
+
+// Lease is an admitted request's hold on one session of a model's published
+// pool, bound to one committed config version.
+type Lease struct {
+	r        *Runtime
+	g        grant
+	model    string
+	released atomic.Bool
+}
+
+// Model returns the model ID.
+func (l *Lease) Model() string { return l.model }
+
+// Slot returns the slot (session index) the lease holds.
+func (l *Lease) Slot() int { return l.g.slot }
+
+// Version returns the config version the request is bound to.
+func (l *Lease) Version() uint64 { return l.g.version }
+
+// Infer runs req on the leased session (one call at a time per lease). It
+// does not release the lease. Engine panics come back as CodeBackend errors.
+func (l *Lease) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
+	if l.released.Load() {
+		return backends.Output{}, &Error{Code: core.CodeBackend, Msg: fmt.Sprintf("model %q: lease already released", l.model)}
+	}
+	return l.r.runInfer(ctx, l.model, &l.g, req, emit)
+}
+
+// Release ends the lease; failed records that the request failed. Only the
+// first call releases; it reports whether this call did.
+func (l *Lease) Release(failed bool) bool {
+	if !l.released.CompareAndSwap(false, true) {
+		return false
+	}
+	l.r.release(l.g.tk, failed)
+	return true
+}
+
+// acquire submits a request and waits for its Grant. The hot path (a warm
+// model with a spare slot and nothing queued) is one critical section with
+// no channel and no allocation.
+func (r *Runtime) acquire(ctx context.Context, id string, timeout int64) (grant, error) {
+	if ctx.Err() != nil {
+		return grant{}, cancelled(ctx, id)
+	}
+	t := r.clock()
+	r.mu.Lock()
+	now := r.stampLocked(t)
+	h, known := r.m.Lookup(id)
+	var tk core.Ticket
+	if known {
+		tk = r.m.SubmitRequest(now, h, timeout)
+		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
+			e := &effs[0]
+			g := grant{tk: tk, slot: int(e.Slot), version: e.Version, sess: r.models[h].published[e.Slot]}
+			if r.checkInv {
+				r.checkLocked(&core.Event{Kind: core.EvSubmitRequest})
+			}
+			r.m.Advance()
+			r.mu.Unlock()
+			return g, nil
+		}
+	} else {
+		// Unknown IDs go through the core too, so a trace replays exactly.
+		tk, _ = r.m.Step(core.Event{Kind: core.EvSubmitRequest, Now: now, Model: id, Timeout: timeout})
+	}
+	s := sect{own: tk}
+	ev := core.Event{Kind: core.EvSubmitRequest, Now: now, Model: id, Timeout: timeout}
+	r.afterLocked(now, &s, &ev, tk, nil)
+	var w *waiter
+	var d int64
+	if !s.hasOwn {
+		w = r.newWaiter()
+		r.addWaiterLocked(tk, w)
+		d = r.admissionTimeoutLocked(h, timeout)
+	}
+	r.mu.Unlock()
+	r.exec(&s)
+	o := s.ownOut
+	if !s.hasOwn {
+		var err error
+		if o, err = r.await(ctx, id, tk, w, d, kindRequest); err != nil {
+			return grant{}, err
+		}
+	}
+	if o.kind != core.EfGrant {
+		return grant{}, rejectError(id, o.code, o.cause)
+	}
+	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session}, nil
+}
+
+// release ends the lease of tk as one critical section.
+func (r *Runtime) release(tk core.Ticket, failed bool) {
+	t := r.clock()
+	r.mu.Lock()
+	now := r.stampLocked(t)
+	if err := r.m.Release(now, tk, failed); err != nil {
+		r.mu.Unlock()
+		// A lease is released exactly once by construction; this is a bug.
+		panic(fmt.Sprintf("runtime: release of ticket %d: %v", uint64(tk), err))
+	}
+	if !r.obs && len(r.m.Effects()) == 0 {
+		if r.checkInv {
+			r.checkLocked(&core.Event{Kind: core.EvRelease})
+		}
+		r.m.Advance()
+		r.armTickLocked(now)
+		r.mu.Unlock()
+		return
+	}
+	var s sect
+	ev := core.Event{Kind: core.EvRelease, Now: now, Ticket: tk, Failed: failed}
+	r.afterLocked(now, &s, &ev, 0, nil)
+	r.mu.Unlock()
+	r.exec(&s)
+}
+
+// emitState remembers whether a stream's emit callback failed, which means
+// the client went away rather than the engine failing.
+type emitState struct {
+	user backends.Emit
+	err  error
+}
+
+func (es *emitState) emit(chunk json.RawMessage) error {
+	err := es.user(chunk)
+	if err != nil && es.err == nil {
+		es.err = err
+	}
+	return err
+}
+
+// runInfer calls the engine on the granted session. The call's context ends
+// when ctx does or when Shutdown's deadline cancels backend work. Panics in
+// the engine (or in emit) are recovered into CodeBackend errors.
+func (r *Runtime) runInfer(ctx context.Context, id string, g *grant, req backends.Request, emit backends.Emit) (backends.Output, error) {
+	req.Slot, req.Version = g.slot, g.version
+	rctx := r.workCtx
+	if ctx.Done() != nil {
+		c, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(r.workCtx, cancel)
+		defer func() {
+			stop()
+			cancel()
+		}()
+		rctx = c
+	}
+	var es *emitState // only streams pay for it
+	if emit != nil {
+		es = &emitState{user: emit}
+		emit = es.emit
+	}
+	var out backends.Output
+	err := protect(r.log, "infer", func() error {
+		var err error
+		out, err = g.sess.Infer(rctx, req, emit)
+		return err
+	})
+	if err == nil {
+		return out, nil
+	}
+	switch {
+	case isPanic(err):
+		return backends.Output{}, err
+	case es != nil && es.err != nil:
+		return backends.Output{}, &Error{Code: core.CodeCancelled, Msg: fmt.Sprintf("model %q: stream write failed", id), Err: err}
+	case ctx.Err() != nil:
+		return backends.Output{}, &Error{Code: core.CodeCancelled, Msg: fmt.Sprintf("model %q: caller went away", id), Err: err}
+	case r.workCtx.Err() != nil:
+		return backends.Output{}, &Error{Code: core.CodeShuttingDown, Msg: fmt.Sprintf("model %q: inference cancelled by shutdown", id), Err: err}
+	case errors.Is(err, backends.ErrInvalid):
+		return backends.Output{}, &Error{Code: core.CodeInvalid, Msg: fmt.Sprintf("model %q: invalid request", id), Err: err}
+	}
+	return backends.Output{}, &Error{Code: core.CodeBackend, Msg: fmt.Sprintf("model %q: inference failed", id), Err: err}
+}

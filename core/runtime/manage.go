@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/sluice-dev/sluice/core"
+)
+
+// Apply registers model id with spec, or reconfigures it when it is known,
+// and loads it (PUT /v1/models/{id}). The spec is validated completely,
+// engine included, before anything live changes. It returns the model's
+// status as of the scheduler step that finished the operation: an atomic
+// snapshot taken right after it, which can already show the start of the
+// next operation queued on the model (for example an unload behind it).
+func (r *Runtime) Apply(ctx context.Context, id string, spec ModelSpec) (core.ModelStatus, error) {
+	cfg, err := r.config(id, spec)
+	if err != nil {
+		return core.ModelStatus{}, err
+	}
+	return r.manage(ctx, id, core.OpApply, cfg)
+}
+
+// Load loads model id if it is not loaded (POST /v1/models/{id}/load) and
+// returns its status as of the step that finished the load (see Apply).
+func (r *Runtime) Load(ctx context.Context, id string) (core.ModelStatus, error) {
+	return r.manage(ctx, id, core.OpLoad, nil)
+}
+
+// Unload unloads model id (POST /v1/models/{id}/unload); unloading an
+// unloaded model succeeds. It returns the status as of the step that
+// finished the unload (see Apply).
+func (r *Runtime) Unload(ctx context.Context, id string) (core.ModelStatus, error) {
+	return r.manage(ctx, id, core.OpUnload, nil)
+}
+
+// BulkUnload unloads every registered model of ids (POST /v1/models/unload):
+// their barriers are published in one step, ready-idle models are freed
+// first, and unknown IDs are reported in NotFound without failing the
+// others. Bulk waits are unbounded.
+func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult, error) {
+	if ctx.Err() != nil {
+		return core.BulkResult{}, cancelled(ctx, "")
+	}
+	t := r.clock()
+	r.mu.Lock()
+	now := r.stampLocked(t)
+	tk := r.m.SubmitBulkUnload(now, ids)
+	s := sect{own: tk}
+	ev := core.Event{Kind: core.EvSubmitBulkUnload, Now: now, Models: ids}
+	r.afterLocked(now, &s, &ev, tk, nil)
+	var w *waiter
+	if !s.hasOwn {
+		w = r.newWaiter()
+		r.addWaiterLocked(tk, w)
+	}
+	r.mu.Unlock()
+	r.exec(&s)
+	o := s.ownOut
+	if !s.hasOwn {
+		var err error
+		if o, err = r.await(ctx, "", tk, w, 0, kindBulk); err != nil {
+			return core.BulkResult{}, err
+		}
+	}
+	if o.kind != core.EfDone {
+		return core.BulkResult{}, rejectError("", o.code, o.cause)
+	}
+	return *o.bulk, nil
+}
+
+// manage submits one targeted manager and waits for its Done or Reject.
+func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.Config) (core.ModelStatus, error) {
+	if ctx.Err() != nil {
+		return core.ModelStatus{}, cancelled(ctx, id)
+	}
+	t := r.clock()
+	r.mu.Lock()
+	now := r.stampLocked(t)
+	_, known := r.m.Lookup(id)
+	tk := r.m.SubmitManager(now, id, op, cfg, core.NoTimeout)
+	r.growLocked()
+	s := sect{own: tk}
+	ev := core.Event{Kind: core.EvSubmitManager, Now: now, Model: id, Op: op, Config: cfg, Timeout: core.NoTimeout}
+	r.afterLocked(now, &s, &ev, tk, nil)
+	var w *waiter
+	var d int64
+	if !s.hasOwn {
+		w = r.newWaiter()
+		r.addWaiterLocked(tk, w)
+		h, _ := r.m.Lookup(id)
+		override := core.NoTimeout
+		if !known {
+			override = 0 // a registration waits without bound (core.SubmitManager (3))
+		}
+		d = r.admissionTimeoutLocked(h, override)
+	}
+	r.mu.Unlock()
+	r.exec(&s)
+	o := s.ownOut
+	if !s.hasOwn {
+		var err error
+		if o, err = r.await(ctx, id, tk, w, d, kindManager); err != nil {
+			return core.ModelStatus{}, err
+		}
+	}
+	if o.kind != core.EfDone {
+		return core.ModelStatus{}, rejectError(id, o.code, o.cause)
+	}
+	return o.status, nil
+}

@@ -1,0 +1,203 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Core are the scheduler's machine-wide settings: residency limits, idle
+	// retirement, admission defaults and ceiling, the cold-load guard.
+	Core core.Options
+	// Engines maps engine names (ModelSpec.Engine) to engines.
+	Engines backends.Registry
+	// Trace, when set, receives every event and effect as one ndjson line
+	// (core.Record), in the order the machine processed them. Nil: off, and
+	// nothing is allocated for it.
+	Trace io.Writer
+	// Logger receives the runtime's logs; nil discards them.
+	Logger *slog.Logger
+	// CheckInvariants runs core.CheckInvariants after every event and panics
+	// on a violation, printing it. For tests; it costs a full state walk.
+	CheckInvariants bool
+
+	_ struct{}
+}
+
+// Runtime is the live scheduler: the core machine behind one mutex, waiter
+// channels, timers, contexts and the goroutines that run backend steps. See
+// the package documentation for its threading rule.
+type Runtime struct {
+	// Immutable after New.
+	engines  backends.Registry
+	copts    core.Options
+	log      *slog.Logger
+	start    time.Time
+	idle     int64
+	checkInv bool
+	trace    io.Writer
+
+	// mu guards everything below it up to the next blank-line group: the
+	// machine and the runtime's view of pools and waiters. Never held across
+	// a wait, a backend call or I/O.
+	mu      sync.Mutex
+	m       *core.Machine
+	last    int64       // time of the last event, for monotonic event times
+	models  []pools     // by core.Handle
+	waiters []waitEntry // by ticket index (low 32 bits)
+	obs     bool        // trace or subscribers: build records
+	tbuf    []byte      // trace lines not yet written
+	subs    []*subscriber
+	tickAt  int64 // when the idle timer fires; 0: not armed
+
+	tmu    sync.Mutex // serialises trace writes, in machine order
+	tspare []byte
+
+	waiterPool sync.Pool
+
+	wg         sync.WaitGroup // backend step goroutines
+	workCtx    context.Context
+	hardCancel context.CancelFunc
+	stopping   chan struct{} // closed when Shutdown begins
+	complete   chan struct{} // closed on ShutdownComplete
+	beginOnce  sync.Once
+	joinOnce   sync.Once
+	tickTimer  *time.Timer
+	tickStop   chan struct{}
+	tickDone   chan struct{}
+}
+
+// pools is the runtime's side of one model: the sessions of the pool being
+// built and of the published pool. The core decides when each changes; the
+// runtime only keeps the session values (a Grant's Slot indexes published).
+type pools struct {
+	private   []backends.Session
+	published []backends.Session
+}
+
+// New returns a running Runtime. Call Shutdown to stop it: it owns
+// goroutines and timers until then.
+func New(opts Options) (*Runtime, error) {
+	m, err := core.New(opts.Core)
+	if err != nil {
+		return nil, fmt.Errorf("runtime.New: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	engines := make(backends.Registry, len(opts.Engines)) // a private copy: read without locks
+	for name, e := range opts.Engines {
+		engines[name] = e
+	}
+	workCtx, cancel := context.WithCancel(context.Background())
+	r := &Runtime{
+		engines: engines, copts: opts.Core, log: log, start: time.Now(), idle: opts.Core.IdleTimeout,
+		checkInv: opts.CheckInvariants, trace: opts.Trace, m: m, obs: opts.Trace != nil,
+		workCtx: workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
+	}
+	if r.idle > 0 {
+		r.tickTimer = time.NewTimer(time.Hour)
+		r.tickTimer.Stop()
+		r.tickStop = make(chan struct{})
+		r.tickDone = make(chan struct{})
+		go r.tickLoop()
+	}
+	return r, nil
+}
+
+// clock returns the runtime's monotonic time in nanoseconds since New (at
+// least 1). Under testing/synctest it is the bubble's fake clock.
+func (r *Runtime) clock() int64 { return int64(time.Since(r.start)) + 1 }
+
+// stampLocked makes event times non-decreasing in the machine's order: t was
+// read before the lock was taken.
+func (r *Runtime) stampLocked(t int64) int64 {
+	if t < r.last {
+		return r.last
+	}
+	r.last = t
+	return t
+}
+
+// growLocked gives every registered model its pools entry.
+func (r *Runtime) growLocked() {
+	for len(r.models) < r.m.Len() {
+		r.models = append(r.models, pools{})
+	}
+}
+
+// admissionTimeoutLocked is the effective admission timeout the core gives a
+// ticket of model h submitted with override (core's effectiveTimeout:
+// request override, else the model's, else the server default, bounded by
+// the ceiling; 0 is unbounded). The core keeps the same deadline in the
+// ticket; the waiter's timer mirrors it.
+func (r *Runtime) admissionTimeoutLocked(h core.Handle, override int64) int64 {
+	d := override
+	if d < 0 {
+		d = r.m.Config(h).AdmissionTimeout
+		if d == 0 {
+			d = r.copts.DefaultAdmissionTimeout
+		}
+	}
+	if c := r.copts.AdmissionCeiling; c > 0 && (d == 0 || d > c) {
+		d = c
+	}
+	return d
+}
+
+// ShuttingDown reports whether Shutdown has begun.
+func (r *Runtime) ShuttingDown() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stopping returns a channel closed when Shutdown begins.
+func (r *Runtime) Stopping() <-chan struct{} { return r.stopping }
+
+// Status returns the status of every model in registration order: one atomic
+// snapshot taken under the scheduler lock, so no model is seen half-changed
+// and all models are seen at one instant.
+func (r *Runtime) Status() []core.ModelStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m.Snapshot()
+}
+
+// StatusOf returns the status of model id, or an ErrNotFound *Error.
+func (r *Runtime) StatusOf(id string) (core.ModelStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.m.Lookup(id)
+	if !ok {
+		return core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
+	}
+	return r.m.Status(h), nil
+}
+
+// Residency returns the resident models and the memory charged to them.
+func (r *Runtime) Residency() (models int, memoryMB int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m.Residency()
+}
+
+// Describe returns the machine's readable state (core.Machine.Describe), for
+// logs and test failures.
+func (r *Runtime) Describe() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m.Describe()
+}

@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-dev/sluice/core"
+)
+
+// ticketKind says what a waiter waits for; it decides what happens when its
+// caller goes away.
+type ticketKind uint8
+
+const (
+	kindRequest ticketKind = iota + 1
+	kindManager
+	kindBulk
+)
+
+// await waits for the outcome of ticket tk on its waiter w, ctx and an admission
+// timer of d nanoseconds (0: none), the deadline the core keeps in the
+// ticket (CONTRACT.md, "Timeout, disconnect and shutdown"):
+//
+//	(1) the outcome arrives: return it.
+//	(2) the admission timer fires: Cancel(timeout). A queued ticket ends
+//	    with server_busy; an admitted one is not cancellable, so keep
+//	    waiting without the timer.
+//	(3) ctx ends (the client went away): Cancel(disconnect). A queued or
+//	    initialising request leaves at once; a granted request's lease is
+//	    released as soon as its Grant arrives; a granted manager runs on
+//	    and the caller leaves; a bulk withdraws its queued barriers.
+//
+// A Cancel that finds the ticket already ended means its outcome is on the
+// way to w: wait for it.
+//
+// await returns w to the pool: the caller must not use it afterwards.
+func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waiter, d int64, kind ticketKind) (outcome, error) {
+	defer r.freeWaiter(w)
+	if d == 0 && ctx.Done() == nil { // nothing but the outcome can end the wait
+		return w.wait(), nil
+	}
+	var timerC <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(time.Duration(d))
+		defer t.Stop()
+		timerC = t.C
+	}
+	for {
+		select {
+		case <-w.ch: // (1)
+			return w.out, nil
+		case <-timerC: // (2)
+			timerC = nil
+			o, own, _, err := r.cancel(tk, core.ReasonTimeout, false)
+			if err != nil {
+				return w.wait(), nil
+			}
+			if own {
+				return o, nil
+			}
+		case <-ctx.Done(): // (3)
+			o, own, ok, err := r.cancel(tk, core.ReasonDisconnect, kind != kindRequest)
+			switch {
+			case err != nil:
+				o = w.wait()
+				if kind == kindRequest && o.kind == core.EfGrant {
+					r.release(tk, false)
+					return outcome{}, cancelled(ctx, id)
+				}
+				return o, nil
+			case own && o.kind == core.EfReject && o.code == core.CodeCancelled:
+				return outcome{}, cancelled(ctx, id)
+			case own:
+				return o, nil
+			case ok || kind != kindRequest:
+				return outcome{}, cancelled(ctx, id)
+			}
+			// A granted request: its Grant is on the way; take it and
+			// release the lease at once.
+			if o := w.wait(); o.kind == core.EfGrant {
+				r.release(tk, false)
+			}
+			return outcome{}, cancelled(ctx, id)
+		}
+	}
+}
+
+// cancel applies Cancel(tk, reason) as one critical section. own reports
+// that the ticket's terminal outcome came out of this very event (then o is
+// it); ok is the core's answer; err means the ticket had already ended.
+// leave deregisters the waiter even when the ticket lives on (a granted
+// manager or a bulk whose caller went away).
+func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool) (o outcome, own, ok bool, err error) {
+	t := r.clock()
+	r.mu.Lock()
+	now := r.stampLocked(t)
+	ok, err = r.m.Cancel(now, tk, reason)
+	if err != nil {
+		r.mu.Unlock()
+		return outcome{}, false, false, err
+	}
+	s := sect{own: tk}
+	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
+	r.afterLocked(now, &s, &ev, 0, nil)
+	if s.hasOwn || leave {
+		r.takeWaiterLocked(tk)
+	}
+	r.mu.Unlock()
+	r.exec(&s)
+	return s.ownOut, s.hasOwn, ok, nil
+}
