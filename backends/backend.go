@@ -35,6 +35,11 @@ type Request struct {
 	Input  json.RawMessage // the JSON input of /v1/models/{id}/infer, or engine-specific parameters
 	Data   []byte          // binary payload (for example PCM16 audio), may be nil
 	Stream bool            // the caller consumes chunks through the emit callback
+
+	// Version is the committed config version the request is bound to. It
+	// can be newer than the Spec.Version the session was built with when a
+	// reconfigure changed only admission metadata and kept the pool.
+	Version uint64
 }
 
 // Output is the result of one inference call.
@@ -74,7 +79,9 @@ type Session interface {
 	// Infer runs one request. For a stream, each chunk goes through emit
 	// before Infer returns; the final Output may then be empty.
 	Infer(ctx context.Context, req Request, emit Emit) (Output, error)
-	// Close destroys the session and frees its memory.
+	// Close destroys the session and frees its memory. It must free the
+	// session even when ctx has ended (Shutdown cancels it at its
+	// deadline); ctx only bounds how long Close waits.
 	Close(ctx context.Context) error
 }
 
