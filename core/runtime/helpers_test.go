@@ -30,17 +30,26 @@ type env struct {
 	fx *fixture.Engine
 }
 
-type envOpt func(*Options)
+type envOpt func(*envConfig)
 
-func withEngine(name string, e backends.Engine) envOpt {
-	return func(o *Options) { o.Engines[name] = e }
+// envConfig is what newEnv builds a runtime from.
+type envConfig struct {
+	Options
+	traceName string // trace file name under SLUICE_TRACE_DIR; default the test's name
 }
 
-func withTrace(w io.Writer) envOpt { return func(o *Options) { o.Trace = w } }
+// withTraceName names the trace file, for tests that make many runtimes.
+func withTraceName(name string) envOpt { return func(c *envConfig) { c.traceName = name } }
+
+func withEngine(name string, e backends.Engine) envOpt {
+	return func(c *envConfig) { c.Engines[name] = e }
+}
+
+func withTrace(w io.Writer) envOpt { return func(c *envConfig) { c.Trace = w } }
 
 // withoutChecks turns off the core's invariant checks and the fixture's
 // cleanup checks, for runs with planted bugs.
-func withoutChecks() envOpt { return func(o *Options) { o.CheckInvariants = false } }
+func withoutChecks() envOpt { return func(c *envConfig) { c.CheckInvariants = false } }
 
 func testLogger() *slog.Logger {
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
@@ -52,13 +61,15 @@ func testLogger() *slog.Logger {
 func newEnv(t testing.TB, copts core.Options, extra ...envOpt) *env {
 	t.Helper()
 	fx := fixture.New()
-	opts := Options{Core: copts, Engines: backends.Registry{fixture.Name: fx}, CheckInvariants: true, Logger: testLogger()}
+	cfg := envConfig{Options: Options{Core: copts, Engines: backends.Registry{fixture.Name: fx}, CheckInvariants: true,
+		Logger: testLogger()}, traceName: t.Name()}
 	for _, f := range extra {
-		f(&opts)
+		f(&cfg)
 	}
+	opts := cfg.Options
 	var traceFile io.Closer
-	if opts.Trace == nil {
-		w, err := TraceFromEnv(t.Name(), copts)
+	if opts.Trace == nil && copts.Mutants == 0 { // a run with planted bugs is no behaviour of the spec
+		w, err := TraceFromEnv(cfg.traceName, copts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -143,7 +143,7 @@ func genConfigs(rng *rand.Rand) []linCfg {
 
 func (c *linCfg) modelSpec() ModelSpec {
 	s := ModelSpec{Engine: "fixture", Task: "tts", Checkpoint: "ck", Slots: c.slots, Options: json.RawMessage(c.optionJSON),
-		AdmissionTimeout: time.Duration(c.admission) * time.Millisecond, MaxQueue: c.maxQueue}
+		AdmissionTimeout: time.Duration(c.admission) * time.Millisecond, AdmissionTimeoutSet: c.admission > 0, MaxQueue: c.maxQueue}
 	if c.invalid {
 		s.Slots = core.MaxSlots + 1
 	}
@@ -165,7 +165,7 @@ func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linHistory {
 	if mutants != 0 {
 		e = newEnv(t, core.Options{Mutants: mutants}, withoutChecks())
 	} else {
-		e = newEnv(t, core.Options{})
+		e = newEnv(t, core.Options{}, withTraceName(fmt.Sprintf("TestLinearizable-seed%d", seed)))
 	}
 	clients := 3 + rng.IntN(3)
 	var wg sync.WaitGroup

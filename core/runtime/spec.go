@@ -24,10 +24,13 @@ type ModelSpec struct {
 	// Options are the engine's options, a JSON object (nil or null: none).
 	// They are stored in canonical form, so equal options compare equal.
 	Options json.RawMessage
-	// AdmissionTimeout is the model's default admission wait; 0 means the
-	// server default (core.Options.DefaultAdmissionTimeout). The server
-	// ceiling bounds it.
+	// AdmissionTimeout is the model's admission wait. Unless
+	// AdmissionTimeoutSet, 0 means the server default
+	// (core.Options.DefaultAdmissionTimeout). The server ceiling bounds it.
 	AdmissionTimeout time.Duration
+	// AdmissionTimeoutSet says AdmissionTimeout was given explicitly
+	// (admission_timeout_ms present): 0 then means unbounded.
+	AdmissionTimeoutSet bool
 	// MaxQueue limits queued requests; 0 means unlimited.
 	MaxQueue int
 
@@ -106,8 +109,12 @@ func (r *Runtime) config(id string, spec ModelSpec) (*core.Config, error) {
 	if mb < 0 {
 		return nil, invalidf(nil, "model %q: engine %s estimated negative memory", id, spec.Engine)
 	}
+	admission := int64(spec.AdmissionTimeout)
+	if admission == 0 && !spec.AdmissionTimeoutSet {
+		admission = core.NoTimeout // the server default
+	}
 	cfg := &core.Config{Task: spec.Task, Engine: spec.Engine, Checkpoint: spec.Checkpoint, Options: opts,
-		Slots: slots, AdmissionTimeout: int64(spec.AdmissionTimeout), MaxQueue: spec.MaxQueue, MemoryMB: mb}
+		Slots: slots, AdmissionTimeout: admission, MaxQueue: spec.MaxQueue, MemoryMB: mb}
 	if err := cfg.Validate(); err != nil {
 		return nil, invalidf(err, "model %q", id)
 	}

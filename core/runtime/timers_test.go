@@ -88,19 +88,21 @@ func TestAdmissionTimeout(t *testing.T) {
 		e := newEnv(t, core.Options{DefaultAdmissionTimeout: int64(300 * time.Millisecond), AdmissionCeiling: int64(time.Second)})
 		for k, c := range []struct {
 			model time.Duration // the model's admission timeout
+			set   bool          // given explicitly (0: unbounded)
 			o     *time.Duration
 			want  time.Duration
 		}{
-			{200 * time.Millisecond, dur(100 * time.Millisecond), 100 * time.Millisecond}, // request override
-			{200 * time.Millisecond, nil, 200 * time.Millisecond},                         // model default
-			{0, nil, 300 * time.Millisecond},                                              // server default
-			{0, dur(0), time.Second},                                                      // unbounded, bounded by the ceiling
-			{0, dur(time.Hour), time.Second},                                              // ceiling
-			{time.Hour, nil, time.Second},                                                 // ceiling over the model's
+			{200 * time.Millisecond, true, dur(100 * time.Millisecond), 100 * time.Millisecond}, // request override
+			{200 * time.Millisecond, false, nil, 200 * time.Millisecond},                        // model default
+			{0, false, nil, 300 * time.Millisecond},                                             // server default
+			{0, true, nil, time.Second},                                                         // model unbounded, bounded by the ceiling
+			{0, false, dur(0), time.Second},                                                     // request unbounded, bounded by the ceiling
+			{0, false, dur(time.Hour), time.Second},                                             // ceiling
+			{time.Hour, false, nil, time.Second},                                                // ceiling over the model's
 		} {
 			id := string(rune('a' + k))
 			s := spec(1, `{}`)
-			s.AdmissionTimeout = c.model
+			s.AdmissionTimeout, s.AdmissionTimeoutSet = c.model, c.set
 			e.apply(id, s)
 			hold := e.infer(bg, id, `{"gate":"h"}`, InferOptions{})
 			synctest.Wait()
