@@ -376,3 +376,14 @@ func (m *Machine) NextDeadline() int64 {
 	}
 	return next
 }
+
+// Deadline returns the admission deadline of a queued ticket (0 for none, or
+// when the ticket is not queued), so the shell arms its timer from the
+// machine's own computation instead of repeating it.
+func (m *Machine) Deadline(id Ticket) int64 {
+	i := m.ts.lookup(id)
+	if i < 0 || m.ts.t[i].phase != phQueued {
+		return 0
+	}
+	return m.ts.t[i].dead
+}

@@ -61,6 +61,9 @@ type Effect struct {
 	Sessions int32
 	Config   *Config     // StartLoad, StartProbe
 	Bulk     *BulkResult // Done of a bulk unload
+	// Status is the model's status at the moment a targeted manager finished
+	// (Done or Reject), before anything queued behind it starts.
+	Status *ModelStatus
 }
 
 // Cause says why a pool is torn down.

@@ -203,9 +203,11 @@ func (m *Machine) jobModel(j Job, k jobKind) (*model, Handle, error) {
 }
 
 // finish ends a ticket with a terminal Reject or Done and frees it.
-func (m *Machine) finish(i int32, kind EffectKind, code Code) {
+func (m *Machine) finish(i int32, kind EffectKind, code Code) { m.finishWith(i, kind, code, nil) }
+
+func (m *Machine) finishWith(i int32, kind EffectKind, code Code, st *ModelStatus) {
 	t := &m.ts.t[i]
-	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i)}
+	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i), Status: st}
 	if t.kind == tkBulk && kind == EfDone {
 		e.Bulk = t.bulk
 	}

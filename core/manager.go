@@ -264,6 +264,11 @@ func (m *Machine) managerDone(h Handle, kind EffectKind, code Code) {
 	md := &m.models[h]
 	i := md.mgr
 	md.mgr, md.step, md.pend = -1, msNone, nil
-	m.finish(i, kind, code)
+	if m.ts.t[i].parent < 0 {
+		st := m.Status(h)
+		m.finishWith(i, kind, code, &st)
+	} else {
+		m.finish(i, kind, code)
+	}
 	m.markDirty(h)
 }

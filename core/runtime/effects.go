@@ -137,8 +137,8 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause})
 	case core.EfDone:
 		o := outcome{kind: core.EfDone, bulk: e.Bulk}
-		if e.Bulk == nil {
-			o.status = r.m.Status(e.Model)
+		if e.Status != nil { // the status when the manager finished, not after what followed
+			o.status = *e.Status
 		}
 		r.deliverLocked(s, e.Ticket, o)
 	case core.EfStartLoad:

@@ -168,7 +168,9 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64) (grant,
 	if !s.hasOwn {
 		w = r.newWaiter()
 		r.addWaiterLocked(tk, w)
-		d = r.admissionTimeoutLocked(h, timeout)
+		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already admitted
+			d = dl - now
+		}
 	}
 	r.mu.Unlock()
 	r.exec(&s)

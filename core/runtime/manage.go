@@ -76,7 +76,6 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 	t := r.clock()
 	r.mu.Lock()
 	now := r.stampLocked(t)
-	_, known := r.m.Lookup(id)
 	tk := r.m.SubmitManager(now, id, op, cfg, core.NoTimeout)
 	r.growLocked()
 	s := sect{own: tk}
@@ -87,12 +86,9 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 	if !s.hasOwn {
 		w = r.newWaiter()
 		r.addWaiterLocked(tk, w)
-		h, _ := r.m.Lookup(id)
-		override := core.NoTimeout
-		if !known {
-			override = 0 // a registration waits without bound (core.SubmitManager (3))
+		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already granted
+			d = dl - now
 		}
-		d = r.admissionTimeoutLocked(h, override)
 	}
 	r.mu.Unlock()
 	r.exec(&s)

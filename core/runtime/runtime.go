@@ -135,26 +135,6 @@ func (r *Runtime) growLocked() {
 	}
 }
 
-// admissionTimeoutLocked is the effective admission timeout the core gives a
-// ticket of model h submitted with override (core's effectiveTimeout:
-// request override, else the model's, else the server default, each
-// core.NoTimeout when not set; bounded by the ceiling; 0 is unbounded). The
-// core keeps the same deadline in the ticket but does not expose it; the
-// waiter's timer mirrors it.
-func (r *Runtime) admissionTimeoutLocked(h core.Handle, override int64) int64 {
-	d := override
-	if d < 0 {
-		d = r.m.Config(h).AdmissionTimeout
-		if d < 0 {
-			d = r.copts.DefaultAdmissionTimeout
-		}
-	}
-	if c := r.copts.AdmissionCeiling; c > 0 && (d == 0 || d > c) {
-		d = c
-	}
-	return d
-}
-
 // ShuttingDown reports whether Shutdown has begun.
 func (r *Runtime) ShuttingDown() bool {
 	select {
