@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,13 +88,21 @@ type pools struct {
 // New returns a running Runtime. Call Shutdown to stop it: it owns
 // goroutines and timers until then.
 func New(opts Options) (*Runtime, error) {
-	m, err := core.New(opts.Core)
-	if err != nil {
-		return nil, fmt.Errorf("runtime.New: %w", err)
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if v := os.Getenv(MutantsEnv); v != "" && opts.Core.Mutants == 0 {
+		mu, err := ParseMutants(v)
+		if err != nil {
+			return nil, fmt.Errorf("runtime.New: %s: %w", MutantsEnv, err)
+		}
+		opts.Core.Mutants = mu
+		log.Warn("planted scheduler bugs switched on: this build is for checking the checks, never for serving", slog.String("mutants", mu.String()))
+	}
+	m, err := core.New(opts.Core)
+	if err != nil {
+		return nil, fmt.Errorf("runtime.New: %w", err)
 	}
 	engines := make(backends.Registry, len(opts.Engines)) // a private copy: read without locks
 	for name, e := range opts.Engines {
@@ -181,4 +191,26 @@ func (r *Runtime) Describe() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m.Describe()
+}
+
+// MutantsEnv names the environment variable that switches planted core bugs
+// on in any build (comma-separated names of core.AllMutants, or "none"), so
+// the conformance suite can show that it fails against a mutated server.
+const MutantsEnv = "SLUICE_MUTANTS"
+
+// ParseMutants parses a comma-separated list of mutant names.
+func ParseMutants(s string) (core.Mutants, error) {
+	var mu core.Mutants
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || name == "none" {
+			continue
+		}
+		x, ok := core.ParseMutant(name)
+		if !ok {
+			return 0, fmt.Errorf("unknown mutant %q", name)
+		}
+		mu |= x
+	}
+	return mu, nil
 }
