@@ -251,15 +251,21 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 			m.finish(i, EfReject, code)
 		}
 	}
-	if md.mgr >= 0 {
-		m.managerDone(h, EfReject, code)
-	}
 	if private > 0 {
+		// A manager keeps its exclusive ownership until the private sessions
+		// are gone, so its answer finds the model unloaded (cell
+		// reg.first-load-failure); waiting requests are answered at once.
+		if md.mgr >= 0 {
+			md.step, md.fail = msFailTeardown, code
+		}
 		md.state = Unloading
 		md.cause = CauseFailedLoad
 		j := m.newJob(h, jobTeardown)
 		m.emit(Effect{Kind: EfStartTeardown, Model: h, Job: j, Version: md.version, Sessions: int32(private), Cause: CauseFailedLoad})
 	} else {
+		if md.mgr >= 0 {
+			m.managerDone(h, EfReject, code)
+		}
 		m.unresident(h)
 		md.state = Unloaded
 	}
@@ -315,6 +321,8 @@ func (m *Machine) TeardownDone(now int64, j Job) error {
 		switch md.step {
 		case msUnload:
 			m.managerDone(h, EfDone, CodeOK)
+		case msFailTeardown:
+			m.managerDone(h, EfReject, md.fail)
 		case msTeardownOld:
 			cfg := md.pend
 			md.pend = nil

@@ -31,14 +31,15 @@ var jobNames = [...]string{"none", "load", "clone", "probe", "teardown"}
 type mstep uint8
 
 const (
-	msNone        mstep = iota
-	msProbe             // waits for ProbeDone of the replacement
-	msTeardownOld       // waits for the old pool's teardown before commit
-	msLoad              // waits for the load it started
-	msUnload            // waits for the unload teardown
+	msNone         mstep = iota
+	msProbe              // waits for ProbeDone of the replacement
+	msTeardownOld        // waits for the old pool's teardown before commit
+	msLoad               // waits for the load it started
+	msUnload             // waits for the unload teardown
+	msFailTeardown       // waits for the private sessions of its failed load to go
 )
 
-var mstepNames = [...]string{"none", "probe", "teardown_old", "load", "unload"}
+var mstepNames = [...]string{"none", "probe", "teardown_old", "load", "unload", "fail_teardown"}
 
 // model is one registry entry. Entries are never erased.
 type model struct {
@@ -63,6 +64,7 @@ type model struct {
 
 	mgr   int32 // granted manager ticket, -1 for none
 	step  mstep
+	fail  Code    // msFailTeardown: the code the manager gets
 	pend  *Config // replacement config of the granted manager
 	job   Job
 	jkind jobKind

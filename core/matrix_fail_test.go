@@ -137,7 +137,12 @@ func TestFailFirstLoadUnsupported(t *testing.T) {
 	b := h.apply("a", cfg(2)) // same-ID registration queues on the entry
 	h.expect(b, "pending")
 	h.step("a", EfStartLoad, 2, false)
+	h.expect(a, "pending") // exclusive until its private primary is gone
+	h.step("a", EfStartTeardown, 0, false)
 	h.expect(a, "reject invalid_request")
+	if st := h.state("a"); st.State != Reconfiguring || st.ConfigVersion != 1 {
+		t.Fatalf("the queued PUT did not start right after: %+v", st)
+	}
 	h.drain(2)
 	h.expect(b, "done")
 	if st := h.state("a"); st.State != Ready || st.Slots != 2 {

@@ -137,6 +137,11 @@ func (o *oracle) badCode(ev *core.Event, tk core.Ticket, t *tinfo, code core.Cod
 			return "the model is registered"
 		}
 	case core.CodeBackend:
+		// A manager whose load failed after building private sessions is
+		// answered when their teardown ends (reg.first-load-failure).
+		if t.kind == kMgr && ev.Kind == core.EvTeardownDone {
+			break
+		}
 		if t.kind == kBulk || !ev.Failed || (ev.Kind != core.EvLoadDone && ev.Kind != core.EvCloneDone && ev.Kind != core.EvProbeDone) {
 			return "no backend step failed"
 		}
