@@ -8,10 +8,10 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants
+.PHONY: run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
 
 run:
-	$(GO) run ./cmd/sluice demo
+	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
 
 test: lint unit race cover
 
@@ -47,10 +47,27 @@ bench:
 
 # soak runs the simulator for 10 million events and prints its summary.
 soak:
-	$(GO) run ./sim/cmd/sim --seed 12 --models 6 --shutdown always --steps 10000000
+	$(GO) run ./cmd/sluice sim --seed 12 --models 6 --shutdown always --steps 10000000
 
 # sim-mutants: the simulator must catch every planted core mutant, with and
 # without the core's own invariant checks.
 sim-mutants:
-	$(GO) run ./sim/cmd/sim --mutant all
-	$(GO) run ./sim/cmd/sim --mutant all --no-invariants
+	$(GO) run ./cmd/sluice sim --mutant all
+	$(GO) run ./cmd/sluice sim --mutant all --no-invariants
+
+# stress: 100,000 porcupine histories of the live runtime (about 10 minutes).
+stress:
+	SLUICE_PORCUPINE_HISTORIES=100000 $(GO) test -race -count=1 -run '^TestLinearizable$$' -timeout 2h ./core/runtime/
+
+# bench-runtime: submit-grant-release through the runtime beside a channel semaphore.
+bench-runtime:
+	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count 5 ./core/runtime/
+
+# bench-http: loopback load against sluice and a bare chi handler, one run.
+bench-http:
+	$(GO) run ./scripts/benchhttp
+
+# fuzz: 10 minutes per target.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/

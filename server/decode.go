@@ -7,13 +7,44 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 )
 
 // decodeStrict decodes one JSON value from r's body into v: unknown fields,
 // trailing data and bodies over the limit are 400 invalid_request_error.
+// It reads the whole body first (readBody), so the connection's body phase
+// ends before the handler goes on.
 func decodeStrict(r *http.Request, v any) error {
-	return decodeBytesStrict(r.Body, v)
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeBytesStrict(bytes.NewReader(b), v)
+}
+
+// readBody reads r's body to its end (bounded by the body limit) and then
+// tells the connection tracker that the body phase is over, which lifts any
+// shutdown read deadline before net/http's background read starts watching
+// for a disconnect (CONTRACT.md time.shutdown-stalled-io): a read deadline
+// left on a connection whose body was consumed would cancel the request's
+// context.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if c := connFrom(r.Context()); c != nil {
+		c.bodyDone()
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge(tooBig.Limit)
+		}
+		return nil, Invalid("reading the request body: %v", err)
+	}
+	return b, nil
+}
+
+func tooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "body_too_large",
+		Message: fmt.Sprintf("request body over %d bytes", limit)}
 }
 
 func decodeBytesStrict(body io.Reader, v any) error {
@@ -22,8 +53,7 @@ func decodeBytesStrict(body io.Reader, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "body_too_large",
-				Message: fmt.Sprintf("request body over %d bytes", tooBig.Limit)}
+			return tooLarge(tooBig.Limit)
 		}
 		if errors.Is(err, io.EOF) {
 			return Invalid("request body is empty")
@@ -42,32 +72,32 @@ func decodeBytesStrict(body io.Reader, v any) error {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
-var modelIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+// validName reports whether s matches [A-Za-z0-9._-]{1,max} (without a
+// regexp: it runs on every request).
+func validName(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // validModelID checks a model ID against [A-Za-z0-9._-]{1,128}; "." and ".."
 // are refused too, since IDs may name folders.
 func validModelID(id string) error {
-	if !modelIDPattern.MatchString(id) || id == "." || id == ".." {
+	if !validName(id, 128) || id == "." || id == ".." {
 		return Invalid("model id %q must match [A-Za-z0-9._-]{1,128}", id)
 	}
 	return nil
 }
 
-// canonicalJSON re-encodes a JSON object with sorted keys and no spaces, so
-// equal options compare equal.
-func canonicalJSON(raw json.RawMessage) (string, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return "{}", nil
-	}
-	var v map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "", Invalid("options must be a JSON object: %v", err)
-	}
-	b, err := json.Marshal(v) // maps marshal with sorted keys
-	if err != nil {
-		return "", Invalid("options: %v", err)
-	}
-	return string(b), nil
+// DecodeModelSpec decodes a model spec (the JSON body of PUT
+// /v1/models/{id}) strictly: unknown fields and trailing data are errors.
+func DecodeModelSpec(b []byte, s *ModelSpec) error {
+	return decodeBytesStrict(bytes.NewReader(b), s)
 }

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 func decodeString(s string, v any) error { return decodeBytesStrict(strings.NewReader(s), v) }
@@ -104,7 +106,7 @@ func FuzzModelSpec(f *testing.F) {
 		if !parallel && s.Slots != nil {
 			t.Fatal("legacy mode accepted slots")
 		}
-		if again, err := canonicalJSON([]byte(p.Options)); err != nil || again != p.Options {
+		if again, err := runtime.CanonicalOptions([]byte(p.Options)); err != nil || again != p.Options {
 			t.Fatalf("options not canonical: %q -> %q %v", p.Options, again, err)
 		}
 	})

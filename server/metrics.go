@@ -1,7 +1,11 @@
 package server
 
 import (
+	"net/http"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -15,6 +19,7 @@ type metrics struct {
 	rejections *prometheus.CounterVec
 	wait       *prometheus.HistogramVec
 	loads      *prometheus.HistogramVec
+	loadFails  *prometheus.CounterVec
 	unloads    *prometheus.HistogramVec
 }
 
@@ -35,14 +40,22 @@ func newMetrics(status func() []core.ModelStatus) *metrics {
 			Name: "sluice_load_seconds", Help: "Duration of pool loads (primary and clones).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"model"}),
-		unloads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sluice_unload_seconds", Help: "Duration of pool teardowns.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		loadFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_load_failures_total", Help: "Pool loads that failed or were refused by the engine.",
 		}, []string{"model"}),
+		unloads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_unload_seconds", Help: "Duration of pool teardowns, by cause.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"model", "cause"}),
 	}
-	m.reg.MustRegister(m.admissions, m.rejections, m.wait, m.loads, m.unloads, statusCollector(status),
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.admissions, m.rejections, m.wait, m.loads, m.loadFails, m.unloads, statusCollector(status),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
 var (

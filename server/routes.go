@@ -1,0 +1,66 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// routes builds the router: one handler per endpoint, each returning its
+// error through adapt (issue 5, "Endpoints").
+//
+// Middleware, outermost first: the connection tracker (shutdown deadlines),
+// the request ID and request-scoped logger, the API key, the body limit.
+// Management and fixture routes add the management check (403 without
+// --ui-management, 401 without the management key). No timeout middleware:
+// streams run as long as they are read.
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(trackRequest, requestID(s.log), requireAPIKey(s.cfg.APIKey, s.cfg.ManagementKey), s.limitBody)
+	r.NotFound(adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return NotFound("no route for %s %s", r.Method, r.URL.Path)
+	}))
+	r.MethodNotAllowed(adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+			Message: r.Method + " is not allowed on " + r.URL.Path}
+	}))
+
+	// Status: always open.
+	r.Get("/healthz", adapt(s.handleHealth))
+	r.Get("/readyz", adapt(s.handleReady))
+	r.Get("/metrics", s.met.handler().ServeHTTP)
+	r.Get("/v1/models", adapt(s.handleListModels))
+	r.Get("/v1/models/{id}", adapt(s.handleGetModel))
+
+	// Inference.
+	r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
+
+	// Management.
+	r.Group(func(r chi.Router) {
+		r.Use(requireManagement(s.cfg.UIManagement, s.cfg.ManagementKey))
+		r.Put("/v1/models/{id}", adapt(s.handleApply))
+		r.Post("/v1/models/{id}/load", adapt(s.handleLoad))
+		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
+		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
+		if s.fx != nil {
+			r.Get("/v1/fixture/gates", adapt(s.handleListGates))
+			r.Post("/v1/fixture/gates/{name}/open", adapt(s.handleOpenGate))
+		}
+	})
+	return r
+}
+
+// limitBody bounds every request body to --max-body (http.MaxBytesReader);
+// a declared Content-Length over the limit is refused before any read.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBody {
+			writeError(w, r, tooLarge(s.cfg.MaxBody))
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/fixture"
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
+)
+
+// Options are what a Server needs beyond the flags of Config.
+type Options struct {
+	// Logger receives the server's and the runtime's logs; nil uses
+	// slog.Default().
+	Logger *slog.Logger
+	// Engines are the engines to serve besides the fixture, which Config.Fixture
+	// adds. Real engines come from the engines' registry (see cmd/sluice).
+	Engines backends.Registry
+	// Trace, when set, receives the scheduler's ndjson trace; it takes
+	// precedence over Config.TraceFile.
+	Trace io.Writer
+	// CheckInvariants makes the runtime check the core's invariants after
+	// every event (tests).
+	CheckInvariants bool
+
+	_ struct{}
+}
+
+// ParallelWarning is the one startup warning of the parallel runtime
+// (CONTRACT.md mode.parallel): its experimental scope and what is not
+// complete yet.
+const ParallelWarning = "parallel runtime enabled (--parallel-jobs): experimental. It applies to every model, " +
+	"one-slot models included. Lifecycle coverage is incomplete: shutdown, reconfiguration, eviction and " +
+	"disconnects are verified with the fixture engine only, and device memory after teardown is unverified on GPUs. " +
+	"Engine coverage is incomplete: a model runs more than one slot only on an engine that advertises a " +
+	"parallel factory for its checkpoint."
+
+// Server is Sluice's HTTP server: the runtime, its engines, the chi router,
+// the metrics and the http.Server with its connection tracking.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	rt      *runtime.Runtime
+	fx      *fixture.Engine
+	met     *metrics
+	feed    *feed
+	handler http.Handler
+	hs      *http.Server
+	conns   *connTracker
+	trace   *os.File // opened from Config.TraceFile, closed after shutdown
+
+	stopping     atomic.Bool
+	shutdownOnce sync.Once
+	shutdownDone chan struct{}
+	shutdownErr  error
+}
+
+// New builds a Server from cfg: it starts the runtime (call Shutdown to stop
+// it) but does not listen yet (see Serve and Run). With cfg.ParallelJobs it
+// logs ParallelWarning once.
+func New(cfg Config, opts Options) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	engines := backends.Registry{}
+	maps.Copy(engines, opts.Engines)
+	var fx *fixture.Engine
+	if cfg.Fixture {
+		fx = fixture.New()
+		engines[fixture.Name] = fx
+	} else {
+		delete(engines, fixture.Name) // the fixture is served only with --fixture
+	}
+	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{})}
+	trace := opts.Trace
+	if trace == nil && cfg.TraceFile != "" {
+		f, err := os.Create(cfg.TraceFile)
+		if err != nil {
+			return nil, fmt.Errorf("server: trace file: %w", err)
+		}
+		s.trace, trace = f, f
+	}
+	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log,
+		CheckInvariants: opts.CheckInvariants})
+	if err != nil {
+		if s.trace != nil {
+			_ = s.trace.Close()
+		}
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.rt = rt
+	s.met = newMetrics(rt.Status)
+	s.feed = startFeed(rt, s.met, log)
+	s.handler = s.routes()
+	s.hs = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleConnTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ConnState:         s.conns.connState,
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if cfg.ParallelJobs {
+		log.Warn(ParallelWarning) // CONTRACT.md mode.parallel: exactly one warning
+	}
+	return s, nil
+}
+
+// validate checks a Config before anything starts.
+func (c *Config) validate() error {
+	switch {
+	case c.MaxBody <= 0:
+		return errors.New("server: --max-body must be positive")
+	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
+		return errors.New("server: residency limits must not be negative")
+	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
+		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0:
+		return errors.New("server: durations must not be negative")
+	}
+	return nil
+}
+
+// coreOptions are the scheduler's machine-wide settings from the flags.
+func (c *Config) coreOptions() core.Options {
+	return core.Options{
+		MaxLoadedModels:         c.MaxLoadedModels,
+		MemoryBudgetMB:          c.MemoryBudgetMB,
+		IdleTimeout:             int64(c.IdleTimeout),
+		DefaultAdmissionTimeout: int64(c.AdmissionTimeout),
+		AdmissionCeiling:        int64(c.AdmissionCeiling),
+		SerializeColdLoads:      c.SerializeColdLoads,
+	}
+}
+
+// Handler returns the server's HTTP handler (router and middleware).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Runtime returns the live scheduler behind the server.
+func (s *Server) Runtime() *runtime.Runtime { return s.rt }
+
+// Fixture returns the fixture engine, or nil without Config.Fixture.
+func (s *Server) Fixture() *fixture.Engine { return s.fx }
+
+// ShuttingDown reports whether Shutdown has begun.
+func (s *Server) ShuttingDown() bool { return s.stopping.Load() }
+
+// RegisterModels registers and loads the models of a startup config file in
+// order. An invalid spec stops it with an error; a model whose first load
+// fails stays registered and unloaded (CONTRACT.md reg.first-load-failure),
+// which is logged.
+func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error {
+	for _, m := range models {
+		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.cfg.ModelsRoot)
+		if err != nil {
+			return fmt.Errorf("server: model %q: %w", m.ID, err)
+		}
+		st, err := s.rt.Apply(ctx, m.ID, spec)
+		switch runtime.CodeOf(err) {
+		case core.CodeOK:
+			s.log.Info("model registered", "model", m.ID, "engine", st.Engine, "slots", st.Slots,
+				"max_parallel_slots", st.MaxParallelSlots)
+		case core.CodeInvalid, core.CodeShuttingDown, core.CodeCancelled:
+			return fmt.Errorf("server: model %q: %w", m.ID, err)
+		default:
+			s.log.Warn("model registered but not loaded", "model", m.ID, "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Serve accepts connections on ln until Shutdown. It returns nil once
+// Shutdown has closed the listener, or the listener's error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.log.Info("listening", "addr", ln.Addr().String(), "parallel_jobs", s.cfg.ParallelJobs,
+		"ui_management", s.cfg.UIManagement, "fixture", s.cfg.Fixture)
+	err := s.hs.Serve(&trackedListener{Listener: ln, t: s.conns})
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Run serves ln until ctx ends, then shuts down within
+// Config.ShutdownTimeout (0: no bound) and returns Shutdown's error. It is
+// what `sluice serve` does between startup and exit.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	select {
+	case err := <-served:
+		if err != nil {
+			_ = s.Shutdown(context.Background())
+			return fmt.Errorf("server: %w", err)
+		}
+	case <-ctx.Done():
+	}
+	sctx := context.Background()
+	if s.cfg.ShutdownTimeout > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(sctx, s.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	err := s.Shutdown(sctx)
+	if serr := <-served; serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Shutdown stops the server (CONTRACT.md "Timeout, disconnect and
+// shutdown"; issue 5). ctx's deadline bounds the whole exit
+// (--shutdown-timeout):
+//
+//	(1) /readyz turns 503 at once.
+//	(2) The runtime begins its shutdown: every queued request and manager is
+//	    answered 503 shutting_down at once, new submissions get it too,
+//	    admitted work (requests, granted managers, their loads) goes on, and
+//	    idle pools are torn down (runtime.Shutdown, on its own goroutine).
+//	(3) The listener closes and idle connections are closed
+//	    (http.Server.Shutdown): nothing new is accepted.
+//	(4) Slice loop: every tickEvery, every open connection gets a deadline
+//	    stallSlice after its last progress (conns.go): a stalled header, a
+//	    stalled body or a client that does not read its response fails
+//	    within one slice of at most 250 ms, and its handler returns and
+//	    releases what it held. Handlers that make progress finish.
+//	(5) When the last connection has closed (every handler has returned),
+//	    the runtime's drain ends: leases are released, pools torn down,
+//	    backend goroutines joined.
+//	(6) If ctx ends first, every connection is closed at once, the runtime
+//	    cancels backend work through its context, and Shutdown waits only
+//	    for the handlers and backend steps to observe the cancellation (the
+//	    engines' cancellation latency).
+//
+// It returns nil when everything drained in time, else an error wrapping
+// ctx's cause. Calling it again waits for the first call and returns its
+// result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.shutdownErr = s.shutdown(ctx)
+		close(s.shutdownDone)
+	})
+	<-s.shutdownDone
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	start := time.Now()
+	s.stopping.Store(true) // (1)
+	s.log.Info("shutting down", "deadline", deadlineOf(ctx))
+	empty := s.conns.beginShutdown(start)
+
+	rtDone := make(chan error, 1) // (2)
+	go func() { rtDone <- s.rt.Shutdown(ctx) }()
+
+	hctx, hcancel := context.WithCancel(context.Background()) // (3)
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		_ = s.hs.Shutdown(hctx) // returns early once hcancel runs; the slice loop owns the wait
+	}()
+
+	var err error
+	ticker := time.NewTicker(tickEvery) // (4)
+	s.conns.tick(time.Now())
+wait:
+	for {
+		select {
+		case <-empty:
+			break wait
+		case now := <-ticker.C:
+			s.conns.tick(now)
+		case <-ctx.Done(): // (6)
+			err = fmt.Errorf("server: shutdown deadline passed: %w", context.Cause(ctx))
+			s.log.Warn("shutdown deadline passed; closing every connection", "open", s.conns.count())
+			_ = s.hs.Close()
+			<-empty
+			break wait
+		}
+	}
+	ticker.Stop()
+	hcancel()
+	<-httpDone
+	_ = s.hs.Close()
+
+	if rerr := <-rtDone; rerr != nil && err == nil { // (5)
+		err = fmt.Errorf("server: %w", rerr)
+	}
+	s.feed.close()
+	if s.trace != nil {
+		if cerr := s.trace.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("server: trace file: %w", cerr)
+		}
+	}
+	s.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond), "err", err)
+	return err
+}
+
+func deadlineOf(ctx context.Context) string {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d).Round(time.Millisecond).String()
+	}
+	return "none"
+}
