@@ -8,12 +8,12 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+.PHONY: ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
 
 run:
 	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
 
-test: lint unit race cover
+test: lint unit race cover ui-test
 
 lint: fmt-check vet staticcheck
 
@@ -71,3 +71,15 @@ bench-http:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/
+
+# ui-deps installs Debian chromium and playwright-core (into .deps/ui), idempotently; no browser download.
+ui-deps:
+	./server/uitest/deps.sh
+
+# ui-test drives the dashboard in headless Chromium against loopback servers.
+ui-test: ui-deps
+	SLUICE_UI_TEST=1 $(GO) test -count=1 -run '^TestDashboardBrowser$$' ./server/uitest/
+
+# ui-screenshot regenerates docs/dashboard.png (three models: loading, busy with a queue, unloaded).
+ui-screenshot: ui-deps
+	SLUICE_UI_SCREENSHOT=docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardScreenshot$$' -v ./server/uitest/

@@ -15,11 +15,20 @@
 // confinement), mw_*.go (middleware), conns.go and shutdown.go (connection
 // tracking, Serve, Run, Shutdown and its slices), metrics.go and
 // metrics_feed.go (Prometheus), config.go (flags and the models file).
+// The dashboard (issue 9): events.go and events_translate.go (the event
+// hub behind GET /v1/events: one runtime subscriber, a scheduler mirror,
+// a ring for Last-Event-ID, non-blocking fan-out), h_events.go (the SSE
+// stream), catalogue.go and h_catalogue.go (the models root and its
+// catalogue, swapped together), h_spec.go (a model's committed spec),
+// ui.go and ui/ (the embedded page).
 //
 // Threading rule: a Server is safe for concurrent use by net/http. Its own
 // mutable state is the connection tracker (one mutex for the set, one per
 // connection ordering deadline changes between the shutdown loop and that
-// connection's handler), the shutdown flag (atomic) and the metrics feed,
-// which runs on its own goroutine and is joined by Shutdown. Everything
-// else is the runtime's, behind the runtime's lock.
+// connection's handler), the shutdown flag (atomic), the metrics feed and
+// the event hub, which run on their own goroutines and are joined by
+// Shutdown (the hub's ring, clients and mirror are behind its own mutex;
+// it never waits for a client), and the models root with its catalogue
+// (a read-write mutex, scans serialised outside it). Everything else is the
+// runtime's, behind the runtime's lock.
 package server

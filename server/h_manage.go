@@ -22,7 +22,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(r, &body); err != nil {
 		return err
 	}
-	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.cfg.ModelsRoot)
+	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.path()) // the root swaps with its catalogue (issue 9)
 	if err != nil {
 		return err
 	}

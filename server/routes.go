@@ -31,6 +31,14 @@ func (s *Server) routes() http.Handler {
 	r.Get("/metrics", s.met.handler().ServeHTTP)
 	r.Get("/v1/models", adapt(s.handleListModels))
 	r.Get("/v1/models/{id}", adapt(s.handleGetModel))
+	r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
+	r.Get("/v1/catalogue", adapt(s.handleCatalogue))
+	r.Get("/v1/ui/config", adapt(s.handleUIConfig))
+
+	// The dashboard (issue 9): embedded static files.
+	ui := uiHandler()
+	r.Get("/", ui.ServeHTTP)
+	r.Get("/ui/*", ui.ServeHTTP)
 
 	// Inference.
 	r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
@@ -42,6 +50,8 @@ func (s *Server) routes() http.Handler {
 		r.Post("/v1/models/{id}/load", adapt(s.handleLoad))
 		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
 		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
+		r.Get("/v1/models/{id}/spec", adapt(s.handleGetSpec))
+		r.Put("/v1/settings/models-root", adapt(s.handleSetModelsRoot))
 		if s.fx != nil {
 			r.Get("/v1/fixture/gates", adapt(s.handleListGates))
 			r.Post("/v1/fixture/gates/{name}/open", adapt(s.handleOpenGate))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/fixture"
@@ -54,6 +55,8 @@ type Server struct {
 	fx      *fixture.Engine
 	met     *metrics
 	feed    *feed
+	events  *eventHub   // GET /v1/events and the committed specs
+	roots   *modelsRoot // --models-root and its catalogue, swapped together
 	handler http.Handler
 	hs      *http.Server
 	conns   *connTracker
@@ -94,6 +97,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.trace, trace = f, f
 	}
+	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
 	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log,
 		CheckInvariants: opts.CheckInvariants})
 	if err != nil {
@@ -105,6 +109,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.rt = rt
 	s.met = newMetrics(rt.Status)
 	s.feed = startFeed(rt, s.met, log)
+	s.events = newEventHub(rt, cfg.coreOptions(), epoch, log)
+	s.roots = newModelsRoot(cfg.ModelsRoot, engines)
 	s.handler = s.routes()
 	s.hs = &http.Server{
 		Handler:           s.handler,
@@ -165,7 +171,7 @@ func (s *Server) ShuttingDown() bool { return s.stopping.Load() }
 // which is logged.
 func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error {
 	for _, m := range models {
-		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.cfg.ModelsRoot)
+		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.roots.path())
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		}

@@ -127,6 +127,7 @@ wait:
 		err = fmt.Errorf("server: %w", rerr)
 	}
 	s.feed.close()
+	s.events.close()
 	if s.trace != nil {
 		if cerr := s.trace.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("server: trace file: %w", cerr)

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+)
+
+// modelsRoot is the models root and its catalogue, always swapped together
+// (CONTRACT.md fail.models-root): readers see the old pair or the new one,
+// never a mix. The configured root is scanned on first use; a failed scan
+// at startup keeps the root for checkpoint resolution and reports why it has
+// no catalogue.
+//
+// Threading rule: mu guards root, cat, err and scanned; swap serialises
+// scans and swaps, and is never taken while mu is held, so a long scan
+// blocks no reader.
+type modelsRoot struct {
+	engines backends.Registry // immutable
+
+	swap sync.Mutex
+
+	mu      sync.RWMutex
+	root    string
+	cat     *catalogue.Catalogue
+	err     error // why cat is nil after a scan
+	scanned bool
+}
+
+func newModelsRoot(root string, engines backends.Registry) *modelsRoot {
+	return &modelsRoot{root: root, engines: engines}
+}
+
+// path returns the current models root.
+func (m *modelsRoot) path() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.root
+}
+
+// current returns the root and its catalogue (nil with the reason when the
+// root failed its scan), scanning the configured root on first use.
+func (m *modelsRoot) current() (string, *catalogue.Catalogue, error) {
+	m.mu.RLock()
+	root, cat, err, scanned := m.root, m.cat, m.err, m.scanned
+	m.mu.RUnlock()
+	if scanned {
+		return root, cat, err
+	}
+	m.swap.Lock()
+	defer m.swap.Unlock()
+	m.mu.RLock()
+	root, scanned = m.root, m.scanned
+	m.mu.RUnlock()
+	if !scanned {
+		cat, err = scanModelsRoot(root, m.engines)
+		m.mu.Lock()
+		m.cat, m.err, m.scanned = cat, err, true
+		m.mu.Unlock()
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.root, m.cat, m.err
+}
+
+// set scans root completely and only then swaps root and catalogue
+// together; on any failure the old pair stays as it was.
+func (m *modelsRoot) set(root string) (*catalogue.Catalogue, error) {
+	m.swap.Lock()
+	defer m.swap.Unlock()
+	cat, err := scanModelsRoot(root, m.engines)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.root, m.cat, m.err, m.scanned = cat.Root, cat, nil, true
+	m.mu.Unlock()
+	return cat, nil
+}
+
+// scanModelsRoot is the server's adapter to catalogue.Scan: every
+// checkpoint's manifest and files are verified, and its engine must be one
+// this server serves and must accept the checkpoint at one slot (what
+// backends/engines.ScanRoot does for the real engines, here for the
+// server's own registry, the fixture included). Errors wrapping
+// backends.ErrInvalid are the folder's fault; an engine panic is an
+// internal fault.
+func scanModelsRoot(root string, engines backends.Registry) (cat *catalogue.Catalogue, err error) {
+	if root == "" {
+		return nil, backends.Invalidf("models root must not be empty")
+	}
+	return catalogue.Scan(root, catalogue.ScanOptions{Check: func(cp *catalogue.Checkpoint) (err error) {
+		eng, err := engines.Get(cp.Engine)
+		if err != nil {
+			return fmt.Errorf("engine %q is not served by this server: %w", cp.Engine, err)
+		}
+		opts := cp.Options
+		if len(opts) == 0 {
+			opts = json.RawMessage("{}")
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("engine %s panicked validating %s: %v", cp.Engine, cp.Name, p)
+			}
+		}()
+		spec := backends.Spec{Model: cp.Name, Task: cp.Task, Engine: cp.Engine, Checkpoint: cp.Dir, Options: opts, Slots: 1}
+		if err := eng.Validate(spec); err != nil {
+			return fmt.Errorf("engine %s refused it: %w", cp.Engine, err)
+		}
+		return nil
+	}})
+}
+
+// Checkpoint is one entry of GET /v1/catalogue: a checkpoint folder under
+// the models root, its manifest and its parallel admission (the most slots
+// it admits; an engine may admit fewer, which a load reports as 400).
+type Checkpoint struct {
+	ID       string             `json:"id"`     // the folder name: a model spec's checkpoint
+	Object   string             `json:"object"` // always "checkpoint"
+	Task     string             `json:"task"`
+	Engine   string             `json:"engine"`
+	MaxSlots int                `json:"max_slots"`
+	Manifest catalogue.Manifest `json:"manifest"`
+}
+
+// CatalogueList is the answer of GET /v1/catalogue and PUT
+// /v1/settings/models-root.
+type CatalogueList struct {
+	Object     string       `json:"object"` // always "list"
+	ModelsRoot string       `json:"models_root"`
+	Data       []Checkpoint `json:"data"`
+	// Error says why the models root has no catalogue (it failed its scan
+	// at startup); PUT /v1/settings/models-root replaces it.
+	Error string `json:"error,omitempty"`
+}
+
+func catalogueList(root string, cat *catalogue.Catalogue, scanErr error) CatalogueList {
+	out := CatalogueList{Object: "list", ModelsRoot: root, Data: []Checkpoint{}}
+	if cat == nil {
+		if scanErr != nil {
+			out.Error = scanErr.Error()
+		}
+		return out
+	}
+	out.ModelsRoot = cat.Root
+	for _, name := range cat.Names() {
+		cp, ok := cat.Get(name)
+		if !ok {
+			continue
+		}
+		m := cp.Manifest
+		if m.Files == nil {
+			m.Files = []catalogue.File{}
+		}
+		out.Data = append(out.Data, Checkpoint{ID: name, Object: "checkpoint", Task: m.Task, Engine: m.Engine,
+			MaxSlots: m.Parallel.MaxSlots, Manifest: m})
+	}
+	return out
+}
+
+// scanError maps a failed scan to the API: the folder's fault is 400
+// invalid_request_error with the scan's reasons, anything else 500.
+func scanError(err error) *Error {
+	if errors.Is(err, backends.ErrInvalid) {
+		return Invalid("models root refused, nothing changed: %v", err)
+	}
+	return &Error{Status: 500, Type: "internal_error", Message: "scanning the models root failed; nothing changed", Err: err}
+}

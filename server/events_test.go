@@ -1,0 +1,575 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core/runtime"
+)
+
+// sseFrame is one server-sent event as a client reads it.
+type sseFrame struct {
+	id    uint64
+	event string
+	data  string
+}
+
+func (f sseFrame) ev(t *testing.T) Event {
+	t.Helper()
+	var ev Event
+	if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
+		t.Fatalf("event %d: %v: %s", f.id, err, f.data)
+	}
+	return ev
+}
+
+// sseStream reads GET /v1/events over loopback on its own goroutine.
+type sseStream struct {
+	t      *testing.T
+	status int
+	frames chan sseFrame
+	body   io.Closer
+	done   chan struct{}
+}
+
+// openEvents opens the event stream with the given headers and query.
+func (ts *tserver) openEvents(query string, hdr ...string) *sseStream {
+	ts.t.Helper()
+	req, err := http.NewRequest("GET", ts.url+"/v1/events"+query, nil)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := ts.client.Do(req)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	st := &sseStream{t: ts.t, status: res.StatusCode, frames: make(chan sseFrame, 1<<14), body: res.Body, done: make(chan struct{})}
+	go st.read(res.Body)
+	ts.t.Cleanup(st.close)
+	return st
+}
+
+func (st *sseStream) read(body io.Reader) {
+	defer close(st.done)
+	defer close(st.frames)
+	br := bufio.NewReader(body)
+	var f sseFrame
+	has := false
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if has {
+				st.frames <- f
+			}
+			f, has = sseFrame{}, false
+		case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "retry:"):
+		case strings.HasPrefix(line, "id: "):
+			f.id, _ = strconv.ParseUint(line[4:], 10, 64)
+			has = true
+		case strings.HasPrefix(line, "event: "):
+			f.event, has = line[7:], true
+		case strings.HasPrefix(line, "data: "):
+			f.data, has = line[6:], true
+		}
+	}
+}
+
+func (st *sseStream) close() {
+	st.body.Close()
+	<-st.done
+}
+
+// next returns the next frame, failing after waitLimit.
+func (st *sseStream) next() sseFrame {
+	st.t.Helper()
+	select {
+	case f, ok := <-st.frames:
+		if !ok {
+			st.t.Fatal("event stream ended")
+		}
+		return f
+	case <-time.After(waitLimit):
+		st.t.Fatal("no event within the wait limit")
+	}
+	return sseFrame{}
+}
+
+// until collects frames up to and including the first that matches.
+func (st *sseStream) until(what string, match func(Event) bool) []sseFrame {
+	st.t.Helper()
+	var out []sseFrame
+	for {
+		f := st.next()
+		out = append(out, f)
+		if match(f.ev(st.t)) {
+			return out
+		}
+		if len(out) > 10000 {
+			st.t.Fatalf("no %s in 10000 events", what)
+		}
+	}
+}
+
+func isType(typ, model string) func(Event) bool {
+	return func(ev Event) bool { return ev.Type == typ && (model == "" || ev.Model == model) }
+}
+
+// awaitClients waits until the hub has n clients.
+func (ts *tserver) awaitClients(n int) {
+	ts.t.Helper()
+	ctx := ctxLimit(ts.t)
+	for {
+		h := ts.s.events
+		h.mu.Lock()
+		got, changed := len(h.clients), h.changed
+		h.mu.Unlock()
+		if got == n {
+			return
+		}
+		select {
+		case <-changed: // closed on every subscribe, unsubscribe, drop and batch
+		case <-ctx.Done():
+			ts.t.Fatalf("the hub never had %d clients (has %d)", n, got)
+		}
+	}
+}
+
+// awaitHubCaughtUp waits until the hub has published every record the
+// scheduler made before the call: it sends a request for an unknown model
+// as a marker and waits for its rejection in the ring.
+func (ts *tserver) awaitHubCaughtUp() {
+	ts.t.Helper()
+	marker := fmt.Sprintf("marker-%d", time.Now().UnixNano())
+	ts.must(404, "POST", "/v1/models/"+marker+"/infer", `{"input":1}`)
+	ctx := ctxLimit(ts.t)
+	h := ts.s.events
+	for {
+		h.mu.Lock()
+		found, changed := false, h.changed
+		for id := h.newestLocked(); id >= h.oldestLocked() && !found; id-- {
+			ev := &h.ring[id%uint64(len(h.ring))]
+			found = ev.Model == marker && ev.Type == "rejection"
+		}
+		h.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			ts.t.Fatal("the event hub never caught up with the scheduler")
+		}
+	}
+}
+
+// The stream carries a model's whole life in machine order, with IDs one
+// apart, and each event's status is the model's status right after its
+// scheduler step.
+func TestEventsOrderAndCounters(t *testing.T) {
+	ts := startServer(t, nil)
+	st := ts.openEvents("")
+	if st.status != 200 {
+		t.Fatalf("status %d", st.status)
+	}
+	ts.awaitClients(1)
+	ts.put("a", `{"engine":"fixture","slots":2,"options":{"capacity":4}}`)
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	ts.must(200, "POST", "/v1/models/a/unload", "")
+	frames := st.until("unloaded state", func(ev Event) bool { return ev.Type == "state" && ev.To == "unloaded" })
+
+	var types []string
+	for i, f := range frames {
+		if i > 0 && f.id != frames[i-1].id+1 {
+			t.Fatalf("ids not consecutive: %d after %d", f.id, frames[i-1].id)
+		}
+		ev := f.ev(t)
+		if ev.ID != f.id || ev.Type != f.event {
+			t.Fatalf("frame %d/%s carries %d/%s", f.id, f.event, ev.ID, ev.Type)
+		}
+		if when, err := time.Parse(time.RFC3339Nano, ev.Time); err != nil || time.Since(when) > time.Hour {
+			t.Fatalf("event time %q: %v", ev.Time, err)
+		}
+		if ev.Model != "a" {
+			continue
+		}
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "admission":
+			if ev.Status == nil || ev.Status.ActiveSlots != 1 || ev.Status.State != "ready" || ev.WaitMS == nil || ev.Slot == nil {
+				t.Fatalf("admission: %s", f.data)
+			}
+		case "release":
+			if ev.Status == nil || ev.Status.ActiveSlots != 0 {
+				t.Fatalf("release: %s", f.data)
+			}
+		case "loaded":
+			if ev.Capacity != 4 || ev.Status.MaxParallelSlots == nil || *ev.Status.MaxParallelSlots != 4 || ev.TookMS == nil {
+				t.Fatalf("loaded: %s", f.data)
+			}
+		case "unload":
+			if ev.Cause != "unload" {
+				t.Fatalf("unload: %s", f.data)
+			}
+		}
+	}
+	want := []string{"registered", "manager", "load", "loaded", "done", "admission", "release", "manager", "unload", "unloaded"}
+	if !subsequence(types, want) {
+		t.Fatalf("types %v lack %v in order", types, want)
+	}
+	for _, tr := range [][2]string{{"loading", "ready"}, {"ready", "unloading"}, {"unloading", "unloaded"}} {
+		found := false
+		for _, f := range frames {
+			ev := f.ev(t)
+			found = found || ev.Type == "state" && ev.From == tr[0] && ev.To == tr[1]
+		}
+		if !found {
+			t.Fatalf("no transition %s -> %s in %v", tr[0], tr[1], types)
+		}
+	}
+}
+
+func subsequence(have, want []string) bool {
+	i := 0
+	for _, h := range have {
+		if i < len(want) && h == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// Rejections name their code and reason; unknown models count as not_found.
+func TestEventsRejection(t *testing.T) {
+	ts := startServer(t, nil)
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.must(404, "POST", "/v1/models/nobody/infer", `{"input":1}`)
+	f := st.until("rejection", isType("rejection", ""))
+	ev := f[len(f)-1].ev(t)
+	if ev.Code != "not_found" || ev.Reason != "refused_on_arrival" || ev.Kind != "request" {
+		t.Fatalf("%s", f[len(f)-1].data)
+	}
+
+	// A queued request whose admission timeout passes: reason timeout.
+	ts.put("b", `{"engine":"fixture","slots":1}`)
+	held := make(chan resp, 1)
+	go func() { held <- ts.do("POST", "/v1/models/b/infer", `{"input":{"gate":"hold"}}`) }()
+	ts.awaitGate("hold", 1)
+	ts.must(503, "POST", "/v1/models/b/infer", `{"input":1,"admission_timeout_ms":20}`)
+	fr := st.until("rejection of b", isType("rejection", "b"))
+	ev = fr[len(fr)-1].ev(t)
+	if ev.Code != "server_busy" || ev.Kind != "request" || ev.WaitMS == nil {
+		t.Fatalf("%s", fr[len(fr)-1].data)
+	}
+	if ev.Reason != "timeout" && ev.Reason != "refused_on_arrival" {
+		t.Fatalf("reason %q", ev.Reason)
+	}
+	ts.s.Fixture().Gates().Open("hold")
+	if r := <-held; r.status != 200 {
+		t.Fatalf("held request: %d %s", r.status, r.body)
+	}
+}
+
+// A client that resumes with Last-Event-ID gets exactly the events it
+// missed; a backlog replays the newest buffered events.
+func TestEventsResume(t *testing.T) {
+	ts := startServer(t, nil)
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.put("a", `{"engine":"fixture"}`)
+	first := st.until("done", isType("done", "a"))
+	last := first[len(first)-1].id
+	st.close()
+	ts.awaitClients(0)
+
+	for range 3 {
+		ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	}
+	live := ts.openEvents("", "Last-Event-ID", strconv.FormatUint(last, 10))
+	missed := live.until("third release", func() func(Event) bool {
+		n := 0
+		return func(ev Event) bool {
+			if ev.Type == "release" {
+				n++
+			}
+			return n == 3
+		}
+	}())
+	for i, f := range missed {
+		if f.id != last+1+uint64(i) {
+			t.Fatalf("resumed at %d, frame %d has id %d (want %d)", last, i, f.id, last+1+uint64(i))
+		}
+	}
+	var types []string
+	for _, f := range missed {
+		types = append(types, f.event)
+	}
+	if !subsequence(types, []string{"admission", "release", "admission", "release", "admission", "release"}) {
+		t.Fatalf("resumed events %v", types)
+	}
+
+	// The same resume point through the query parameter.
+	q := ts.openEvents("?last_event_id=" + strconv.FormatUint(last, 10))
+	if f := q.next(); f.id != last+1 {
+		t.Fatalf("query resume started at %d, want %d", f.id, last+1)
+	}
+
+	// A backlog without a resume point.
+	b := ts.openEvents("?backlog=2")
+	f1, f2 := b.next(), b.next()
+	newest := missed[len(missed)-1].id
+	if f2.id != f1.id+1 || f2.id < newest {
+		t.Fatalf("backlog gave %d, %d; newest was %d", f1.id, f2.id, newest)
+	}
+
+	ts.must(400, "GET", "/v1/events", "", "Last-Event-ID", "x").errType(t)
+	ts.must(400, "GET", "/v1/events?backlog=-1", "").errType(t)
+}
+
+// An ID older than the ring is answered with `event: reset` at the newest
+// ID, then the stream goes on live.
+func TestEventsResetWhenTooOld(t *testing.T) {
+	ts := startServer(t, nil)
+	ts.s.events.limits(hubLimits{ring: 8, clientBuf: eventClientBuf, writeTimeout: waitLimit})
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.put("a", `{"engine":"fixture"}`)
+	first := st.next().id
+	for range 10 {
+		ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	}
+	frames := st.until("tenth release", func() func(Event) bool {
+		n := 0
+		return func(ev Event) bool {
+			if ev.Type == "release" {
+				n++
+			}
+			return n == 10
+		}
+	}())
+	newest := frames[len(frames)-1].id
+
+	old := ts.openEvents("", "Last-Event-ID", strconv.FormatUint(first, 10))
+	f := old.next()
+	if f.event != "reset" || f.id != newest {
+		t.Fatalf("got %s id %d, want reset at %d", f.event, f.id, newest)
+	}
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	if f := old.next(); f.id != newest+1 {
+		t.Fatalf("after the reset: id %d, want %d", f.id, newest+1)
+	}
+	// An ID from the future (another process) is a reset too.
+	future := ts.openEvents("", "Last-Event-ID", strconv.FormatUint(newest+1000, 10))
+	if f := future.next(); f.event != "reset" {
+		t.Fatalf("future id: %s", f.event)
+	}
+}
+
+// A client that stops reading is dropped, never waited on: thousands of
+// requests run through the scheduler while it reads nothing, the hub drops
+// it once its bounded buffer is full, and a new client then works.
+func TestEventsSlowClientDropped(t *testing.T) {
+	ts := startServer(t, nil)
+	ts.s.events.limits(hubLimits{ring: eventRing, clientBuf: 16, writeTimeout: waitLimit})
+	ts.put("a", `{"engine":"fixture","slots":4}`)
+
+	// The stalled client: a raw connection with a small receive buffer that
+	// sends the request and never reads. It is the hub's only client.
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	ts.awaitClients(1)
+
+	rt := ts.s.Runtime()
+	ctx := ctxLimit(t)
+	const workers, atLeast, atMost = 4, 3000, 200000
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	requests := 0
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				n := requests
+				mu.Unlock()
+				if n >= atMost || n >= atLeast && ts.s.events.dropped.Load() > 0 {
+					return
+				}
+				if _, err := rt.Infer(ctx, "a", backends.Request{Input: json.RawMessage(`1`)}, runtime.InferOptions{}); err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				requests++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if n := ts.s.events.dropped.Load(); n != 1 {
+		t.Fatalf("%d clients dropped after %d requests, want the stalled one", n, requests)
+	}
+	t.Logf("the stalled client was dropped; %d requests ran meanwhile", requests)
+	ts.awaitClients(0)
+	// The hub may still be translating the burst: let it catch up, so that
+	// the new client (with the default buffer) is not dropped by its tail.
+	ts.s.events.limits(hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: waitLimit})
+	ts.awaitHubCaughtUp()
+	after := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	after.until("admission", isType("admission", "a"))
+}
+
+// The stream ends when the server shuts down; the shutdown is not held up.
+func TestEventsEndAtShutdown(t *testing.T) {
+	ts := startServer(t, nil)
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range st.frames { // shutdown events, then the end of the stream
+	}
+}
+
+// The scheduler mirror replays every path exactly: evictions, probes,
+// refused and failed loads, timeouts, disconnects and a bulk unload leave it
+// in step with the runtime (it is never abandoned), and the last status
+// the stream gave for each model is the model's status now.
+func TestEventsMirrorStaysExact(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.MaxLoadedModels = 2 })
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.put("a", `{"engine":"fixture","slots":2,"options":{"capacity":4}}`)
+	ts.put("b", `{"engine":"fixture"}`)
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	ts.must(200, "POST", "/v1/models/b/infer", `{"input":1}`)
+	ts.put("c", `{"engine":"fixture","slots":2}`) // evicts the least recently used
+	ts.put("a", `{"engine":"fixture","slots":3,"options":{"capacity":4}}`)
+	ts.must(400, "PUT", "/v1/models/a", `{"engine":"fixture","slots":8,"options":{"capacity":4}}`)
+	ts.must(500, "PUT", "/v1/models/d", `{"engine":"fixture","options":{"fail_load":true}}`)
+
+	// A timeout behind a held slot, and a disconnect while queued.
+	ts.put("e", `{"engine":"fixture","slots":1}`)
+	held := make(chan resp, 1)
+	go func() { held <- ts.do("POST", "/v1/models/e/infer", `{"input":{"gate":"e-hold"}}`) }()
+	ts.awaitGate("e-hold", 1)
+	ts.must(503, "POST", "/v1/models/e/infer", `{"input":1,"admission_timeout_ms":1}`)
+	all := st.until("the timeout on e", isType("rejection", "e"))
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := ts.s.Runtime().Infer(ctx, "e", backends.Request{Input: json.RawMessage(`1`)}, runtime.InferOptions{})
+		gone <- err
+	}()
+	all = append(all, st.until("queued on e", isType("queued", "e"))...)
+	cancel()
+	if err := <-gone; err == nil {
+		t.Fatal("a cancelled queued request succeeded")
+	}
+	ts.s.Fixture().Gates().Open("e-hold")
+	if r := <-held; r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	ts.must(200, "POST", "/v1/models/unload", `{"models":["a","b","zz"]}`)
+	ts.must(404, "POST", "/v1/models/nobody/infer", `{"input":1}`) // a marker: the last event
+	last := map[string]Model{}
+	seen := map[string]bool{}
+	for _, f := range append(all, st.until("marker", isType("rejection", "nobody"))...) {
+		ev := f.ev(t)
+		if ev.Status != nil {
+			last[ev.Model] = *ev.Status
+		}
+		seen[ev.Type] = true
+		if ev.Type == "rejection" {
+			seen["rejection:"+ev.Code+":"+ev.Reason] = true
+		}
+	}
+	for _, want := range []string{"eviction", "probe", "load_failed", "bulk_unload", "rejection:cancelled:disconnect"} {
+		if !seen[want] {
+			t.Errorf("no %s event; saw %v", want, seen)
+		}
+	}
+	h := ts.s.events
+	h.mu.Lock()
+	lost := h.tr.m == nil
+	h.mu.Unlock()
+	if lost {
+		t.Fatalf("the mirror was abandoned:\n%s", ts.logs.String())
+	}
+	var list ModelList
+	ts.must(200, "GET", "/v1/models", "").json(t, &list)
+	for _, m := range list.Data {
+		got, _ := json.Marshal(last[m.ID])
+		want, _ := json.Marshal(m)
+		if string(got) != string(want) {
+			t.Fatalf("model %s: stream says %s, status is %s", m.ID, got, want)
+		}
+	}
+}
+
+// Without the mirror (abandoned after a divergence or a dropped
+// subscription) clients get a reset, events still carry statuses (from
+// snapshots), and the committed spec is refused with 500.
+func TestEventsMirrorLost(t *testing.T) {
+	ts := startServer(t, nil)
+	ts.put("a", `{"engine":"fixture","slots":2}`)
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	h := ts.s.events
+	h.mu.Lock()
+	h.tr.lose("forced by the test")
+	for _, ev := range h.tr.out {
+		h.publishLocked(ev)
+	}
+	h.tr.out = h.tr.out[:0]
+	h.mu.Unlock()
+	// Events of the PUT may still arrive first: the hub runs behind the
+	// scheduler.
+	fr := st.until("reset", isType("reset", ""))
+	if f := fr[len(fr)-1]; f.event != "reset" || !strings.Contains(f.data, "forced by the test") {
+		t.Fatalf("%s %s", f.event, f.data)
+	}
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	fr = st.until("release", isType("release", "a"))
+	if ev := fr[len(fr)-1].ev(t); ev.Status == nil || ev.Status.ID != "a" {
+		t.Fatalf("%s", fr[len(fr)-1].data)
+	}
+	if typ := ts.must(500, "GET", "/v1/models/a/spec", "").errType(t); typ != "internal_error" {
+		t.Fatal(typ)
+	}
+}

@@ -1,0 +1,39 @@
+package server
+
+import (
+	"net/http"
+)
+
+// handleCatalogue answers GET /v1/catalogue: the checkpoints under the
+// models root with their manifests and parallel admission (issue 9).
+func (s *Server) handleCatalogue(w http.ResponseWriter, r *http.Request) error {
+	root, cat, err := s.roots.current()
+	return writeJSON(w, catalogueList(root, cat, err))
+}
+
+// ModelsRootRequest is the body of PUT /v1/settings/models-root.
+type ModelsRootRequest struct {
+	ModelsRoot string `json:"models_root"`
+}
+
+// handleSetModelsRoot answers PUT /v1/settings/models-root (management):
+// the new folder is scanned and validated completely first, then folder and
+// catalogue are swapped together; a failure keeps the old pair (CONTRACT.md
+// fail.models-root: 400 for a bad folder, 500 for an internal fault).
+// Registered models keep the checkpoints they resolved. 200 with the new
+// catalogue.
+func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) error {
+	var body ModelsRootRequest
+	if err := decodeStrict(r, &body); err != nil {
+		return err
+	}
+	if body.ModelsRoot == "" {
+		return Invalid("models_root is required")
+	}
+	cat, err := s.roots.set(body.ModelsRoot)
+	if err != nil {
+		return scanError(err)
+	}
+	logger(r.Context()).Info("models root changed", "models_root", cat.Root, "checkpoints", len(cat.Names()))
+	return writeJSON(w, catalogueList(cat.Root, cat, nil))
+}

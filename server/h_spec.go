@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/core"
+)
+
+// specWait bounds how long GET /v1/models/{id}/spec waits for the event
+// mirror to catch up with the runtime (it is normally milliseconds behind).
+const specWait = 5 * time.Second
+
+// handleGetSpec answers GET /v1/models/{id}/spec (management): the model's
+// committed spec in the shape PUT /v1/models/{id} takes, so a client can
+// change one field (the dashboard's slot count) and PUT the rest unchanged.
+// The checkpoint is given relative to the current models root when it lies
+// inside it; slots are left out in the legacy mode; admission_timeout_ms is
+// left out when the model inherits the server default.
+func (s *Server) handleGetSpec(w http.ResponseWriter, r *http.Request) error {
+	id, err := modelID(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.rt.StatusOf(id)
+	if err != nil {
+		return fromRuntime(err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), specWait)
+	defer cancel()
+	cfg, err := s.events.configOf(ctx, id, st.ConfigVersion)
+	if err != nil {
+		return &Error{Status: http.StatusInternalServerError, Type: "internal_error",
+			Message: "the committed spec of " + id + " is not available: " + err.Error(), Err: err}
+	}
+	return writeJSON(w, specOf(&cfg, s.cfg.ParallelJobs, s.roots.path()))
+}
+
+// specOf converts a committed config back into a model spec.
+func specOf(c *core.Config, parallel bool, root string) ModelSpec {
+	out := ModelSpec{Engine: c.Engine, Task: c.Task, Checkpoint: relCheckpoint(root, c.Checkpoint),
+		Options: json.RawMessage(c.Options)}
+	if parallel {
+		out.Slots = json.RawMessage(strconv.Itoa(c.Slots))
+	}
+	if c.AdmissionTimeout != core.NoTimeout {
+		ms := c.AdmissionTimeout / int64(time.Millisecond)
+		out.AdmissionTimeoutMS = &ms
+	}
+	if c.MaxQueue > 0 {
+		n := c.MaxQueue
+		out.MaxQueue = &n
+	}
+	return out
+}
+
+// relCheckpoint undoes resolveCheckpoint where it can: an absolute path
+// inside root becomes relative to it; anything else is returned unchanged
+// (an engine-specific name, or a path under a models root that was since
+// replaced, which a PUT then refuses).
+func relCheckpoint(root, cp string) string {
+	if !filepath.IsAbs(cp) {
+		return cp
+	}
+	if root == "" {
+		root = "."
+	}
+	base, err := filepath.Abs(root)
+	if err != nil {
+		return cp
+	}
+	if real, err := filepath.EvalSymlinks(base); err == nil {
+		base = real
+	}
+	rel, err := filepath.Rel(base, cp)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return cp
+	}
+	return filepath.ToSlash(rel)
+}
