@@ -1,0 +1,47 @@
+// Command sluice-models builds the default models root (`make models`):
+// flite-slt, pocketsphinx-en-us, silero-v5 and espeak-en, copied from the
+// Debian packages and the npm prefix that `make deps` installs. Running it
+// again changes nothing when nothing changed. It then scans the root and
+// prints the catalogue.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/sluice-dev/sluice/backends/catalogue"
+)
+
+func main() {
+	root := flag.String("root", "models", "models root to build")
+	npm := flag.String("npm", "", "npm prefix holding node_modules (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
+	flag.Parse()
+	if err := run(*root, *npm); err != nil {
+		slog.Error("sluice-models", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(root, npm string) error {
+	recipes, err := catalogue.Defaults(catalogue.DefaultSources(npm))
+	if err != nil {
+		return fmt.Errorf("%w (run `make deps` first)", err)
+	}
+	rep, err := catalogue.Build(root, recipes)
+	if err != nil {
+		return err
+	}
+	cat, err := catalogue.Scan(root, catalogue.ScanOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("models root %s: %d files copied, %d kept; %d manifests written, %d current\n",
+		cat.Root, rep.Copied, rep.Kept, rep.Written, rep.Current)
+	for _, n := range cat.Names() {
+		cp, _ := cat.Get(n)
+		fmt.Printf("  %-20s task=%-4s engine=%-13s files=%-2d max_slots=%d\n", n, cp.Task, cp.Engine, len(cp.Files), cp.Parallel.MaxSlots)
+	}
+	return nil
+}
