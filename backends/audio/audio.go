@@ -1,0 +1,106 @@
+// Package audio owns the audio formats the speech engines exchange with
+// clients: WAV parsing (PCM 8/16/24/32-bit and 32-bit float, any rate and
+// channel count, downmixed to mono PCM16), raw little-endian PCM16, WAV
+// writing (whole files and streaming headers) and a deterministic
+// band-limited resampler to the engine's rate.
+//
+// Every error about unreadable input wraps backends.ErrInvalid, so the HTTP
+// layer answers 400 invalid_request_error.
+//
+// Threading rule: all functions are pure and safe for concurrent use.
+package audio
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/backends"
+)
+
+// Limits on accepted audio, so a hostile header cannot ask for absurd work.
+const (
+	MinRate     = 1000
+	MaxRate     = 384000
+	MaxChannels = 32
+)
+
+// Audio is mono PCM16 audio at Rate samples per second.
+type Audio struct {
+	Rate    int
+	Samples []int16
+}
+
+// Seconds returns the duration of a.
+func (a Audio) Seconds() float64 {
+	if a.Rate <= 0 {
+		return 0
+	}
+	return float64(len(a.Samples)) / float64(a.Rate)
+}
+
+// To returns a resampled to rate (a itself when the rate already matches).
+func (a Audio) To(rate int) Audio {
+	if rate == a.Rate {
+		return a
+	}
+	return Audio{Rate: rate, Samples: Resample(a.Samples, a.Rate, rate)}
+}
+
+// Decode reads a request payload: a WAV file when data starts with a RIFF
+// header, otherwise raw little-endian mono PCM16 at rawRate. Errors wrap
+// backends.ErrInvalid.
+func Decode(data []byte, rawRate int) (Audio, error) {
+	if IsWAV(data) {
+		return ParseWAV(data)
+	}
+	if err := checkRate(rawRate); err != nil {
+		return Audio{}, err
+	}
+	s, err := PCM16(data)
+	if err != nil {
+		return Audio{}, err
+	}
+	return Audio{Rate: rawRate, Samples: s}, nil
+}
+
+// PCM16 converts little-endian 16-bit samples to int16s. An odd length is
+// invalid.
+func PCM16(b []byte) ([]int16, error) {
+	if len(b)%2 != 0 {
+		return nil, backends.Invalidf("audio: raw PCM16 has an odd byte count (%d)", len(b))
+	}
+	out := make([]int16, len(b)/2)
+	for i := range out {
+		out[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
+	}
+	return out, nil
+}
+
+// PCM16Bytes converts samples to little-endian bytes.
+func PCM16Bytes(s []int16) []byte {
+	out := make([]byte, 2*len(s))
+	for i, v := range s {
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(v))
+	}
+	return out
+}
+
+// Float32 converts samples to floats in [-1, 1) (v/32768).
+func Float32(s []int16) []float32 {
+	out := make([]float32, len(s))
+	for i, v := range s {
+		out[i] = float32(v) / 32768
+	}
+	return out
+}
+
+func checkRate(rate int) error {
+	if rate < MinRate || rate > MaxRate {
+		return backends.Invalidf("audio: sample rate %d outside %d..%d", rate, MinRate, MaxRate)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: audio: %s", backends.ErrInvalid, fmt.Sprintf(format, args...))
+}

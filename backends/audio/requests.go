@@ -1,0 +1,213 @@
+package audio
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-dev/sluice/backends"
+)
+
+// The request and response shapes of the three speech tasks, shared by the
+// engines and the HTTP layer. backends.Request carries them as follows.
+//
+// TTS (engines flite, espeak): Input is a TTSRequest; Data is unused. The
+// result is Output.Data: a WAV file (ContentType "audio/wav") or raw
+// PCM16LE (format "pcm", ContentType from PCMContentType). With
+// Request.Stream each synthesised sentence goes through emit as a Chunk
+// (raw PCM16LE, base64) and the final Output is empty.
+//
+// ASR (engine pocketsphinx): Data is the audio, a WAV file (any rate,
+// resampled) or raw PCM16LE mono at Input's sample_rate (default: the
+// engine's rate); Input is an optional AudioRequest. Output.JSON is an
+// ASRResult.
+//
+// VAD (engine onnx, Silero): Data as for ASR; Input is an optional
+// VADRequest. Output.JSON is a VADResult with segments in seconds.
+
+// MaxTextLen bounds a TTS request (characters), like OpenAI's 4096.
+const MaxTextLen = 4096
+
+// TTSRequest is the Input of a TTS request.
+type TTSRequest struct {
+	Text       string  `json:"text"`
+	Voice      string  `json:"voice,omitempty"`       // "" = the checkpoint's voice
+	Format     string  `json:"format,omitempty"`      // "wav" (default) or "pcm"
+	Speed      float64 `json:"speed,omitempty"`       // 0.25..4, 0 = 1
+	SampleRate int     `json:"sample_rate,omitempty"` // resample the output to this rate; 0 = engine rate
+}
+
+// AudioRequest is the optional Input of an ASR request.
+type AudioRequest struct {
+	SampleRate int `json:"sample_rate,omitempty"` // rate of raw PCM16 Data; ignored for WAV
+}
+
+// VADRequest is the optional Input of a VAD request; zero fields take the
+// checkpoint's defaults.
+type VADRequest struct {
+	SampleRate   int     `json:"sample_rate,omitempty"`
+	Threshold    float64 `json:"threshold,omitempty"`
+	MinSpeechMS  int     `json:"min_speech_ms,omitempty"`
+	MinSilenceMS int     `json:"min_silence_ms,omitempty"`
+	SpeechPadMS  int     `json:"speech_pad_ms,omitempty"`
+}
+
+// ASRResult is the Output.JSON of an ASR request.
+type ASRResult struct {
+	Text     string  `json:"text"`
+	Duration float64 `json:"duration"` // seconds of audio
+}
+
+// VADResult is the Output.JSON of a VAD request.
+type VADResult struct {
+	Segments []Segment `json:"segments"`
+	Duration float64   `json:"duration"` // seconds of audio
+}
+
+// Segment is one stretch of speech, in seconds from the start.
+type Segment struct {
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+}
+
+// Chunk is one streamed piece of TTS audio.
+type Chunk struct {
+	Index      int    `json:"index"`
+	SampleRate int    `json:"sample_rate"`
+	Audio      string `json:"audio"` // base64 of raw PCM16LE mono
+}
+
+// DecodeStrict decodes an optional JSON object into v: empty or null input
+// leaves v as is; unknown fields and trailing data are errors wrapping
+// backends.ErrInvalid.
+func DecodeStrict(in json.RawMessage, v any) error {
+	t := bytes.TrimSpace(in)
+	if len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return backends.Invalidf("input: %v", err)
+	}
+	if dec.More() {
+		return backends.Invalidf("input: trailing data")
+	}
+	return nil
+}
+
+// ParseTTS decodes and checks a TTS Input.
+func ParseTTS(in json.RawMessage) (TTSRequest, error) {
+	var r TTSRequest
+	if err := DecodeStrict(in, &r); err != nil {
+		return r, err
+	}
+	switch {
+	case strings.TrimSpace(r.Text) == "":
+		return r, backends.Invalidf("tts: text is empty")
+	case len([]rune(r.Text)) > MaxTextLen:
+		return r, backends.Invalidf("tts: text longer than %d characters", MaxTextLen)
+	case r.Format != "" && r.Format != "wav" && r.Format != "pcm":
+		return r, backends.Invalidf("tts: format %q (wav or pcm)", r.Format)
+	case r.Speed != 0 && (r.Speed < 0.25 || r.Speed > 4):
+		return r, backends.Invalidf("tts: speed %v outside 0.25..4", r.Speed)
+	case r.SampleRate != 0 && (r.SampleRate < MinRate || r.SampleRate > MaxRate):
+		return r, backends.Invalidf("tts: sample_rate %d outside %d..%d", r.SampleRate, MinRate, MaxRate)
+	}
+	if r.Speed == 0 {
+		r.Speed = 1
+	}
+	return r, nil
+}
+
+// PCMContentType is the content type of raw PCM16LE mono at rate.
+func PCMContentType(rate int) string {
+	return fmt.Sprintf("audio/pcm; rate=%d; encoding=s16le; channels=1", rate)
+}
+
+// EncodeTTS turns synthesised samples at rate into the Output asked for by
+// r (format, output rate).
+func EncodeTTS(r TTSRequest, rate int, samples []int16) backends.Output {
+	if r.SampleRate != 0 && r.SampleRate != rate {
+		samples, rate = Resample(samples, rate, r.SampleRate), r.SampleRate
+	}
+	if r.Format == "pcm" {
+		return backends.Output{Data: PCM16Bytes(samples), ContentType: PCMContentType(rate)}
+	}
+	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}
+}
+
+// EmitChunk sends samples at rate (resampled as r asks) as Chunk index.
+func EmitChunk(emit backends.Emit, r TTSRequest, index, rate int, samples []int16) error {
+	if r.SampleRate != 0 && r.SampleRate != rate {
+		samples, rate = Resample(samples, rate, r.SampleRate), r.SampleRate
+	}
+	b, err := json.Marshal(Chunk{Index: index, SampleRate: rate, Audio: base64.StdEncoding.EncodeToString(PCM16Bytes(samples))})
+	if err != nil {
+		return err
+	}
+	return emit(b)
+}
+
+// DecodeChunk returns the PCM16LE bytes and rate of a streamed chunk.
+func DecodeChunk(b json.RawMessage) ([]byte, int, error) {
+	var c Chunk
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, 0, err
+	}
+	pcm, err := base64.StdEncoding.DecodeString(c.Audio)
+	return pcm, c.SampleRate, err
+}
+
+// DecodeInputAudio decodes request Data (WAV, or raw PCM16 at sampleRate or
+// else engineRate) and resamples it to engineRate. Empty audio is invalid.
+func DecodeInputAudio(data []byte, sampleRate, engineRate int) (Audio, error) {
+	if len(data) == 0 {
+		return Audio{}, backends.Invalidf("audio: request has no audio data")
+	}
+	if sampleRate == 0 {
+		sampleRate = engineRate
+	}
+	a, err := Decode(data, sampleRate)
+	if err != nil {
+		return Audio{}, err
+	}
+	if len(a.Samples) == 0 {
+		return Audio{}, backends.Invalidf("audio: no samples")
+	}
+	return a.To(engineRate), nil
+}
+
+// SplitSentences cuts text into sentence-sized pieces (at . ! ? ; : and
+// newlines, and at spaces past maxLen bytes) so long syntheses can be
+// streamed and cancelled between pieces. Empty pieces are dropped.
+func SplitSentences(text string, maxLen int) []string {
+	var out []string
+	var cur strings.Builder
+	flush := func() {
+		if s := strings.TrimSpace(cur.String()); s != "" {
+			out = append(out, s)
+		}
+		cur.Reset()
+	}
+	rs := []rune(text)
+	for i, r := range rs {
+		cur.WriteRune(r)
+		next := rune(' ')
+		if i+1 < len(rs) {
+			next = rs[i+1]
+		}
+		switch {
+		case r == '\n':
+			flush()
+		case strings.ContainsRune(".!?;:", r) && (next == ' ' || next == '\n' || next == '\t'):
+			flush()
+		case r == ' ' && cur.Len() >= maxLen:
+			flush()
+		}
+	}
+	flush()
+	return out
+}

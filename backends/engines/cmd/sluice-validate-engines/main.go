@@ -1,0 +1,95 @@
+// Command sluice-validate-engines runs the contract's matched-output check
+// on every checkpoint of a models root (`make validate-engines`): each
+// checkpoint answers the standard requests at capacity 1, then from fresh
+// pools of 1, 2 and 4 slots with as many concurrent clients, and the table
+// counts the outputs byte-identical to the capacity-1 answers. A slot count
+// the engine refuses (espeak beyond one slot) is shown as refused. The exit
+// status is 1 on any mismatch or error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/engines"
+)
+
+func main() {
+	root := flag.String("models", "models", "models root (built by `make models`)")
+	slots := flag.String("slots", "1,2,4", "slot counts to check")
+	rounds := flag.Int("rounds", 2, "times each pool answers every request")
+	npm := flag.String("npm", "", "npm prefix (for jfk.wav; default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
+	flag.Parse()
+	if err := run(*root, *slots, *rounds, *npm); err != nil {
+		slog.Error("validate-engines", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(root, slotList string, rounds int, npm string) error {
+	var counts []int
+	for _, f := range strings.Split(slotList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > catalogue.MaxSlots {
+			return fmt.Errorf("bad slot count %q", f)
+		}
+		counts = append(counts, n)
+	}
+	ctx := context.Background()
+	reg := engines.Registry(engines.Config{})
+	cat, err := engines.ScanRoot(root, reg)
+	if err != nil {
+		return fmt.Errorf("%w (run `make models`)", err)
+	}
+	inputs, err := engines.Inputs(ctx, catalogue.DefaultSources(npm))
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "checkpoint\tengine\ttask\tslots\tmatched\tstatus")
+	bad := 0
+	total, matched := 0, 0
+	for _, name := range cat.Names() {
+		cp, _ := cat.Get(name)
+		eng, _ := reg.Get(cp.Engine)
+		rows, err := engines.Matched(ctx, eng, engines.SpecFor(name, cp, 1), name, inputs[cp.Task], counts, rounds)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			cell := fmt.Sprintf("%d/%d", r.Matched, r.Requests)
+			status := r.Status()
+			switch {
+			case r.Refused != nil:
+				cell = "-"
+				status = fmt.Sprintf("refused (checkpoint admits %d)", cp.Parallel.MaxSlots)
+				if r.Slots <= cp.Parallel.MaxSlots {
+					bad++
+					status = "UNEXPECTED REFUSAL: " + r.Refused.Error()
+				}
+			case r.Err != nil:
+				bad++
+				status = "error: " + r.Err.Error()
+			case status != "ok":
+				bad++
+			}
+			total += r.Requests
+			matched += r.Matched
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", name, cp.Engine, cp.Task, r.Slots, cell, status)
+		}
+	}
+	tw.Flush()
+	fmt.Printf("\n%d of %d responses matched the capacity-1 answers\n", matched, total)
+	if bad > 0 {
+		return errors.New("matched-output check failed")
+	}
+	return nil
+}

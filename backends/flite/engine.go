@@ -1,0 +1,295 @@
+// Package flite is the CMU Flite text-to-speech engine (Debian libflite1),
+// loaded with purego. Each session owns an independent voice object, so
+// sessions synthesise in parallel; ParallelAdmission lists the voices that
+// admit more than one slot.
+//
+// Requests: see backends/audio (TTS). Input {"text","voice","format",
+// "speed","sample_rate"}; the output is WAV (or raw PCM16LE) at the voice's
+// rate (16 kHz; kal is 8 kHz) unless sample_rate asks for another. A
+// streamed request emits one chunk per sentence.
+//
+// Checkpoints: a catalogue folder whose manifest names engine "flite"
+// (options {"voice": "slt"}), or just a voice name ("slt", "cmu_us_slt").
+// Options: voice (slt, awb, rms, kal, kal16) and duration_stretch
+// (0.25..4, default 1).
+//
+// Threading rule: the Engine is safe for concurrent use; a session is used
+// by one goroutine at a time. Voice registration is serialised inside the
+// package because it writes library globals; synthesis on different
+// sessions runs in parallel.
+package flite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+)
+
+// Name is the engine name model specs use.
+const Name = "flite"
+
+// ParallelAdmission maps each voice that admits more than one slot to its
+// slot ceiling. Every voice here was checked with the matched-output test
+// (identical bytes at 1, 2 and 4 slots); a voice not listed admits one slot.
+var ParallelAdmission = map[string]int{"slt": 16, "awb": 16, "rms": 16, "kal": 16, "kal16": 16}
+
+// baseMB and perSlotMB are the resident memory estimates: the voice
+// libraries are shared mappings; a voice object and a synthesis's buffers
+// measured under 2 MB per session.
+const (
+	baseMB    = 16
+	perSlotMB = 2
+)
+
+// Options are the engine options of a flite model.
+type Options struct {
+	Voice           string  `json:"voice"`
+	DurationStretch float64 `json:"duration_stretch,omitempty"`
+}
+
+// Engine is the flite engine.
+type Engine struct{}
+
+// New returns the flite engine.
+func New() *Engine { return &Engine{} }
+
+// Available reports whether libflite can be loaded.
+func Available() error {
+	_, err := load()
+	return err
+}
+
+// Name implements backends.Engine.
+func (e *Engine) Name() string { return Name }
+
+// config is a resolved spec.
+type config struct {
+	opts     Options
+	maxSlots int
+}
+
+// resolve checks everything about spec except the slot count, touching
+// only files (never the library).
+func resolve(spec backends.Spec) (config, error) {
+	if spec.Task != "tts" {
+		return config{}, backends.Invalidf("flite: task %q, want tts", spec.Task)
+	}
+	defaults := json.RawMessage(nil)
+	maxSlots := catalogue.MaxSlots
+	if isDir(spec.Checkpoint) {
+		cp, err := catalogue.Load(spec.Checkpoint)
+		if err != nil {
+			return config{}, fmt.Errorf("flite: %w", err)
+		}
+		if cp.Engine != Name || cp.Task != "tts" {
+			return config{}, backends.Invalidf("flite: checkpoint %q is for engine %q task %q", cp.Name, cp.Engine, cp.Task)
+		}
+		defaults, maxSlots = cp.Options, cp.Parallel.MaxSlots
+	} else if v := strings.TrimPrefix(spec.Checkpoint, "cmu_us_"); v != "" {
+		defaults = json.RawMessage(fmt.Sprintf(`{"voice":%q}`, v))
+	}
+	merged, err := catalogue.MergeOptions(defaults, spec.Options)
+	if err != nil {
+		return config{}, fmt.Errorf("flite: %w", err)
+	}
+	var o Options
+	if err := audio.DecodeStrict(merged, &o); err != nil {
+		return config{}, fmt.Errorf("flite: options: %w", err)
+	}
+	if _, ok := Voices[o.Voice]; !ok {
+		return config{}, backends.Invalidf("flite: unknown voice %q (have slt, awb, rms, kal, kal16)", o.Voice)
+	}
+	if o.DurationStretch == 0 {
+		o.DurationStretch = 1
+	}
+	if o.DurationStretch < 0.25 || o.DurationStretch > 4 {
+		return config{}, backends.Invalidf("flite: duration_stretch %v outside 0.25..4", o.DurationStretch)
+	}
+	return config{opts: o, maxSlots: min(maxSlots, max(1, ParallelAdmission[o.Voice]))}, nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// Validate implements backends.Engine.
+func (e *Engine) Validate(spec backends.Spec) error {
+	c, err := resolve(spec)
+	if err != nil {
+		return err
+	}
+	l, err := load()
+	if err != nil {
+		return err
+	}
+	if n := l.maxSlots(c.opts.Voice, c.maxSlots); spec.Slots < 1 || spec.Slots > n {
+		return backends.Invalidf("flite: voice %s admits 1..%d slots, asked for %d", c.opts.Voice, n, spec.Slots)
+	}
+	return nil
+}
+
+// EstimateMB implements backends.Engine.
+func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
+	if _, err := resolve(spec); err != nil {
+		return 0, err
+	}
+	return baseMB + perSlotMB*int64(max(1, spec.Slots)), nil
+}
+
+// Open implements backends.Engine: the primary session and the voice's
+// slot ceiling as its advertised capacity (contract: counts 1..16, further
+// limited by the session's advertised capacity). It does not refuse a spec
+// with more slots than that: the runtime compares and fails the load as
+// invalid, after Validate has normally refused it first.
+func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session, int, error) {
+	c, err := resolve(spec)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := newSession(ctx, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.maxSlots = s.lib.maxSlots(c.opts.Voice, c.maxSlots)
+	s.cfg = c
+	return s, c.maxSlots, nil
+}
+
+// Probe implements backends.Engine.
+func (e *Engine) Probe(ctx context.Context, spec backends.Spec) (int, error) {
+	s, n, err := e.Open(ctx, spec)
+	if err != nil {
+		return 0, err
+	}
+	return n, s.Close(ctx)
+}
+
+// session is one slot: a private voice object.
+type session struct {
+	lib   *lib
+	cfg   config
+	voice unsafe.Pointer
+}
+
+func newSession(ctx context.Context, c config) (*session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, err := load()
+	if err != nil {
+		return nil, err
+	}
+	v, err := l.newVoiceObject(c.opts.Voice)
+	if err != nil {
+		return nil, err
+	}
+	return &session{lib: l, cfg: c, voice: v}, nil
+}
+
+// Clone implements backends.Session.
+func (s *session) Clone(ctx context.Context, index int) (backends.Session, error) {
+	if index < 1 || index >= s.cfg.maxSlots {
+		return nil, backends.Invalidf("flite: voice %s admits %d slots, cannot clone session %d", s.cfg.opts.Voice, s.cfg.maxSlots, index)
+	}
+	return newSession(ctx, s.cfg)
+}
+
+// Infer implements backends.Session. Flite cannot stop inside a synthesis,
+// so cancellation takes effect between sentences.
+func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
+	if s.voice == nil {
+		return backends.Output{}, fmt.Errorf("flite: session is closed")
+	}
+	r, err := audio.ParseTTS(req.Input)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	if !voiceMatches(r.Voice, s.cfg.opts.Voice) {
+		return backends.Output{}, backends.Invalidf("flite: voice %q is not this model's voice %q", r.Voice, s.cfg.opts.Voice)
+	}
+	s.lib.setStretch(s.voice, s.cfg.opts.DurationStretch/r.Speed)
+	var sentences []string
+	for _, s := range audio.SplitSentences(r.Text, 300) {
+		if t := Sanitize(s); t != "" {
+			sentences = append(sentences, t)
+		}
+	}
+	if len(sentences) == 0 {
+		return backends.Output{}, backends.Invalidf("flite: the text has nothing flite can speak (it reads English in ASCII)")
+	}
+	var all []int16
+	rate := 0
+	for i, text := range sentences {
+		if err := ctx.Err(); err != nil {
+			return backends.Output{}, err
+		}
+		samples, sr, err := s.lib.synth(s.voice, text)
+		if err != nil {
+			return backends.Output{}, err
+		}
+		rate = sr
+		if req.Stream && emit != nil {
+			if err := audio.EmitChunk(emit, r, i, sr, samples); err != nil {
+				return backends.Output{}, err
+			}
+			continue
+		}
+		all = append(all, samples...)
+	}
+	if req.Stream && emit != nil {
+		return backends.Output{}, nil
+	}
+	return audio.EncodeTTS(r, rate, all), nil
+}
+
+// voiceMatches accepts the model's own voice, "" and OpenAI's stock voice
+// names (which clients always send) as the model's voice.
+func voiceMatches(asked, own string) bool {
+	switch strings.ToLower(asked) {
+	case "", "default", own, "cmu_us_" + own,
+		"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse":
+		return true
+	}
+	return false
+}
+
+// Close implements backends.Session.
+func (s *session) Close(ctx context.Context) error {
+	if s.voice != nil {
+		s.lib.delVoice(s.voice)
+		s.voice = nil
+	}
+	return nil
+}
+
+// Sanitize maps text to the printable ASCII flite reads: typographic
+// punctuation to its ASCII form, other non-ASCII and control characters to
+// spaces.
+func Sanitize(text string) string {
+	var b strings.Builder
+	for _, r := range text {
+		switch {
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		case r == '\u2018' || r == '\u2019' || r == '\u02bc':
+			b.WriteByte('\'')
+		case r == '\u201c' || r == '\u201d':
+			b.WriteByte('"')
+		case r == '\u2013' || r == '\u2014':
+			b.WriteString(" - ")
+		case r == '\u2026':
+			b.WriteString("...")
+		default:
+			b.WriteByte(' ')
+		}
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}

@@ -1,0 +1,350 @@
+// Package onnx is the ONNX Runtime engine (the runtime library from the npm
+// package onnxruntime-node, bound with purego through OrtGetApiBase and the
+// OrtApi function table), with the voice-activity task of Silero VAD v5.
+// Each session owns an OrtSession, so sessions run in parallel and give
+// bit-identical output; a request's context terminates its run through
+// OrtRunOptions.
+//
+// Requests: see backends/audio (VAD). Data is a WAV file (any rate,
+// resampled to 16 kHz) or raw PCM16LE mono at Input's sample_rate; Input
+// may override threshold, min_speech_ms, min_silence_ms and speech_pad_ms.
+// The output is JSON {"segments":[{"start","end"}],"duration"} in seconds.
+//
+// Checkpoints: a catalogue folder whose manifest names engine "onnx", or
+// the path of a .onnx file. Options: model ("silero-vad-v5"), file (the
+// .onnx inside the checkpoint), provider ("cpu" or "cuda"; cuda fails with
+// a clear error where the runtime has no usable CUDA provider),
+// intra_op_threads (default 1, so slots scale across cores) and the
+// segmentation defaults above.
+//
+// Threading rule: the Engine is safe for concurrent use; a session is used
+// by one goroutine at a time. One ONNX Runtime environment serves the
+// process.
+package onnx
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+)
+
+// Name is the engine name model specs use.
+const Name = "onnx"
+
+// ModelSileroV5 is the model kind of Silero VAD v5.
+const ModelSileroV5 = "silero-vad-v5"
+
+// ParallelAdmission maps each model kind that admits more than one slot to
+// its ceiling: an OrtSession per slot shares no mutable state.
+var ParallelAdmission = map[string]int{ModelSileroV5: 16}
+
+// Memory estimate: the runtime library and environment (measured 16 MB)
+// are shared; a Silero session with its arena measured 12 MB.
+const (
+	baseMB    = 16
+	perSlotMB = 12
+)
+
+// Config configures the engine.
+type Config struct {
+	_ struct{}
+	// Library is the ONNX Runtime shared library ("" = DefaultLibrary()).
+	Library string
+}
+
+// Engine is the ONNX Runtime engine.
+type Engine struct{ lib string }
+
+// New returns the engine.
+func New(c Config) *Engine {
+	if c.Library == "" {
+		c.Library = DefaultLibrary()
+	}
+	return &Engine{lib: c.Library}
+}
+
+// Available reports whether ONNX Runtime loads from the default library.
+func Available() error {
+	_, err := loadOrt(DefaultLibrary())
+	return err
+}
+
+// Version returns the loaded runtime's version.
+func (e *Engine) Version() (string, error) {
+	o, err := loadOrt(e.lib)
+	if err != nil {
+		return "", err
+	}
+	return o.version, nil
+}
+
+// Name implements backends.Engine.
+func (e *Engine) Name() string { return Name }
+
+// Options are the engine options of an onnx model.
+type Options struct {
+	Model          string  `json:"model"`
+	File           string  `json:"file,omitempty"`
+	Provider       string  `json:"provider,omitempty"`
+	IntraOpThreads int     `json:"intra_op_threads,omitempty"`
+	Threshold      float64 `json:"threshold,omitempty"`
+	MinSpeechMS    int     `json:"min_speech_ms,omitempty"`
+	MinSilenceMS   int     `json:"min_silence_ms,omitempty"`
+	SpeechPadMS    int     `json:"speech_pad_ms,omitempty"`
+}
+
+type config struct {
+	name     string
+	model    string // absolute .onnx path
+	provider string
+	threads  int
+	vad      vadParams
+	maxSlots int
+}
+
+// resolve checks spec and the model file without loading the runtime.
+func resolve(spec backends.Spec) (config, error) {
+	if spec.Task != "vad" {
+		return config{}, backends.Invalidf("onnx: task %q, want vad (the only ONNX pipeline is Silero VAD)", spec.Task)
+	}
+	var defaults json.RawMessage
+	c := config{maxSlots: catalogue.MaxSlots}
+	var cp *catalogue.Checkpoint
+	if st, err := os.Stat(spec.Checkpoint); err == nil && st.Mode().IsRegular() && strings.HasSuffix(spec.Checkpoint, ".onnx") {
+		c.name, c.model = filepath.Base(spec.Checkpoint), spec.Checkpoint
+	} else {
+		var err error
+		if cp, err = catalogue.Load(spec.Checkpoint); err != nil {
+			return config{}, fmt.Errorf("onnx: %w", err)
+		}
+		if cp.Engine != Name || cp.Task != "vad" {
+			return config{}, backends.Invalidf("onnx: checkpoint %q is for engine %q task %q", cp.Name, cp.Engine, cp.Task)
+		}
+		c.name, defaults, c.maxSlots = cp.Name, cp.Options, cp.Parallel.MaxSlots
+	}
+	merged, err := catalogue.MergeOptions(defaults, spec.Options)
+	if err != nil {
+		return config{}, fmt.Errorf("onnx: %w", err)
+	}
+	var o Options
+	if err := audio.DecodeStrict(merged, &o); err != nil {
+		return config{}, fmt.Errorf("onnx: options: %w", err)
+	}
+	if o.Model != ModelSileroV5 {
+		return config{}, backends.Invalidf("onnx: model %q (supported: %s)", o.Model, ModelSileroV5)
+	}
+	if cp != nil {
+		if o.File == "" {
+			return config{}, backends.Invalidf("onnx: option file is required")
+		}
+		if c.model, err = cp.File(o.File); err != nil {
+			return config{}, fmt.Errorf("onnx: %w", err)
+		}
+	}
+	switch o.Provider {
+	case "", "cpu":
+		c.provider = "cpu"
+	case "cuda":
+		c.provider = "cuda"
+	default:
+		return config{}, backends.Invalidf("onnx: provider %q (cpu or cuda)", o.Provider)
+	}
+	if c.threads = o.IntraOpThreads; c.threads == 0 {
+		c.threads = 1
+	}
+	if c.threads < 1 || c.threads > 64 {
+		return config{}, backends.Invalidf("onnx: intra_op_threads %d outside 1..64", c.threads)
+	}
+	c.vad = vadParams{Threshold: 0.5, MinSpeechMS: 250, MinSilenceMS: 100, SpeechPadMS: 30}
+	if err := overlayVAD(&c.vad, o.Threshold, o.MinSpeechMS, o.MinSilenceMS, o.SpeechPadMS); err != nil {
+		return config{}, err
+	}
+	if err := checkModelFile(c.model); err != nil {
+		return config{}, err
+	}
+	c.maxSlots = min(c.maxSlots, max(1, ParallelAdmission[o.Model]))
+	return c, nil
+}
+
+// overlayVAD applies non-zero settings to p and checks the result.
+func overlayVAD(p *vadParams, threshold float64, minSpeech, minSilence, pad int) error {
+	if threshold != 0 {
+		p.Threshold = threshold
+	}
+	if minSpeech != 0 {
+		p.MinSpeechMS = minSpeech
+	}
+	if minSilence != 0 {
+		p.MinSilenceMS = minSilence
+	}
+	if pad != 0 {
+		p.SpeechPadMS = pad
+	}
+	switch {
+	case p.Threshold <= 0 || p.Threshold >= 1:
+		return backends.Invalidf("vad: threshold %v outside (0, 1)", p.Threshold)
+	case p.MinSpeechMS < 0 || p.MinSpeechMS > 60000, p.MinSilenceMS < 0 || p.MinSilenceMS > 60000, p.SpeechPadMS < 0 || p.SpeechPadMS > 10000:
+		return backends.Invalidf("vad: min_speech_ms, min_silence_ms or speech_pad_ms out of range")
+	}
+	return nil
+}
+
+// checkModelFile rejects what is plainly not an ONNX protobuf before the
+// runtime parses it (ONNX Runtime itself reports malformed models as
+// errors, so this only sharpens the message).
+func checkModelFile(p string) error {
+	st, err := os.Stat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		return backends.Invalidf("onnx: model file %s is missing", p)
+	}
+	if st.Size() < 16 {
+		return backends.Invalidf("onnx: model file %s is too small (%d bytes) to be a model", p, st.Size())
+	}
+	fh, err := os.Open(p)
+	if err != nil {
+		return backends.Invalidf("onnx: %v", err)
+	}
+	defer fh.Close()
+	head := make([]byte, 1)
+	if _, err := fh.Read(head); err != nil || head[0] != 0x08 { // field 1 (ir_version), varint
+		return backends.Invalidf("onnx: %s is not an ONNX model (bad header)", p)
+	}
+	return nil
+}
+
+// Validate implements backends.Engine. It loads the runtime (not the model)
+// to check the execution provider exists.
+func (e *Engine) Validate(spec backends.Spec) error {
+	c, err := resolve(spec)
+	if err != nil {
+		return err
+	}
+	if spec.Slots < 1 || spec.Slots > c.maxSlots {
+		return backends.Invalidf("onnx: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
+	}
+	o, err := loadOrt(e.lib)
+	if err != nil {
+		return err
+	}
+	opts, err := o.sessionOptions(c.provider, c.threads)
+	if err != nil {
+		return fmt.Errorf("%w: %v", backends.ErrInvalid, err)
+	}
+	o.releaseSessionOpts(opts)
+	return nil
+}
+
+// EstimateMB implements backends.Engine.
+func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
+	if _, err := resolve(spec); err != nil {
+		return 0, err
+	}
+	return baseMB + perSlotMB*int64(max(1, spec.Slots)), nil
+}
+
+// Open implements backends.Engine.
+func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session, int, error) {
+	c, err := resolve(spec)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := e.newSession(ctx, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, c.maxSlots, nil
+}
+
+// Probe implements backends.Engine: it opens a real session, so a model the
+// runtime rejects fails the probe.
+func (e *Engine) Probe(ctx context.Context, spec backends.Spec) (int, error) {
+	s, n, err := e.Open(ctx, spec)
+	if err != nil {
+		return 0, err
+	}
+	return n, s.Close(ctx)
+}
+
+type session struct {
+	eng *Engine
+	cfg config
+	vad *silero
+}
+
+func (e *Engine) newSession(ctx context.Context, c config) (*session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	o, err := loadOrt(e.lib)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := o.sessionOptions(c.provider, c.threads)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", backends.ErrInvalid, err)
+	}
+	defer o.releaseSessionOpts(opts)
+	v, err := newSilero(o, c.model, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &session{eng: e, cfg: c, vad: v}, nil
+}
+
+// Clone implements backends.Session.
+func (s *session) Clone(ctx context.Context, index int) (backends.Session, error) {
+	if index < 1 || index >= s.cfg.maxSlots {
+		return nil, backends.Invalidf("onnx: checkpoint %s admits %d slots, cannot clone session %d", s.cfg.name, s.cfg.maxSlots, index)
+	}
+	return s.eng.newSession(ctx, s.cfg)
+}
+
+// Infer implements backends.Session.
+func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
+	if s.vad == nil {
+		return backends.Output{}, fmt.Errorf("onnx: session is closed")
+	}
+	var r audio.VADRequest
+	if err := audio.DecodeStrict(req.Input, &r); err != nil {
+		return backends.Output{}, err
+	}
+	p := s.cfg.vad
+	if err := overlayVAD(&p, r.Threshold, r.MinSpeechMS, r.MinSilenceMS, r.SpeechPadMS); err != nil {
+		return backends.Output{}, err
+	}
+	a, err := audio.DecodeInputAudio(req.Data, r.SampleRate, sileroRate)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	probs, err := s.vad.probabilities(ctx, audio.Float32(a.Samples))
+	if err != nil {
+		return backends.Output{}, err
+	}
+	res := audio.VADResult{Segments: toSeconds(segments(probs, len(a.Samples), p)), Duration: ms(len(a.Samples))}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	if req.Stream && emit != nil {
+		if err := emit(b); err != nil {
+			return backends.Output{}, err
+		}
+	}
+	return backends.Output{JSON: b}, nil
+}
+
+// Close implements backends.Session.
+func (s *session) Close(ctx context.Context) error {
+	if s.vad != nil {
+		s.vad.close()
+		s.vad = nil
+	}
+	return nil
+}

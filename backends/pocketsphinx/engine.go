@@ -1,0 +1,324 @@
+// Package pocketsphinx is the CMU PocketSphinx speech recognition engine
+// (Debian libpocketsphinx3 with the pocketsphinx-en-us model), loaded with
+// purego. A decoder is not thread-safe, so every session owns one; sessions
+// decode in parallel.
+//
+// Requests: see backends/audio (ASR). Data is a WAV file (any rate,
+// resampled to 16 kHz) or raw PCM16LE mono at Input's sample_rate (default
+// 16000); the output is JSON {"text","duration"}.
+//
+// Checkpoints: a catalogue folder whose manifest names engine
+// "pocketsphinx"; options hmm (acoustic model folder), lm (language model),
+// dict (dictionary), all relative to the checkpoint, and max_seconds (the
+// longest accepted audio, default 300). Validate checks every file (hash
+// via the catalogue, then each format's magic) before the library reads it,
+// because sphinxbase aborts the process on some malformed models.
+//
+// Threading rule: the Engine is safe for concurrent use; a session is used
+// by one goroutine at a time. Decoder construction is serialised.
+package pocketsphinx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/internal/native"
+)
+
+// Name is the engine name model specs use.
+const Name = "pocketsphinx"
+
+// SampleRate is the rate the en-us acoustic model expects.
+const SampleRate = 16000
+
+// ParallelAdmission maps the checkpoints (by manifest name) that admit more
+// than one slot to their ceiling. One decoder per session shares nothing
+// mutable, so the default model admits the contract's maximum.
+var ParallelAdmission = map[string]int{catalogue.PocketsphinxEnUS: 16}
+
+// Memory estimate: each decoder holds its own copy of the acoustic model,
+// language model and dictionary (measured 96 MB resident per decoder for
+// en-us).
+const (
+	baseMB    = 8
+	perSlotMB = 100
+)
+
+// Options are the engine options of a pocketsphinx model.
+type Options struct {
+	HMM        string `json:"hmm"`
+	LM         string `json:"lm"`
+	Dict       string `json:"dict"`
+	MaxSeconds int    `json:"max_seconds,omitempty"`
+}
+
+// Engine is the pocketsphinx engine.
+type Engine struct{}
+
+// New returns the pocketsphinx engine.
+func New() *Engine { return &Engine{} }
+
+// Available reports whether the libraries can be loaded.
+func Available() error {
+	_, err := load()
+	return err
+}
+
+// Name implements backends.Engine.
+func (e *Engine) Name() string { return Name }
+
+type config struct {
+	name       string
+	hmm, lm    string // absolute paths
+	dict       string
+	maxSeconds int
+	maxSlots   int
+}
+
+// resolve checks spec and every model file without the library.
+func resolve(spec backends.Spec) (config, error) {
+	if spec.Task != "asr" {
+		return config{}, backends.Invalidf("pocketsphinx: task %q, want asr", spec.Task)
+	}
+	cp, err := catalogue.Load(spec.Checkpoint)
+	if err != nil {
+		return config{}, fmt.Errorf("pocketsphinx: %w", err)
+	}
+	if cp.Engine != Name || cp.Task != "asr" {
+		return config{}, backends.Invalidf("pocketsphinx: checkpoint %q is for engine %q task %q", cp.Name, cp.Engine, cp.Task)
+	}
+	merged, err := catalogue.MergeOptions(cp.Options, spec.Options)
+	if err != nil {
+		return config{}, fmt.Errorf("pocketsphinx: %w", err)
+	}
+	var o Options
+	if err := audio.DecodeStrict(merged, &o); err != nil {
+		return config{}, fmt.Errorf("pocketsphinx: options: %w", err)
+	}
+	if o.MaxSeconds == 0 {
+		o.MaxSeconds = 300
+	}
+	if o.MaxSeconds < 1 || o.MaxSeconds > 3600 {
+		return config{}, backends.Invalidf("pocketsphinx: max_seconds %d outside 1..3600", o.MaxSeconds)
+	}
+	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission[cp.Name]))}
+	for _, f := range []struct {
+		rel string
+		dst *string
+	}{{o.HMM, &c.hmm}, {o.LM, &c.lm}, {o.Dict, &c.dict}} {
+		if f.rel == "" {
+			return config{}, backends.Invalidf("pocketsphinx: options hmm, lm and dict are required")
+		}
+		p, err := cp.File(f.rel)
+		if err != nil {
+			return config{}, fmt.Errorf("pocketsphinx: %w", err)
+		}
+		*f.dst = p
+	}
+	if err := checkModel(c); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// checkModel checks the model files' formats, so that a wrong or damaged
+// file is a clear error instead of a decoder that aborts the process.
+func checkModel(c config) error {
+	checks := []struct {
+		path  string
+		magic []string
+	}{
+		{c.hmm + "/mdef", []string{"BMDF", "0.3\n"}},
+		{c.hmm + "/means", []string{"s3\n"}},
+		{c.hmm + "/variances", []string{"s3\n"}},
+		{c.hmm + "/transition_matrices", []string{"s3\n"}},
+		{c.hmm + "/feat.params", nil},
+		{c.hmm + "/noisedict", nil},
+		{c.lm, []string{"Trie Language Model", "Darpa Trigram LM", "\\data\\", "\n\\data\\"}},
+		{c.dict, nil},
+	}
+	for _, ch := range checks {
+		st, err := os.Stat(ch.path)
+		if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+			return backends.Invalidf("pocketsphinx: model file %s is missing or empty", ch.path)
+		}
+		if ch.magic == nil {
+			continue
+		}
+		head := make([]byte, 32)
+		fh, err := os.Open(ch.path)
+		if err != nil {
+			return backends.Invalidf("pocketsphinx: %v", err)
+		}
+		n, _ := fh.Read(head)
+		fh.Close()
+		ok := false
+		for _, m := range ch.magic {
+			ok = ok || bytes.HasPrefix(head[:n], []byte(m))
+		}
+		if !ok {
+			return backends.Invalidf("pocketsphinx: %s does not look like a %s file (bad header)", ch.path, strings.TrimSuffix(ch.magic[0], "\n"))
+		}
+	}
+	return nil
+}
+
+// Validate implements backends.Engine.
+func (e *Engine) Validate(spec backends.Spec) error {
+	c, err := resolve(spec)
+	if err != nil {
+		return err
+	}
+	if spec.Slots < 1 || spec.Slots > c.maxSlots {
+		return backends.Invalidf("pocketsphinx: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
+	}
+	return Available()
+}
+
+// EstimateMB implements backends.Engine.
+func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
+	if _, err := resolve(spec); err != nil {
+		return 0, err
+	}
+	return baseMB + perSlotMB*int64(max(1, spec.Slots)), nil
+}
+
+// Open implements backends.Engine.
+func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session, int, error) {
+	c, err := resolve(spec)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := newSession(ctx, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, c.maxSlots, nil
+}
+
+// Probe implements backends.Engine. It builds a real decoder, so a model
+// the library rejects fails the probe.
+func (e *Engine) Probe(ctx context.Context, spec backends.Spec) (int, error) {
+	s, n, err := e.Open(ctx, spec)
+	if err != nil {
+		return 0, err
+	}
+	return n, s.Close(ctx)
+}
+
+// session is one slot: a private decoder.
+type session struct {
+	lib   *lib
+	cfg   config
+	ps    unsafe.Pointer
+	score unsafe.Pointer // C int32 out-parameter of ps_get_hyp
+}
+
+func newSession(ctx context.Context, c config) (*session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, err := load()
+	if err != nil {
+		return nil, err
+	}
+	ps := l.newDecoder([]string{"-hmm", c.hmm, "-lm", c.lm, "-dict", c.dict})
+	if ps == nil {
+		return nil, backends.Invalidf("pocketsphinx: the decoder rejected checkpoint %s (its files passed validation; check the model's feat.params and formats)", c.name)
+	}
+	return &session{lib: l, cfg: c, ps: ps, score: native.Malloc(8)}, nil
+}
+
+// Clone implements backends.Session.
+func (s *session) Clone(ctx context.Context, index int) (backends.Session, error) {
+	if index < 1 || index >= s.cfg.maxSlots {
+		return nil, backends.Invalidf("pocketsphinx: checkpoint %s admits %d slots, cannot clone session %d", s.cfg.name, s.cfg.maxSlots, index)
+	}
+	return newSession(ctx, s.cfg)
+}
+
+// Infer implements backends.Session. The decoder cannot be interrupted
+// inside an utterance: the context is checked before decoding.
+func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
+	if s.ps == nil {
+		return backends.Output{}, fmt.Errorf("pocketsphinx: session is closed")
+	}
+	var r audio.AudioRequest
+	if err := audio.DecodeStrict(req.Input, &r); err != nil {
+		return backends.Output{}, err
+	}
+	a, err := audio.DecodeInputAudio(req.Data, r.SampleRate, SampleRate)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	if a.Seconds() > float64(s.cfg.maxSeconds) {
+		return backends.Output{}, backends.Invalidf("pocketsphinx: %.0f s of audio, longer than max_seconds %d", a.Seconds(), s.cfg.maxSeconds)
+	}
+	if err := ctx.Err(); err != nil {
+		return backends.Output{}, err
+	}
+	text, err := s.decode(a.Samples)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: round3(a.Seconds())})
+	if err != nil {
+		return backends.Output{}, err
+	}
+	if req.Stream && emit != nil {
+		if err := emit(b); err != nil {
+			return backends.Output{}, err
+		}
+	}
+	return backends.Output{JSON: b}, nil
+}
+
+// decode runs one whole utterance in a fresh stream (full_utt, so batch
+// CMN sees all of it): the result depends on this audio alone, not on
+// earlier requests.
+func (s *session) decode(samples []int16) (string, error) {
+	buf := native.Malloc(2 * len(samples))
+	defer native.Free(buf)
+	copy(unsafe.Slice((*int16)(buf), len(samples)), samples)
+	l := s.lib
+	// Every request is its own stream: the front end's noise and voice
+	// activity statistics are kept per stream, and would otherwise carry
+	// one request's channel estimate into the next (the same audio then
+	// decodes differently after different predecessors).
+	if l.startStream(s.ps) < 0 {
+		return "", fmt.Errorf("pocketsphinx: start_stream failed")
+	}
+	if l.startUtt(s.ps) < 0 {
+		return "", fmt.Errorf("pocketsphinx: start_utt failed")
+	}
+	if l.processRaw(s.ps, buf, uintptr(len(samples)), 0, 1) < 0 {
+		l.endUtt(s.ps)
+		return "", fmt.Errorf("pocketsphinx: process_raw failed")
+	}
+	if l.endUtt(s.ps) < 0 {
+		return "", fmt.Errorf("pocketsphinx: end_utt failed")
+	}
+	return strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score))), nil
+}
+
+// Close implements backends.Session.
+func (s *session) Close(ctx context.Context) error {
+	if s.ps != nil {
+		s.lib.freePS(s.ps)
+		native.Free(s.score)
+		s.ps, s.score = nil, nil
+	}
+	return nil
+}
+
+func round3(x float64) float64 {
+	return float64(int64(x*1000+0.5)) / 1000
+}

@@ -1,0 +1,90 @@
+package pocketsphinx
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/sluice-dev/sluice/backends/internal/native"
+)
+
+// lib is the loaded libpocketsphinx (with libsphinxbase).
+type lib struct {
+	args        func() unsafe.Pointer
+	parse       func(inout unsafe.Pointer, defn unsafe.Pointer, argc int32, argv unsafe.Pointer, strict int32) unsafe.Pointer
+	freeConfig  func(cfg unsafe.Pointer) int32
+	initPS      func(cfg unsafe.Pointer) unsafe.Pointer
+	freePS      func(ps unsafe.Pointer) int32
+	startStream func(ps unsafe.Pointer) int32
+	startUtt    func(ps unsafe.Pointer) int32
+	processRaw  func(ps unsafe.Pointer, data unsafe.Pointer, n uintptr, noSearch, fullUtt int32) int32
+	endUtt      func(ps unsafe.Pointer) int32
+	getHyp      func(ps unsafe.Pointer, score unsafe.Pointer) unsafe.Pointer
+
+	initMu sync.Mutex // decoder construction reads shared defaults; keep it one at a time
+}
+
+var (
+	libOnce   sync.Once
+	theLib    *lib
+	theLibErr error
+)
+
+func load() (*lib, error) {
+	libOnce.Do(func() {
+		const hint = "install the Debian packages libpocketsphinx3 and pocketsphinx-en-us"
+		base, err := native.Open(hint, "libsphinxbase.so.3")
+		if err != nil {
+			theLibErr = err
+			return
+		}
+		ps, err := native.Open(hint, "libpocketsphinx.so.3")
+		if err != nil {
+			theLibErr = err
+			return
+		}
+		l := &lib{}
+		var setLogFP func(fp unsafe.Pointer)
+		if err := native.Bind(base,
+			&l.parse, "cmd_ln_parse_r",
+			&l.freeConfig, "cmd_ln_free_r",
+			&setLogFP, "err_set_logfp",
+		); err != nil {
+			theLibErr = err
+			return
+		}
+		if err := native.Bind(ps,
+			&l.args, "ps_args",
+			&l.initPS, "ps_init",
+			&l.freePS, "ps_free",
+			&l.startStream, "ps_start_stream",
+			&l.startUtt, "ps_start_utt",
+			&l.processRaw, "ps_process_raw",
+			&l.endUtt, "ps_end_utt",
+			&l.getHyp, "ps_get_hyp",
+		); err != nil {
+			theLibErr = err
+			return
+		}
+		// Silence sphinxbase's logging (it would write every utterance's
+		// search statistics to stderr). Errors are reported by return
+		// codes and by Validate's file checks instead.
+		setLogFP(nil)
+		theLib = l
+	})
+	return theLib, theLibErr
+}
+
+// newDecoder builds a decoder from command-line style arguments.
+func (l *lib) newDecoder(argv []string) unsafe.Pointer {
+	l.initMu.Lock()
+	defer l.initMu.Unlock()
+	cargv := native.CStrings(argv)
+	defer native.FreeCStrings(cargv, len(argv))
+	cfg := l.parse(nil, l.args(), int32(len(argv)), cargv, 1)
+	if cfg == nil {
+		return nil
+	}
+	ps := l.initPS(cfg)
+	l.freeConfig(cfg) // the decoder keeps its own reference
+	return ps
+}
