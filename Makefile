@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+.PHONY: model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
 
 run: models
 	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
@@ -102,3 +102,29 @@ validate-engines: models
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
 bench-engines: models
 	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=24x -count=1 ./backends/engines/
+
+# model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
+# spec transcription and the real core, with refinement; prints the figures.
+model-check:
+	$(GO) run ./spec/cmd/modelcheck -bound small,small3
+
+# model-check-large: 3 models x 3 slots, 5 requests, 2 reconfigures, an
+# unload and a bulk unload (about 8 minutes and 1.8 GB on 2 cores).
+model-check-large:
+	$(GO) run ./spec/cmd/modelcheck -bound large -core-only -max-time 27m
+
+# trace-check: every trace the runtime and simulator suites write must be a
+# behaviour of the spec.
+TRACE_DIR ?= out/traces
+trace-check:
+	rm -rf $(TRACE_DIR) && mkdir -p $(TRACE_DIR)
+	SLUICE_TRACE_DIR=$(abspath $(TRACE_DIR)) $(GO) test -count=1 ./core/runtime/
+	SLUICE_TRACE_DIR=$(abspath $(TRACE_DIR)) $(GO) test -count=1 -run TestWriteTraces ./sim/
+	$(GO) run ./spec/cmd/tracecheck -dir $(TRACE_DIR) -require
+
+# mutants: every planted core bug must be caught by the model checker, by
+# trace validation, by the rapid workload checks and by the simulator.
+mutants:
+	$(GO) run ./spec/cmd/mutants
+	$(GO) test -count=1 -run '^TestMutantsCaught$$' -v ./core/ | grep -E '^(---|\s+rapid_test|ok|FAIL)'
+	$(GO) run ./cmd/sluice sim --mutant all

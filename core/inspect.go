@@ -171,9 +171,12 @@ func (m *Machine) DescribeEffect(e Effect) string {
 // AppendKey appends a canonical encoding of the machine's scheduling state to
 // b: everything that decides future behaviour, without absolute times,
 // ticket numbers or job numbers (tickets are named by their place, jobs by
-// their kind). Two machines with equal keys behave identically under the
-// same future events up to renaming of tickets and jobs, which is what the
-// model checker needs. Time enters only as "has a deadline".
+// their kind). Time enters only as "has a deadline". It is a fingerprint
+// for tests and debugging, not a complete state key: it leaves out the
+// least-recently-used order of idle models (which decides eviction victims)
+// and a live bulk's cancel reason, and it names slots, so it is not
+// symmetric over clients. spec/coremodel builds the model checker's
+// complete, symmetric key.
 func (m *Machine) AppendKey(b []byte) []byte {
 	b = append(b, byte(len(m.models)), b2b(m.shutdown), b2b(m.shutdownSent))
 	for h := range m.models {

@@ -1,0 +1,550 @@
+package abstract
+
+import (
+	"fmt"
+
+	"github.com/sluice-dev/sluice/core"
+)
+
+// Action is one event action with its parameters, as a value.
+type Action struct {
+	Kind    core.EventKind
+	Model   string   // SubmitRequest, SubmitManager, and the model of a job completion
+	Models  []string // SubmitBulkUnload
+	Op      core.Op  // SubmitManager
+	Cfg     *Config  // SubmitManager with OpApply
+	Timeout int64    // SubmitRequest, SubmitManager: override, core.NoTimeout for the default
+	// Ticket is the target of Cancel and Release, and the number the new
+	// ticket of a submission gets (0: the next from State.NextID).
+	Ticket   uint64
+	Reason   core.Reason
+	Failed   bool
+	Capacity int
+	// Now is when the event happened (0: the next tick of State.Clock); only
+	// the order of times matters, for least-recently-used eviction.
+	Now int64
+	// Tick's parameters, as in the TLA+ Tick(expire, idle): the queued
+	// tickets that expire and the idle models that retire. Unless TickGiven,
+	// Step explores every choice.
+	Expire    []uint64
+	Retire    []string
+	TickGiven bool
+}
+
+// Outcome is one quiescent successor of a step with the effects emitted on
+// the way.
+type Outcome struct {
+	State   *State
+	Effects []Effect
+}
+
+// run is a state being changed by one step, with its effects.
+type run struct {
+	s   *State
+	out []Effect
+	p   *Params
+	now int64
+}
+
+func (r *run) fork() *run {
+	return &run{s: r.s.Clone(), out: append([]Effect(nil), r.out...), p: r.p, now: r.now}
+}
+
+func (r *run) emit(e Effect) { r.out = append(r.out, e) }
+
+// Step applies the event action a to s and settles. It returns every
+// quiescent outcome (deduplicated), or an error when a does not apply to s
+// (a completion for a job that is not running, for example). An action that
+// changes nothing returns one outcome equal to s: a stutter.
+func Step(s *State, a Action, p *Params) ([]Outcome, error) {
+	r := &run{s: s.Clone(), p: p, now: a.Now}
+	if r.now == 0 {
+		r.s.Clock++
+		r.now = r.s.Clock
+	} else if r.now > r.s.Clock {
+		r.s.Clock = r.now
+	}
+	var runs []*run
+	var err error
+	switch a.Kind {
+	case core.EvSubmitRequest:
+		runs = r.SubmitRequest(a)
+	case core.EvSubmitManager:
+		runs = r.SubmitManager(a)
+	case core.EvSubmitBulkUnload:
+		runs = r.SubmitBulkUnload(a)
+	case core.EvCancel:
+		runs = r.Cancel(a)
+	case core.EvRelease:
+		runs = r.Release(a)
+	case core.EvLoadDone:
+		runs, err = r.LoadDone(a)
+	case core.EvCloneDone:
+		runs, err = r.CloneDone(a)
+	case core.EvProbeDone:
+		runs, err = r.ProbeDone(a)
+	case core.EvTeardownDone:
+		runs, err = r.TeardownDone(a)
+	case core.EvTick:
+		if a.TickGiven {
+			runs = r.TickGiven(a.Expire, a.Retire)
+		} else {
+			runs = r.Tick()
+		}
+	case core.EvBeginShutdown:
+		runs = r.BeginShutdown()
+	default:
+		err = fmt.Errorf("abstract: unknown action %d", a.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return settleAll(runs)
+}
+
+func (r *run) newID(a Action) uint64 {
+	if a.Ticket != 0 {
+		if a.Ticket > r.s.NextID {
+			r.s.NextID = a.Ticket
+		}
+		return a.Ticket
+	}
+	r.s.NextID++
+	return r.s.NextID
+}
+
+func (r *run) nextSeq() uint64 {
+	r.s.Seq++
+	return r.s.Seq
+}
+
+// bounded is the contract's effective admission timeout (request override,
+// then the model's, then the server default, capped by the ceiling) being
+// finite. In loose mode every wait may be bounded: the options are unknown.
+func (r *run) bounded(md *Model, override int64) bool {
+	if r.p.Loose {
+		return true
+	}
+	d := override
+	if d < 0 {
+		d = md.Cfg.AdmissionTimeout // NoTimeout: the server default; 0: unbounded
+		if d < 0 {
+			d = r.p.DefaultTimeout
+		}
+	}
+	if c := r.p.Ceiling; c > 0 && (d == 0 || d > c) {
+		d = c
+	}
+	return d > 0
+}
+
+// SubmitRequest (CONTRACT order.request-then-request,
+// order.manager-then-request, time.queue-limit, time.overdue-blockers):
+// shutting down rejects; an empty FIFO with a spare slot admits; a full
+// queue or overdue blockers reject server_busy; otherwise the request queues
+// behind everything earlier.
+func (r *run) SubmitRequest(a Action) []*run {
+	id := r.newID(a)
+	i := r.s.Lookup(a.Model)
+	seq := r.nextSeq()
+	if i < 0 || r.s.Shutdown {
+		code := core.CodeNotFound
+		if r.s.Shutdown {
+			code = core.CodeShuttingDown
+		}
+		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: code, Model: max(i, 0)})
+		return []*run{r}
+	}
+	md := &r.s.Models[i]
+	if len(md.Queue) == 0 && !md.HasMgr && r.admittable(i) && md.Active() < md.Cfg.Slots {
+		r.admit(i, id, seq)
+		return []*run{r}
+	}
+	if md.Cfg.MaxQueue > 0 && md.QueuedRequests() >= md.Cfg.MaxQueue {
+		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeServerBusy, Model: i})
+		return []*run{r}
+	}
+	b := r.bounded(md, a.Timeout)
+	var runs []*run
+	if b && md.Active() > 0 {
+		// Overdue blockers may cause immediate rejection (CONTRACT
+		// time.overdue-blockers): whether every occupied slot is overdue is
+		// a matter of time, which the spec leaves open.
+		f := r.fork()
+		f.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeServerBusy, Model: i})
+		runs = append(runs, f)
+	}
+	md.Queue = append(md.Queue, Entry{ID: id, Kind: KReq, Bounded: b, Seq: seq})
+	return append(runs, r)
+}
+
+// SubmitManager (CONTRACT reg.new, reg.invalid,
+// err.not-found, time.manager-timeout): invalid
+// configs and operations reject before anything changes; an unknown ID is
+// registered by OpApply (a stable entry published before its first load) and
+// not found otherwise; the manager queues as an exclusive barrier.
+func (r *run) SubmitManager(a Action) []*run {
+	id := r.newID(a)
+	seq := r.nextSeq()
+	i := r.s.Lookup(a.Model)
+	reject := func(code core.Code) []*run {
+		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: code, Model: max(i, 0)})
+		return []*run{r}
+	}
+	if (a.Op == core.OpApply && !a.Cfg.valid()) || (a.Op != core.OpApply && a.Op != core.OpLoad && a.Op != core.OpUnload) {
+		return reject(core.CodeInvalid)
+	}
+	if r.s.Shutdown {
+		return reject(core.CodeShuttingDown)
+	}
+	op, cfg, timeout := a.Op, a.Cfg, a.Timeout
+	if i < 0 {
+		if op != core.OpApply {
+			return reject(core.CodeNotFound)
+		}
+		r.s.Models = append(r.s.Models, Model{ID: a.Model, Life: core.Unloaded, Cfg: cfg, Ver: 1})
+		i = len(r.s.Models) - 1
+		op, cfg, timeout = core.OpLoad, nil, 0
+	}
+	if op != core.OpApply {
+		cfg = nil
+	}
+	md := &r.s.Models[i]
+	b := r.bounded(md, timeout)
+	var runs []*run
+	if b && md.Active() > 0 {
+		// A targeted manager with a deadline fails fast when every occupied
+		// slot is overdue (CONTRACT time.overdue-blockers); a new registration has no slots.
+		f := r.fork()
+		f.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeServerBusy, Model: i})
+		runs = append(runs, f)
+	}
+	md.Queue = append(md.Queue, Entry{ID: id, Kind: KMgr, Op: op, Cfg: cfg, Bounded: b, Seq: seq})
+	return append(runs, r)
+}
+
+// SubmitBulkUnload (CONTRACT order.bulk-then-bulk,
+// time.zero-and-bulk): a registry snapshot, then one
+// barrier per registered member published in this one step; unknown IDs go
+// to not_found; bulk waits are unbounded.
+func (r *run) SubmitBulkUnload(a Action) []*run {
+	id := r.newID(a)
+	seq := r.nextSeq()
+	res := &core.BulkResult{}
+	if r.s.Shutdown {
+		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeShuttingDown})
+		return []*run{r}
+	}
+	seen := map[string]bool{}
+	var members []int
+	for _, m := range a.Models {
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		if i := r.s.Lookup(m); i >= 0 {
+			res.Unloaded = append(res.Unloaded, m)
+			members = append(members, i)
+		} else {
+			res.NotFound = append(res.NotFound, m)
+		}
+	}
+	if len(members) == 0 {
+		r.emit(Effect{Kind: core.EfDone, Ticket: id, Bulk: res})
+		return []*run{r}
+	}
+	r.s.Bulks = append(r.s.Bulks, Bulk{ID: id, Seq: seq, Result: res})
+	for _, i := range members {
+		md := &r.s.Models[i]
+		md.Queue = append(md.Queue, Entry{Kind: KMember, Op: core.OpUnload, Bulk: id, Seq: r.nextSeq()})
+	}
+	return []*run{r}
+}
+
+// Cancel (CONTRACT time.admission-timeout,
+// time.disconnect-queued, time.disconnect-waiting-init, order.bulk-cancel): a queued ticket
+// leaves holding nothing (timeout: server_busy); a disconnected request
+// waiting for its pool gives its slot back and withdraws a load nobody waits
+// for; a disconnected bulk withdraws its queued barriers. Anything else is a
+// stutter: a granted request is released, a granted manager runs on.
+func (r *run) Cancel(a Action) []*run {
+	where, i, k := r.s.FindTicket(a.Ticket)
+	code := core.CodeCancelled
+	if a.Reason == core.ReasonTimeout {
+		code = core.CodeServerBusy
+	}
+	switch where {
+	case PlaceQueued:
+		md := &r.s.Models[i]
+		e := md.Queue[k]
+		if a.Reason == core.ReasonTimeout && !e.Bounded && !r.p.Loose {
+			return []*run{r} // no deadline, so no timeout: nothing changes
+		}
+		md.Queue = remove(md.Queue, k)
+		r.emit(Effect{Kind: core.EfReject, Ticket: e.ID, Code: code, Model: i})
+	case PlaceWait:
+		if a.Reason != core.ReasonDisconnect {
+			return []*run{r}
+		}
+		md := &r.s.Models[i]
+		h := md.Holders[k]
+		md.Holders = remove(md.Holders, k)
+		r.emit(Effect{Kind: core.EfReject, Ticket: h.ID, Code: code, Model: i})
+		// A queued request takes the freed slot, and the pending load with it:
+		// the load keeps its place; only a load nobody waits for is withdrawn.
+		for r.pumpEnabled(i) {
+			r.Pump(i)
+		}
+		if md := &r.s.Models[i]; md.WaitInit() == 0 && !md.HasMgr && r.s.InLoaders(i) {
+			r.withdrawLoad(i)
+		}
+	case PlaceBulk:
+		if a.Reason != core.ReasonDisconnect {
+			return []*run{r}
+		}
+		b := &r.s.Bulks[k]
+		b.Reason = core.ReasonDisconnect
+		for x := range r.s.Models {
+			md := &r.s.Models[x]
+			q := md.Queue[:0]
+			for _, e := range md.Queue {
+				if e.Kind != KMember || e.Bulk != a.Ticket {
+					q = append(q, e)
+				}
+			}
+			md.Queue = q
+		}
+		r.bulkCheck(a.Ticket)
+	}
+	return []*run{r}
+}
+
+// Release ends a running request's lease (success or failure alike). A
+// release of anything else changes nothing.
+func (r *run) Release(a Action) []*run {
+	where, i, k := r.s.FindTicket(a.Ticket)
+	if where == PlaceRunning {
+		md := &r.s.Models[i]
+		md.Holders = remove(md.Holders, k)
+		md.LastUse = r.now
+	}
+	return []*run{r}
+}
+
+func (r *run) jobModel(a Action, j Job) (int, error) {
+	i := r.s.Lookup(a.Model)
+	if i < 0 || r.s.Models[i].Job != j {
+		return -1, fmt.Errorf("abstract: %s of %q: no %s job running", a.Kind, a.Model, j)
+	}
+	r.s.Models[i].Job, r.s.Models[i].JobID = JNone, 0
+	return i, nil
+}
+
+// LoadDone: the primary opened with an advertised capacity, or failed. Too
+// small a capacity never publishes (CONTRACT fail.initial-load,
+// mode.slot-capacity).
+func (r *run) LoadDone(a Action) ([]*run, error) {
+	i, err := r.jobModel(a, JLoad)
+	if err != nil {
+		return nil, err
+	}
+	md := &r.s.Models[i]
+	switch {
+	case a.Failed:
+		r.failLoad(i, core.CodeBackend, 0)
+	case a.Capacity < md.Cfg.Slots:
+		md.Capacity = a.Capacity
+		r.failLoad(i, core.CodeInvalid, 1)
+	default:
+		md.Capacity = a.Capacity
+		md.Built = 1
+		r.nextClone(i)
+	}
+	return []*run{r}, nil
+}
+
+// CloneDone: one more private session, or the private pool dies whole.
+func (r *run) CloneDone(a Action) ([]*run, error) {
+	i, err := r.jobModel(a, JClone)
+	if err != nil {
+		return nil, err
+	}
+	md := &r.s.Models[i]
+	if a.Failed {
+		r.failLoad(i, core.CodeBackend, md.Built)
+	} else {
+		md.Built++
+		r.nextClone(i)
+	}
+	return []*run{r}, nil
+}
+
+// ProbeDone: the private probe of a replacement reports its capacity; a
+// failure or too small a capacity keeps the old state whole (CONTRACT
+// "Changed multi-slot replacement needs capacity probe").
+func (r *run) ProbeDone(a Action) ([]*run, error) {
+	i, err := r.jobModel(a, JProbe)
+	if err != nil {
+		return nil, err
+	}
+	md := &r.s.Models[i]
+	if !md.HasMgr || md.Mgr.Cfg == nil {
+		return nil, fmt.Errorf("abstract: ProbeDone of %q without an applying manager", a.Model)
+	}
+	cfg := md.Mgr.Cfg
+	md.Life = core.Unloaded
+	if md.Published {
+		md.Life = core.Ready
+	}
+	switch {
+	case a.Failed:
+		r.managerDone(i, core.EfReject, core.CodeBackend)
+	case a.Capacity < cfg.Slots:
+		r.managerDone(i, core.EfReject, core.CodeInvalid)
+	default:
+		r.replace(i, cfg)
+	}
+	return []*run{r}, nil
+}
+
+// TeardownDone: a pool is gone and its memory free; an unload finishes, a
+// reconfigure commits its complete new config and loads it.
+func (r *run) TeardownDone(a Action) ([]*run, error) {
+	i, err := r.jobModel(a, JTeardown)
+	if err != nil {
+		return nil, err
+	}
+	md := &r.s.Models[i]
+	r.unresident(i)
+	md.Life = core.Unloaded
+	md.Cause = core.CauseNone
+	if md.HasMgr {
+		switch md.Step {
+		case SUnload:
+			r.managerDone(i, core.EfDone, core.CodeOK)
+		case SFailTeardown:
+			r.managerDone(i, core.EfReject, md.FailCode)
+		case STeardownOld:
+			r.commit(i, md.Mgr.Cfg)
+			md.Step = SLoad
+			r.startLoad(i)
+			md.Life = core.Reconfiguring
+		}
+	}
+	return []*run{r}, nil
+}
+
+// Tick: time passed. Any queued ticket past its deadline may be rejected
+// server_busy, and any ready model idle and queue-free long enough may
+// retire (CONTRACT res.idle-retirement). Which ones is a matter of
+// time, so every choice is an outcome.
+func (r *run) Tick() []*run {
+	type ref struct{ model, idx int }
+	var exp []ref
+	for i := range r.s.Models {
+		for k, e := range r.s.Models[i].Queue {
+			if e.Kind != KMember && (e.Bounded || r.p.Loose) {
+				exp = append(exp, ref{i, k})
+			}
+		}
+	}
+	var idle []int
+	if (r.p.IdleRetire || r.p.Loose) && !r.s.Shutdown {
+		for i := range r.s.Models {
+			if r.evictable(i) {
+				idle = append(idle, i)
+			}
+		}
+	}
+	n := len(exp) + len(idle)
+	if n > 12 {
+		n = 12 // keep the choice finite and small; larger ticks are validated by their effects one by one
+	}
+	var runs []*run
+	for mask := 0; mask < 1<<n; mask++ {
+		var expire []uint64
+		var retire []string
+		for b := 0; b < n; b++ {
+			if mask&(1<<b) == 0 {
+				continue
+			}
+			if b < len(exp) {
+				x := exp[b]
+				expire = append(expire, r.s.Models[x.model].Queue[x.idx].ID)
+			} else {
+				retire = append(retire, r.s.Models[idle[b-len(exp)]].ID)
+			}
+		}
+		runs = append(runs, r.fork().TickGiven(expire, retire)...)
+	}
+	return runs
+}
+
+// TickGiven is Tick with its choice given (trace validation reads it from
+// the logged effects): no outcome when a ticket cannot expire or a model
+// cannot retire.
+func (r *run) TickGiven(expire []uint64, retire []string) []*run {
+	for _, id := range expire {
+		where, i, k := r.s.FindTicket(id)
+		if where != PlaceQueued {
+			return nil
+		}
+		md := &r.s.Models[i]
+		if e := md.Queue[k]; !e.Bounded && !r.p.Loose {
+			return nil
+		}
+		md.Queue = remove(md.Queue, k)
+		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeServerBusy, Model: i})
+	}
+	for _, id := range retire {
+		i := r.s.Lookup(id)
+		if i < 0 || !(r.p.IdleRetire || r.p.Loose) || r.s.Shutdown || !r.evictable(i) {
+			return nil
+		}
+		r.retire(i, core.CauseIdle)
+	}
+	return []*run{r}
+}
+
+// BeginShutdown: stop admitting. Every queued ticket is rejected
+// shutting_down; admitted requests, granted managers and their loads finish,
+// then pools retire and ShutdownComplete follows. Repeating it is a stutter.
+func (r *run) BeginShutdown() []*run {
+	if r.s.Shutdown {
+		return []*run{r}
+	}
+	r.s.Shutdown = true
+	for i := range r.s.Models {
+		md := &r.s.Models[i]
+		q := md.Queue
+		md.Queue = nil
+		for _, e := range q {
+			if e.Kind == KMember {
+				if b := r.s.bulk(e.Bulk); b != nil && b.Reason == 0 {
+					b.Reason = ReasonShutdown
+				}
+				continue
+			}
+			r.emit(Effect{Kind: core.EfReject, Ticket: e.ID, Code: core.CodeShuttingDown, Model: i})
+		}
+	}
+	for k := len(r.s.Bulks) - 1; k >= 0; k-- {
+		r.bulkCheck(r.s.Bulks[k].ID)
+	}
+	return []*run{r}
+}
+
+func (s *State) bulk(id uint64) *Bulk {
+	for k := range s.Bulks {
+		if s.Bulks[k].ID == id {
+			return &s.Bulks[k]
+		}
+	}
+	return nil
+}
+
+func remove[T any](xs []T, k int) []T {
+	out := make([]T, 0, len(xs)-1)
+	out = append(out, xs[:k]...)
+	return append(out, xs[k+1:]...)
+}

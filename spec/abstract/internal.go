@@ -1,0 +1,541 @@
+package abstract
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/sluice-dev/sluice/core"
+)
+
+// The internal actions of the spec run after every event until none is
+// enabled; they are never logged in a trace. Pump(m) admits or grants the
+// head of m's FIFO; LoaderStep starts, evicts for or refuses the head of the
+// loader queue; ShutdownRetire(m) retires a settled ready model during
+// shutdown; CompleteShutdown emits ShutdownComplete once nothing is left.
+
+// MaxInternal bounds the internal steps explored after one event.
+const MaxInternal = 200000
+
+// settleAll runs every order of internal steps from each run and returns the
+// distinct quiescent outcomes.
+func settleAll(runs []*run) ([]Outcome, error) {
+	// Fast path: most events settle along one chain of internal steps; no
+	// deduplication is needed until the search branches.
+	if len(runs) == 1 {
+		r := runs[0]
+		for n := 0; n < MaxInternal; n++ {
+			mandatory, optional := r.internalSteps()
+			if len(optional) > 0 || len(mandatory) > 1 {
+				return settleSearch([]*run{r})
+			}
+			if len(mandatory) == 0 {
+				return []Outcome{{State: r.s, Effects: r.out}}, nil
+			}
+			r = mandatory[0]
+		}
+		return nil, fmt.Errorf("abstract: more than %d internal steps after one event", MaxInternal)
+	}
+	return settleSearch(runs)
+}
+
+// settleSearch explores every order of internal steps from runs.
+func settleSearch(runs []*run) ([]Outcome, error) {
+	var outs []Outcome
+	seenOut := map[string]bool{}
+	seen := map[string]bool{}
+	stack := append([]*run(nil), runs...)
+	nodes := 0
+	var buf []byte
+	for len(stack) > 0 {
+		r := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		buf = r.s.AppendExactKey(buf[:0])
+		buf = AppendEffectsKey(buf, r.out)
+		if seen[string(buf)] {
+			continue
+		}
+		seen[string(buf)] = true
+		nodes++
+		if nodes > MaxInternal {
+			return nil, fmt.Errorf("abstract: more than %d internal steps after one event", MaxInternal)
+		}
+		mandatory, optional := r.internalSteps()
+		if len(mandatory) == 0 {
+			if !seenOut[string(buf)] {
+				seenOut[string(buf)] = true
+				outs = append(outs, Outcome{State: r.s, Effects: r.out})
+			}
+		}
+		stack = append(stack, mandatory...)
+		stack = append(stack, optional...)
+	}
+	return outs, nil
+}
+
+// internalSteps returns the successors of r under each enabled internal
+// action. Optional steps (loose mode's residency choices) do not keep a state
+// from being quiescent.
+func (r *run) internalSteps() (mandatory, optional []*run) {
+	s := r.s
+	for i := range s.Models {
+		if r.pumpEnabled(i) {
+			f := r.fork()
+			f.Pump(i)
+			mandatory = append(mandatory, f)
+		}
+	}
+	ls := r.LoaderStep()
+	if r.p.Loose {
+		optional = ls
+	} else {
+		mandatory = append(mandatory, ls...)
+	}
+	for i := range s.Models {
+		if r.shutdownRetireEnabled(i) {
+			f := r.fork()
+			f.ShutdownRetire(i)
+			mandatory = append(mandatory, f)
+		}
+	}
+	if r.completeShutdownEnabled() {
+		f := r.fork()
+		f.CompleteShutdown()
+		mandatory = append(mandatory, f)
+	}
+	return mandatory, optional
+}
+
+// admittable: the model's state lets requests take slots: the pool is
+// published, or it is (or will be) built for requests, not for a manager.
+func (r *run) admittable(i int) bool { return admittable(&r.s.Models[i]) }
+
+func admittable(md *Model) bool {
+	return md.Life == core.Ready || md.Life == core.Unloaded || (md.Life == core.Loading && !md.HasMgr)
+}
+
+// settled: no manager, no lease, no backend step, no pending load.
+func (s *State) settled(i int) bool {
+	md := &s.Models[i]
+	return !md.HasMgr && md.Active() == 0 && md.Job == JNone && !s.InLoaders(i) &&
+		(md.Life == core.Unloaded || md.Life == core.Ready)
+}
+
+// evictable: ready, published, idle and queue-free, nothing pending
+// (CONTRACT res.victim-choice, res.idle-retirement).
+func (r *run) evictable(i int) bool { return r.s.evictable(i) }
+
+func (s *State) evictable(i int) bool {
+	md := &s.Models[i]
+	return md.Published && md.Life == core.Ready && md.Active() == 0 && len(md.Queue) == 0 && !md.HasMgr &&
+		md.Job == JNone && !s.InLoaders(i)
+}
+
+func (r *run) pumpEnabled(i int) bool {
+	md := &r.s.Models[i]
+	if len(md.Queue) == 0 || md.HasMgr {
+		return false
+	}
+	if md.Queue[0].Kind == KReq {
+		return r.admittable(i) && md.Active() < md.Cfg.Slots
+	}
+	return md.Active() == 0 && md.Job == JNone && !r.s.InLoaders(i) &&
+		(md.Life == core.Unloaded || md.Life == core.Ready)
+}
+
+// Pump is the internal action Pump(m): the head of m's FIFO moves. A request
+// takes a spare slot (never past a waiting manager: it is the head); a
+// manager or bulk barrier is granted once every earlier lease drained
+// (CONTRACT order.request-then-manager).
+func (r *run) Pump(i int) {
+	md := &r.s.Models[i]
+	e := md.Queue[0]
+	md.Queue = remove(md.Queue, 0)
+	if e.Kind == KReq {
+		r.admit(i, e.ID, e.Seq)
+		return
+	}
+	r.grantManager(i, e)
+}
+
+// admit gives a request a slot: on a published pool it is granted; otherwise
+// it waits for the pool, and an unloaded model starts its one cold load.
+func (r *run) admit(i int, id, seq uint64) {
+	md := &r.s.Models[i]
+	if md.Life == core.Ready {
+		md.Holders = append(md.Holders, Holder{ID: id, Ver: md.PoolVer, Seq: seq})
+		r.emit(Effect{Kind: core.EfGrant, Ticket: id, Model: i, Ver: md.PoolVer})
+		return
+	}
+	md.Holders = append(md.Holders, Holder{ID: id, Wait: true, Seq: seq})
+	if md.Life == core.Unloaded {
+		r.startLoad(i)
+	}
+}
+
+func (r *run) startLoad(i int) {
+	r.s.Models[i].Life = core.Loading
+	r.s.Loaders = append(r.s.Loaders, i)
+}
+
+func (r *run) withdrawLoad(i int) {
+	for k, x := range r.s.Loaders {
+		if x == i {
+			r.s.Loaders = remove(r.s.Loaders, k)
+			break
+		}
+	}
+	r.s.Models[i].Life = core.Unloaded
+}
+
+func (r *run) grantManager(i int, e Entry) {
+	md := &r.s.Models[i]
+	md.HasMgr, md.Mgr, md.Step = true, e, SNone
+	switch e.Op {
+	case core.OpLoad:
+		r.managedLoad(i)
+	case core.OpUnload:
+		if md.Life == core.Unloaded {
+			r.managerDone(i, core.EfDone, core.CodeOK)
+			return
+		}
+		md.Step = SUnload
+		r.retire(i, core.CauseUnload)
+	case core.OpApply:
+		r.apply(i, e.Cfg)
+	}
+}
+
+func (r *run) managedLoad(i int) {
+	md := &r.s.Models[i]
+	if md.Life == core.Ready {
+		r.managerDone(i, core.EfDone, core.CodeOK)
+		return
+	}
+	md.Step = SLoad
+	r.startLoad(i)
+}
+
+// apply (CONTRACT fail.capacity-probe,
+// fail.unsupported-capacity, fail.after-commit): validate before any teardown; unchanged
+// session inputs reuse the live advertised capacity, changed multi-slot ones
+// are probed privately; failure before commit keeps the old state whole.
+func (r *run) apply(i int, cfg *Config) {
+	md := &r.s.Models[i]
+	old := md.Cfg
+	if cfg.equal(old) {
+		r.managedLoad(i)
+		return
+	}
+	if cfg.sameSessions(old) && cfg.Slots == old.Slots && cfg.MemoryMB == old.MemoryMB {
+		r.commit(i, cfg) // admission metadata only: the pool stays valid
+		r.managedLoad(i)
+		return
+	}
+	if cfg.Slots > 1 {
+		if md.Published && cfg.sameSessions(old) {
+			if cfg.Slots > md.Capacity {
+				r.managerDone(i, core.EfReject, core.CodeInvalid)
+				return
+			}
+		} else {
+			md.Step = SProbe
+			md.Life = core.Reconfiguring
+			md.Job = JProbe
+			r.emit(Effect{Kind: core.EfStartProbe, Model: i, Cfg: cfg, Ver: md.Ver + 1})
+			return
+		}
+	}
+	r.replace(i, cfg)
+}
+
+// replace retires the old pool first (if any), then commits and loads.
+func (r *run) replace(i int, cfg *Config) {
+	md := &r.s.Models[i]
+	if md.Published {
+		md.Step = STeardownOld
+		r.retire(i, core.CauseReconfigure)
+		md.Life = core.Reconfiguring
+		return
+	}
+	r.commit(i, cfg)
+	md.Step = SLoad
+	r.startLoad(i)
+	md.Life = core.Reconfiguring
+}
+
+// commit publishes a complete new config as the next version: metadata is
+// never a partial mix.
+func (r *run) commit(i int, cfg *Config) {
+	md := &r.s.Models[i]
+	md.Cfg = cfg
+	md.Ver++
+	if md.Published {
+		md.PoolVer = md.Ver
+	}
+}
+
+func (r *run) managerDone(i int, kind core.EffectKind, code core.Code) {
+	md := &r.s.Models[i]
+	e := md.Mgr
+	md.HasMgr, md.Mgr, md.Step, md.FailCode = false, Entry{}, SNone, 0
+	if e.Kind == KMember {
+		r.bulkCheck(e.Bulk)
+		return
+	}
+	r.emit(Effect{Kind: kind, Ticket: e.ID, Code: code, Model: i})
+}
+
+// bulkCheck ends bulk id when none of its members is left.
+func (r *run) bulkCheck(id uint64) {
+	for i := range r.s.Models {
+		md := &r.s.Models[i]
+		if md.HasMgr && md.Mgr.Kind == KMember && md.Mgr.Bulk == id {
+			return
+		}
+		for _, e := range md.Queue {
+			if e.Kind == KMember && e.Bulk == id {
+				return
+			}
+		}
+	}
+	for k, b := range r.s.Bulks {
+		if b.ID != id {
+			continue
+		}
+		r.s.Bulks = remove(r.s.Bulks, k)
+		switch b.Reason {
+		case 0:
+			r.emit(Effect{Kind: core.EfDone, Ticket: id, Bulk: b.Result})
+		case core.ReasonDisconnect:
+			r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeCancelled})
+		default:
+			r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeShuttingDown})
+		}
+		return
+	}
+}
+
+// retire clears a published pool's logical residency and starts its
+// teardown; its memory stays charged until TeardownDone (CONTRACT
+// "Residency/memory refusal": logical retirement is not free memory).
+func (r *run) retire(i int, cause core.Cause) {
+	md := &r.s.Models[i]
+	if cause == core.CauseEvict || cause == core.CauseIdle {
+		r.s.Evicted = append(r.s.Evicted, Evicted{Model: i, Active: md.Active(), Queued: len(md.Queue),
+			HadManager: md.HasMgr, WasPublish: md.Published})
+	}
+	n, v := md.Sessions, md.PoolVer
+	md.Life = core.Unloading
+	md.Published = false
+	md.PoolVer, md.Capacity, md.Sessions, md.Built = 0, 0, 0, 0
+	md.Cause = cause
+	md.Job = JTeardown
+	r.emit(Effect{Kind: core.EfStartTeardown, Model: i, Sessions: n, Cause: cause, Ver: v})
+}
+
+func (r *run) unresident(i int) {
+	md := &r.s.Models[i]
+	md.Resident, md.ResMB = false, 0
+}
+
+// failLoad ends a load that did not publish (CONTRACT fail.initial-load): its waiters and manager are rejected,
+// private sessions die before the model is unloaded again, and queued
+// requests may retry.
+func (r *run) failLoad(i int, code core.Code, private int) {
+	md := &r.s.Models[i]
+	md.Capacity, md.Built = 0, 0
+	hs := md.Holders[:0:0]
+	for _, h := range md.Holders {
+		if h.Wait {
+			r.emit(Effect{Kind: core.EfReject, Ticket: h.ID, Code: code, Model: i})
+			continue
+		}
+		hs = append(hs, h)
+	}
+	md.Holders = hs
+	if private > 0 {
+		// A manager keeps its exclusive ownership until the private sessions
+		// are gone, so its answer finds the model unloaded (CONTRACT
+		// reg.first-load-failure); waiting requests are answered at once.
+		if md.HasMgr {
+			md.Step, md.FailCode = SFailTeardown, code
+		}
+		md.Life = core.Unloading
+		md.Cause = core.CauseFailedLoad
+		md.Job = JTeardown
+		r.emit(Effect{Kind: core.EfStartTeardown, Model: i, Sessions: private, Cause: core.CauseFailedLoad, Ver: md.Ver})
+		return
+	}
+	if md.HasMgr {
+		r.managerDone(i, core.EfReject, code)
+	}
+	r.unresident(i)
+	md.Life = core.Unloaded
+}
+
+func (r *run) nextClone(i int) {
+	md := &r.s.Models[i]
+	if md.Built < md.Cfg.Slots {
+		md.Job = JClone
+		r.emit(Effect{Kind: core.EfStartClone, Model: i, Index: md.Built, Ver: md.Ver})
+		return
+	}
+	r.publish(i)
+}
+
+// publish makes the complete pool serve (CONTRACT state.loading): waiting admitted requests are granted, a managing load
+// finishes.
+func (r *run) publish(i int) {
+	md := &r.s.Models[i]
+	md.Life = core.Ready
+	md.Published = true
+	md.Sessions = md.Built
+	md.PoolVer = md.Ver
+	md.LastUse = r.now
+	for k := range md.Holders {
+		if h := &md.Holders[k]; h.Wait {
+			h.Wait, h.Ver = false, md.PoolVer
+			r.emit(Effect{Kind: core.EfGrant, Ticket: h.ID, Model: i, Ver: md.PoolVer})
+		}
+	}
+	if md.HasMgr && md.Step == SLoad {
+		r.managerDone(i, core.EfDone, core.CodeOK)
+	}
+}
+
+// fits reports whether mb more megabytes and one more model fit the
+// residency limits now, or once the pools already tearing down (an unload,
+// an eviction, a reconfigure's old pool, a failed build) and the victims
+// are gone.
+func (r *run) fits(mb int64, afterRetiring bool, victims []int) bool {
+	count, used := 0, int64(0)
+	for i := range r.s.Models {
+		md := &r.s.Models[i]
+		if !md.Resident || (afterRetiring && md.Job == JTeardown) {
+			continue
+		}
+		gone := false
+		for _, v := range victims {
+			gone = gone || v == i
+		}
+		if !gone {
+			count++
+			used += md.ResMB
+		}
+	}
+	if n := r.p.MaxLoaded; n > 0 && count+1 > n {
+		return false
+	}
+	if b := r.p.MemoryBudgetMB; b > 0 && used+mb > b {
+		return false
+	}
+	return true
+}
+
+// LoaderStep is the internal action LoaderStep (CONTRACT res.loader-fifo,
+// res.retiring-counts, res.victim-choice, res.no-victim): the head of the
+// loader queue starts when the cold-load guard and the residency limits
+// allow; it waits while pools tearing down will make room; otherwise idle,
+// queue-free ready models are evicted, least recently used first, until it
+// will fit, or, with no such victims, its load is refused server_busy.
+func (r *run) LoaderStep() []*run {
+	s := r.s
+	if len(s.Loaders) == 0 {
+		return nil
+	}
+	if r.p.SerializeColdLoads && s.Loads() > 0 && !r.p.Loose {
+		return nil
+	}
+	h := s.Loaders[0]
+	mb := s.Models[h].Cfg.MemoryMB
+	start := func() *run {
+		f := r.fork()
+		md := &f.s.Models[h]
+		f.s.Loaders = remove(f.s.Loaders, 0)
+		md.Resident, md.ResMB = true, mb
+		md.Built, md.Capacity = 0, 0
+		md.Job = JLoad
+		f.emit(Effect{Kind: core.EfStartLoad, Model: h, Ver: md.Ver, Cfg: md.Cfg})
+		return f
+	}
+	refuse := func() *run {
+		f := r.fork()
+		f.s.Loaders = remove(f.s.Loaders, 0)
+		f.failLoad(h, core.CodeServerBusy, 0)
+		return f
+	}
+	var cands []int
+	for x := range s.Models {
+		if x != h && s.Models[x].Resident && s.evictable(x) {
+			cands = append(cands, x)
+		}
+	}
+	evict := func(v []int) *run {
+		f := r.fork()
+		for _, x := range v {
+			f.retire(x, core.CauseEvict)
+		}
+		return f
+	}
+	if r.p.Loose {
+		// Unknown limits: start, refuse, or evict any idle victims.
+		out := []*run{start(), refuse()}
+		for mask := 1; mask < 1<<len(cands); mask++ {
+			var v []int
+			for b, x := range cands {
+				if mask&(1<<b) != 0 {
+					v = append(v, x)
+				}
+			}
+			out = append(out, evict(v))
+		}
+		return out
+	}
+	if r.fits(mb, false, nil) {
+		return []*run{start()}
+	}
+	if r.fits(mb, true, nil) {
+		return nil
+	}
+	// Victims least recently used first (CONTRACT res.victim-choice), until
+	// the head will fit once they and the pools already retiring are gone.
+	slices.SortStableFunc(cands, func(a, b int) int { return cmp.Compare(s.Models[a].LastUse, s.Models[b].LastUse) })
+	var v []int
+	for _, x := range cands {
+		v = append(v, x)
+		if r.fits(mb, true, v) {
+			return []*run{evict(v)}
+		}
+	}
+	return []*run{refuse()} // CONTRACT res.no-victim
+}
+
+func (r *run) shutdownRetireEnabled(i int) bool {
+	md := &r.s.Models[i]
+	return r.s.Shutdown && r.s.settled(i) && md.Life == core.Ready && len(md.Queue) == 0
+}
+
+// ShutdownRetire is the internal action ShutdownRetire(m): during shutdown a
+// settled ready model is torn down once nothing uses it (CONTRACT ops.shutting-down.evict).
+func (r *run) ShutdownRetire(i int) { r.retire(i, core.CauseShutdown) }
+
+func (r *run) completeShutdownEnabled() bool {
+	s := r.s
+	if !s.Shutdown || s.ShutdownSent || s.LiveTickets() > 0 || s.Jobs() > 0 || len(s.Loaders) > 0 {
+		return false
+	}
+	for i := range s.Models {
+		if s.Models[i].Resident {
+			return false
+		}
+	}
+	return true
+}
+
+// CompleteShutdown is the internal action CompleteShutdown: nothing is
+// admitted, running or resident any more.
+func (r *run) CompleteShutdown() {
+	r.s.ShutdownSent = true
+	r.emit(Effect{Kind: core.EfShutdownComplete})
+}

@@ -1,0 +1,116 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/spec/env"
+)
+
+func cfg(options string, slots int, mem int64) *core.Config {
+	return &core.Config{Task: "tts", Engine: "fixture", Checkpoint: "ck", Options: options, Slots: slots, MemoryMB: mem}
+}
+
+// Bounds returns the named bounds. "small" and "small3" together are the
+// bound of `make model-check` (and of the default go test); "large" is
+// `make model-check-large`.
+func Bounds() map[string]*env.Bound {
+	return map[string]*env.Bound{
+		// small: 2 models x 2 slots, 3 requests, 2 managers (one targeted:
+		// reconfigure, load or unload; one bulk unload over both), load,
+		// probe and clone failures, too-small capacities, timeouts and
+		// disconnects, idle retirement, a residency limit of one model
+		// (eviction and refusal), shutdown and a repeated Release.
+		"small": {
+			Name:       "small",
+			Models:     []string{"m0", "m1"},
+			Registered: 2,
+			Configs: []*core.Config{
+				cfg("{}", 2, 100),            // registration
+				cfg(`{"voice":"b"}`, 2, 100), // changed sessions: probed, then replaced
+				cfg("{}", 1, 100),            // same sessions, fewer slots: replaced without probe
+			},
+			Options:         core.Options{MaxLoadedModels: 1},
+			Requests:        3,
+			AnyManagers:     1,
+			Bulks:           1,
+			Selections:      [][]int{{0, 1}},
+			Cancels:         2,
+			Failures:        2,
+			Ticks:           1,
+			Shutdown:        true,
+			StaleRelease:    true,
+			BoundedRequests: true,
+			Capacity:        4,
+			Symmetry:        true,
+			Liveness:        true,
+		},
+		// small3: the same clients over 3 models, one of them single-slot,
+		// plus a second bulk unload whose selection overlaps the first in
+		// reverse order, with room for two resident models and the global
+		// cold-load guard.
+		"small3": {
+			Name:            "small3",
+			Models:          []string{"m0", "m1", "m2"},
+			Registered:      3,
+			Configs:         []*core.Config{cfg("{}", 2, 100), cfg(`{"voice":"b"}`, 2, 100), cfg("{}", 1, 100)},
+			InitConfigs:     []uint8{0, 0, 2},
+			Options:         core.Options{MaxLoadedModels: 2, SerializeColdLoads: true},
+			Requests:        3,
+			AnyManagers:     1,
+			Bulks:           2,
+			Selections:      [][]int{{2, 0, 1}, {1, 0}},
+			Cancels:         1,
+			Failures:        1,
+			Shutdown:        true,
+			BoundedRequests: true,
+			Capacity:        4,
+			Symmetry:        true,
+			Liveness:        true,
+		},
+		// large: 3 models x 3 slots (room for two resident), 5 requests to
+		// two of them, 2 reconfigures, an unload and a bulk unload over all
+		// three, one backend failure of any kind and one timeout or
+		// disconnect; builds merged (see env.Bound.MergeBuild). Core only.
+		"large": {
+			Name:       "large",
+			Models:     []string{"m0", "m1", "m2"},
+			Registered: 3,
+			Configs: []*core.Config{
+				cfg("{}", 3, 100),
+				cfg(`{"voice":"b"}`, 3, 100),
+				cfg("{}", 2, 100),
+			},
+			Options:         core.Options{MaxLoadedModels: 2},
+			Requests:        5,
+			RequestModels:   []int{0, 1},
+			MaxLiveRequests: 2,
+			Applies:         2,
+			Unloads:         1,
+			Bulks:           1,
+			Selections:      [][]int{{0, 1, 2}},
+			Cancels:         1,
+			Failures:        1,
+			BoundedRequests: true,
+			BoundedManagers: true,
+			Capacity:        4,
+			MergeBuild:      true,
+			Symmetry:        true,
+		},
+	}
+}
+
+// Bound returns the bound named name.
+func Bound(name string) (*env.Bound, error) {
+	b, ok := Bounds()[name]
+	if !ok {
+		var names []string
+		for n := range Bounds() {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("check: no bound %q (have %v)", name, names)
+	}
+	return b, nil
+}

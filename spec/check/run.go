@@ -1,0 +1,160 @@
+package check
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/spec/env"
+	"github.com/sluice-dev/sluice/spec/mc"
+)
+
+// Options tune RunBound.
+type Options struct {
+	Workers   int           // checker goroutines (0: GOMAXPROCS)
+	MaxStates int           // stop beyond this many states (0: none)
+	MaxTime   time.Duration // stop each run after this long (0: none)
+	SpecOnly  bool          // explore only the spec transcription
+	CoreOnly  bool          // explore only the core
+	Mutants   core.Mutants
+	Progress  io.Writer // per-level progress lines
+	// NoSymmetry turns symmetry reduction off (to cross-check it).
+	NoSymmetry bool
+	// RefinementOnly checks the core against the spec by refinement alone.
+	RefinementOnly bool
+	// ReplayOnly never clones core states by reflection, only by replay.
+	ReplayOnly bool
+
+	_ struct{}
+}
+
+// Report is the outcome of one bound.
+type Report struct {
+	Bound      *env.Bound
+	Spec, Core *mc.Result
+	// Trace is the readable counterexample of the first violation, if any.
+	Trace string
+}
+
+// OK reports whether every run completed without a violation.
+func (r *Report) OK() bool {
+	for _, x := range []*mc.Result{r.Spec, r.Core} {
+		if x != nil && x.Verdict() != "ok" {
+			return false
+		}
+	}
+	return true
+}
+
+// RunBound model-checks the spec and the core inside bound b and writes the
+// figures (and a counterexample) to w.
+func RunBound(b *env.Bound, w io.Writer, o Options) (*Report, error) {
+	bb := *b
+	if o.NoSymmetry {
+		bb.Symmetry = false
+	}
+	b = &bb
+	rep := &Report{Bound: b}
+	fmt.Fprintf(w, "== bound %s: %s\n", b.Name, Summary(b))
+	mo := mc.Options{Workers: o.Workers, MaxStates: o.MaxStates, Liveness: b.Liveness, Progress: o.Progress}
+	deadline := func() time.Time {
+		if o.MaxTime > 0 {
+			return time.Now().Add(o.MaxTime)
+		}
+		return time.Time{}
+	}
+	if !o.CoreOnly && !b.MergeBuild {
+		sys, err := NewSpecSystem(b)
+		if err != nil {
+			return nil, err
+		}
+		mo.Deadline = deadline()
+		res, err := mc.Run(sys, mo)
+		if err != nil {
+			return nil, err
+		}
+		rep.Spec = res
+		fmt.Fprintln(w, Figures("spec", res))
+		if res.Violation != nil {
+			rep.Trace = SpecCounterexample(b, res)
+			fmt.Fprint(w, rep.Trace)
+		}
+	}
+	if !o.SpecOnly {
+		sys, err := NewCoreSystem(b, o.Mutants)
+		if err != nil {
+			return nil, err
+		}
+		sys.RefinementOnly = o.RefinementOnly
+		sys.ReplayOnly = o.ReplayOnly
+		if rep.Spec != nil && rep.Spec.Complete && o.Mutants == 0 {
+			sys.SpecReached = rep.Spec.Has
+		}
+		mo.Deadline = deadline()
+		res, err := mc.Run(sys, mo)
+		if err != nil {
+			return nil, err
+		}
+		rep.Core = res
+		fmt.Fprintln(w, Figures("core", res))
+		if res.Violation != nil {
+			t := Counterexample(b, o.Mutants, res)
+			if rep.Trace == "" {
+				rep.Trace = t
+			}
+			fmt.Fprint(w, t)
+		}
+	}
+	return rep, nil
+}
+
+// Figures prints one result as the line every run ends with.
+func Figures(what string, r *mc.Result) string {
+	rate := float64(r.States) / max(r.Elapsed.Seconds(), 1e-9)
+	s := fmt.Sprintf("%-4s distinct-states=%d transitions=%d depth=%d states/s=%.0f invariants-checked=%d",
+		what, r.States, r.Transitions, r.Depth, rate, r.Checks)
+	if r.Refinements > 0 {
+		s += fmt.Sprintf(" refinement-steps=%d", r.Refinements)
+	}
+	s += fmt.Sprintf(" fair-terminal=%d cycles=%d fp-collision-p=%.1e time=%.1fs verdict=%s",
+		r.Terminal, r.Cycles, r.CollisionProbability(), r.Elapsed.Seconds(), r.Verdict())
+	if r.Violation != nil {
+		s += fmt.Sprintf(" (%s %s, %d steps)", r.Violation.Kind, r.Violation.Name, len(r.Path))
+	} else if !r.Complete {
+		s += fmt.Sprintf(" (every behaviour of up to %d steps explored)", r.CompleteDepth+1)
+	}
+	return s
+}
+
+// Summary prints a bound's dimensions.
+func Summary(b *env.Bound) string {
+	var parts []string
+	slots := []string{}
+	for i := 0; i < b.Registered; i++ {
+		slots = append(slots, fmt.Sprint(b.Configs[b.InitConfig(i)].Slots))
+	}
+	parts = append(parts, fmt.Sprintf("models=%d (slots %s)", len(b.Models), strings.Join(slots, ",")))
+	req := fmt.Sprintf("requests=%d", b.Requests)
+	if len(b.RequestModels) > 0 {
+		var to []string
+		for _, k := range b.RequestModels {
+			to = append(to, b.Models[k])
+		}
+		req += " to " + strings.Join(to, ",")
+	}
+	if b.MaxLiveRequests > 0 {
+		req += fmt.Sprintf(" (at most %d in flight)", b.MaxLiveRequests)
+	}
+	parts = append(parts, req)
+	parts = append(parts, fmt.Sprintf("managers=apply:%d load:%d unload:%d any:%d bulk:%d", b.Applies, b.Loads,
+		b.Unloads, b.AnyManagers, b.Bulks))
+	parts = append(parts, fmt.Sprintf("cancels=%d failures=%d ticks=%d shutdown=%v", b.Cancels, b.Failures, b.Ticks,
+		b.Shutdown))
+	o := b.MachineOptions()
+	parts = append(parts, fmt.Sprintf("max-loaded=%d memory-budget=%d serialize-cold-loads=%v", o.MaxLoadedModels,
+		o.MemoryBudgetMB, o.SerializeColdLoads))
+	parts = append(parts, fmt.Sprintf("symmetry=%v", b.Symmetry))
+	return strings.Join(parts, " ")
+}
