@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -93,6 +94,13 @@ func startupModels(o *serveOptions, log *slog.Logger) ([]server.ModelEntry, erro
 		if !real && !(m.Spec.Engine == fixture.Name && o.cfg.Fixture) {
 			log.Info("default model skipped: its engine is not served", "model", m.ID, "engine", m.Spec.Engine)
 			continue
+		}
+		if real && m.Spec.Checkpoint != "" {
+			if _, err := os.Stat(filepath.Join(o.cfg.ModelsRoot, m.Spec.Checkpoint)); err != nil {
+				log.Info("default model skipped: its checkpoint is not under --models-root (make models builds it)",
+					"model", m.ID, "checkpoint", m.Spec.Checkpoint, "models_root", o.cfg.ModelsRoot)
+				continue
+			}
 		}
 		if !o.cfg.ParallelJobs && m.Spec.Slots != nil {
 			m.Spec.Slots = nil // the legacy server runs one session per model
