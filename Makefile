@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+.PHONY: contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
 
 run: models
 	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
@@ -128,3 +128,17 @@ mutants:
 	$(GO) run ./spec/cmd/mutants
 	$(GO) test -count=1 -run '^TestMutantsCaught$$' -v ./core/ | grep -E '^(---|\s+rapid_test|ok|FAIL)'
 	$(GO) run ./cmd/sluice sim --mutant all
+
+# contract regenerates the Test and Label columns of CONTRACT.md from the
+# conformance suite; make test fails while CONTRACT.md is stale.
+contract:
+	$(GO) run ./conformance/cmd/contract -write CONTRACT.md
+
+# conformance runs the matrices against a running build (TARGET=http://HOST:PORT,
+# started with --parallel-jobs --ui-management --fixture).
+conformance:
+	$(GO) run ./cmd/sluice conformance --target $(or $(TARGET),http://127.0.0.1:8080)
+
+# conformance-mutants: the suite once per planted core bug, against a built binary (about 4 minutes).
+conformance-mutants:
+	SLUICE_CONFORMANCE_MUTANTS=1 $(GO) test -count=1 -run TestMutants -v -timeout 30m ./conformance/

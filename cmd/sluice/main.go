@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sluice-dev/sluice/conformance"
 	"github.com/sluice-dev/sluice/sim"
 )
 
@@ -47,6 +48,8 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		err = run(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return sim.Main(args[1:], stdout, stderr)
+	case "conformance":
+		return conformance.Main(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -70,5 +73,6 @@ func usage(w io.Writer) {
   sluice models [--target URL]    list the models of a running server
   sluice run [flags] MODEL INPUT  run one inference without a server
   sluice sim [flags]              deterministic simulation of the scheduler (sluice sim -h)
+  sluice conformance --target URL run the contract's matrices against a running build
   sluice demo                     drive the scheduler core through a scripted scenario`)
 }

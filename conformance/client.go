@@ -1,0 +1,252 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// answer is one finished HTTP exchange as a case sees it.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	// events are the data payloads of a text/event-stream answer, [DONE]
+	// excluded; done says it ended with [DONE], errorEvent that it carried
+	// an `event: error`.
+	events     []string
+	done       bool
+	errorEvent bool
+
+	err          error // transport failure (no complete answer)
+	disconnected bool  // the case disconnected the call
+	sent, got    time.Time
+}
+
+// summary describes an answer in one line for failure messages.
+func (a *answer) summary() string {
+	switch {
+	case a.disconnected:
+		return "disconnected by the client"
+	case a.err != nil:
+		return "transport error: " + a.err.Error()
+	}
+	b := strings.TrimSpace(string(a.body))
+	if len(b) > 300 {
+		b = b[:300] + "..."
+	}
+	if len(a.events) > 0 || a.done {
+		return fmt.Sprintf("%d stream: %d events, done=%v, error event=%v", a.status, len(a.events), a.done, a.errorEvent)
+	}
+	return fmt.Sprintf("%d %s", a.status, b)
+}
+
+// call is an asynchronous exchange started by a step with `as`.
+type call struct {
+	name    string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	ans     answer // valid once done is closed
+	chunks  atomic.Int64
+	awaited bool
+}
+
+// finished reports whether the call has its answer.
+func (c *call) finished() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// request is what a step sends.
+type request struct {
+	method string
+	path   string
+	body   []byte
+	header map[string]string
+}
+
+// exchange performs req against base with client, reading the whole answer
+// (a stream event by event, counting chunks on c when set).
+func exchange(ctx context.Context, client *http.Client, base string, req request, c *call) answer {
+	var a answer
+	a.sent = time.Now()
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, base+req.path, body)
+	if err != nil {
+		a.err, a.got = err, time.Now()
+		return a
+	}
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range req.header {
+		hr.Header.Set(k, v)
+	}
+	resp, err := client.Do(hr)
+	if err != nil {
+		a.err, a.got = err, time.Now()
+		return a
+	}
+	defer resp.Body.Close()
+	a.status, a.header = resp.StatusCode, resp.Header
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		a.err = readEvents(resp.Body, &a, c)
+	} else {
+		a.body, a.err = io.ReadAll(resp.Body)
+	}
+	a.got = time.Now()
+	return a
+}
+
+// readEvents reads a text/event-stream answer.
+func readEvents(r io.Reader, a *answer, c *call) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			event = ""
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+			if event == "error" {
+				a.errorEvent = true
+			}
+		case strings.HasPrefix(line, "data:"):
+			data := strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+			switch {
+			case event == "error":
+				a.body = []byte(data)
+			case data == "[DONE]":
+				a.done = true
+			default:
+				a.events = append(a.events, data)
+				if c != nil {
+					c.chunks.Add(1)
+				}
+			}
+		}
+	}
+	return sc.Err()
+}
+
+// exchangeHandler sends req straight to an in-process handler.
+func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
+	var a answer
+	a.sent = time.Now()
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	hr := httptest.NewRequestWithContext(ctx, req.method, req.path, body)
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range req.header {
+		hr.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, hr)
+	res := rec.Result()
+	a.status, a.header = res.StatusCode, res.Header
+	b, _ := io.ReadAll(res.Body)
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		a.err = readEvents(bytes.NewReader(b), &a, nil)
+	} else {
+		a.body = b
+	}
+	a.got = time.Now()
+	return a
+}
+
+// stallExchange opens a connection that stalls (StallStep) and returns
+// what became of it: the server's answer, or the error of the read that
+// saw the server close the connection.
+func stallExchange(ctx context.Context, base, kind, path string, body []byte, started chan<- error) answer {
+	var a answer
+	u, err := url.Parse(base)
+	if err != nil {
+		a.err = err
+		started <- err
+		return a
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		a.err = err
+		started <- err
+		return a
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	var msg string
+	switch kind {
+	case "header":
+		msg = fmt.Sprintf("GET /v1/models HTTP/1.1\r\nHost: %s\r\n", u.Host)
+	case "body":
+		msg = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"input\":", path, u.Host)
+	case "unread":
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(1024)
+		}
+		msg = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, u.Host, len(body), body)
+	default:
+		err := fmt.Errorf("unknown stall kind %q (header, body, unread)", kind)
+		a.err = err
+		started <- err
+		return a
+	}
+	a.sent = time.Now()
+	if _, err := io.WriteString(conn, msg); err != nil {
+		a.err = err
+		started <- err
+		return a
+	}
+	started <- nil
+	if kind == "unread" {
+		// Never read: wait until the server gives up on the connection,
+		// which a write of ours then notices, or the case ends.
+		<-ctx.Done()
+		a.err, a.got = errors.New("unread stream: case ended"), time.Now()
+		return a
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		a.err, a.got = err, time.Now()
+		return a
+	}
+	defer resp.Body.Close()
+	a.status, a.header = resp.StatusCode, resp.Header
+	a.body, a.err = io.ReadAll(resp.Body)
+	a.got = time.Now()
+	return a
+}
+
+// decodeJSON decodes an answer's body (nil when it is not JSON).
+func decodeJSON(b []byte) any {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil
+	}
+	return v
+}

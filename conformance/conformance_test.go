@@ -1,0 +1,139 @@
+package conformance
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The in-process suite: one shared loopback server (parallel runtime,
+// management, fixture, invariants checked after every scheduler event) for
+// the cases without their own server, in-process servers for the others,
+// and a build of cmd/sluice for the cases that need a real process.
+
+var (
+	sharedURL  string
+	sharedInst Instance
+)
+
+// testSlack widens the time bounds cases state (within_ms, max_ms) for the
+// race detector on a loaded two-core machine.
+const testSlack = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Cases spend their time waiting for gates and answers, not on CPU: run
+	// more of them at once than the default GOMAXPROCS, unless -parallel
+	// was given.
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "12")
+	}
+	inst, err := InProcess{CheckInvariants: true}.Start(ServerSpec{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedInst, sharedURL = inst, inst.URL()
+	code := m.Run()
+	if err := inst.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "shared server:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	binaryCleanup()
+	// Every server, call and connection the suite started is gone.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func loadSuite(t testing.TB) *Suite {
+	t.Helper()
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestConformance runs every case as its own subtest,
+// TestConformance/<case name>.
+func TestConformance(t *testing.T) {
+	s := loadSuite(t)
+	opts := Options{Launcher: InProcess{CheckInvariants: true}, StepTimeout: 20 * time.Second, Slack: testSlack}
+	tag := NewRunTag() // -count=N reuses the shared server: every run needs its own IDs
+	for _, c := range s.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			o := opts
+			if c.NeedsBinary() {
+				b, err := testBinary()
+				if err != nil {
+					t.Fatalf("build cmd/sluice: %v", err)
+				}
+				if b == "" {
+					t.Skip("SLUICE_CONFORMANCE_BINARY=none: cases that need a real process are skipped")
+				}
+				o.Binary = Binary{Path: b}
+			}
+			r := RunCase(c, o, sharedURL, tag)
+			switch r.Verdict {
+			case Fail:
+				t.Fatalf("%s\ncells: %v %v", r.Error, c.Covers, c.Partial)
+			case Skip:
+				t.Skip(r.Error)
+			}
+		})
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binDir  string
+	binErr  error
+)
+
+// testBinary returns a build of cmd/sluice for the cases that need a real
+// process: $SLUICE_CONFORMANCE_BINARY when set ("none" skips them), else
+// one `go build` per test run.
+func testBinary() (string, error) {
+	binOnce.Do(func() {
+		if p := os.Getenv("SLUICE_CONFORMANCE_BINARY"); p != "" {
+			if p != "none" {
+				binPath = p
+			}
+			return
+		}
+		binDir, binErr = os.MkdirTemp("", "sluice-conformance-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "sluice")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("%w: %s", err, out)
+		}
+	})
+	return binPath, binErr
+}
+
+func binaryCleanup() {
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+}

@@ -1,0 +1,81 @@
+package conformance
+
+import (
+	"os"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestContractFresh fails when CONTRACT.md's Test and Label columns differ
+// from what `make contract` would write, naming the cells.
+func TestContractFresh(t *testing.T) {
+	b, err := os.ReadFile("../CONTRACT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := ParseContract(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := loadSuite(t).Evidence(cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, changed := RewriteContract(string(b), ev)
+	if len(changed) > 0 {
+		sort.Strings(changed)
+		var detail strings.Builder
+		for _, c := range cells {
+			for _, id := range changed {
+				if c.ID == id {
+					detail.WriteString("\n  " + id + ": has " + c.Test + " | " + c.Label + "; want " + ev[id].Test + " | " + ev[id].Label)
+				}
+			}
+		}
+		t.Fatalf("CONTRACT.md is stale in %d cells; run `make contract` (go run ./conformance/cmd/contract -write CONTRACT.md):%s",
+			len(changed), detail.String())
+	}
+}
+
+// The generator round-trips: rewriting twice changes nothing more, and
+// only the last two columns change.
+func TestRewriteContractOnlyEvidence(t *testing.T) {
+	b, err := os.ReadFile("../CONTRACT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := ParseContract(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := loadSuite(t).Evidence(cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, _ := RewriteContract(string(b), ev)
+	twice, changed := RewriteContract(once, ev)
+	if twice != once || len(changed) != 0 {
+		t.Fatalf("second rewrite changed %v", changed)
+	}
+	after, err := ParseContract(once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(cells) {
+		t.Fatalf("%d cells after rewrite, %d before", len(after), len(cells))
+	}
+	for i := range cells {
+		if after[i].ID != cells[i].ID || after[i].Behaviour != cells[i].Behaviour {
+			t.Fatalf("cell %s: text changed by the rewrite", cells[i].ID)
+		}
+		if e := ev[cells[i].ID]; after[i].Test != e.Test || after[i].Label != e.Label {
+			t.Fatalf("cell %s: got %q %q, want %q %q", cells[i].ID, after[i].Test, after[i].Label, e.Test, e.Label)
+		}
+	}
+	for _, c := range after {
+		if c.GPUOnly && c.Label == "D" {
+			t.Fatalf("GPU-only cell %s labelled D", c.ID)
+		}
+	}
+}

@@ -1,0 +1,427 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-dev/sluice/server"
+)
+
+// Instance is a server the runner started for a case (or the shared one).
+type Instance interface {
+	// URL is the base URL, http://127.0.0.1:PORT.
+	URL() string
+	// Handler is the in-process server's handler (nil for a binary): it
+	// answers like the listener even after the listener has closed.
+	Handler() http.Handler
+	// Shutdown begins the shutdown as the first SIGINT/SIGTERM would.
+	Shutdown(sig string) error
+	// Signal sends a later signal: a binary gets it; in-process it is a
+	// second Shutdown call, which must change nothing.
+	Signal(sig string) error
+	// Done is closed when the server has exited; ExitErr is then its
+	// error (Shutdown's result, or the process's exit status).
+	Done() <-chan struct{}
+	ExitErr() error
+	// ShutdownBegan is when Shutdown was called (zero before).
+	ShutdownBegan() time.Time
+	// Logs returns everything the server logged so far.
+	Logs() string
+	// OpenSessions reports the fixture's open sessions (in-process only).
+	OpenSessions() (int, bool)
+	// Close stops the server if it still runs and reports what it left
+	// behind (fixture sessions, broken session rules, a failed exit).
+	Close() error
+}
+
+// Launcher starts servers for cases that need their own.
+type Launcher interface {
+	Start(spec ServerSpec) (Instance, error)
+	// Kind is "in-process" or "binary".
+	Kind() string
+}
+
+// defaultShutdownTimeout is the --shutdown-timeout of servers whose spec
+// sets none: long enough never to matter in a passing case.
+const defaultShutdownTimeout = 10 * time.Second
+
+func (sp *ServerSpec) shutdownTimeout() time.Duration {
+	switch {
+	case sp.ShutdownTimeoutMS < 0:
+		return 0
+	case sp.ShutdownTimeoutMS == 0:
+		return defaultShutdownTimeout
+	}
+	return time.Duration(sp.ShutdownTimeoutMS) * time.Millisecond
+}
+
+// config returns the server.Config of spec, listening on loopback.
+func (sp *ServerSpec) config(modelsRoot string) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ModelsRoot = modelsRoot
+	cfg.ParallelJobs = boolOr(sp.ParallelJobs, true)
+	cfg.UIManagement = boolOr(sp.UIManagement, true)
+	cfg.Fixture = boolOr(sp.Fixture, true)
+	cfg.APIKey, cfg.ManagementKey = sp.APIKey, sp.ManagementKey
+	cfg.MaxLoadedModels = sp.MaxLoadedModels
+	cfg.MemoryBudgetMB = sp.MemoryBudgetMB
+	cfg.IdleTimeout = time.Duration(sp.IdleTimeoutMS) * time.Millisecond
+	cfg.AdmissionTimeout = time.Duration(sp.AdmissionTimeoutMS) * time.Millisecond
+	cfg.AdmissionCeiling = time.Duration(sp.AdmissionCeilingMS) * time.Millisecond
+	cfg.SerializeColdLoads = sp.SerializeColdLoads
+	cfg.ShutdownTimeout = sp.shutdownTimeout()
+	if sp.MaxBody > 0 {
+		cfg.MaxBody = sp.MaxBody
+	}
+	return cfg
+}
+
+// flags returns the `sluice serve` flags of spec.
+func (sp *ServerSpec) flags(modelsRoot, configFile string) []string {
+	a := []string{"serve", "--listen", "127.0.0.1:0", "--models-root", modelsRoot, "--config", configFile,
+		"--shutdown-timeout", sp.shutdownTimeout().String()}
+	on := func(b bool, flag string) {
+		if b {
+			a = append(a, flag)
+		}
+	}
+	on(boolOr(sp.ParallelJobs, true), "--parallel-jobs")
+	on(boolOr(sp.UIManagement, true), "--ui-management")
+	on(boolOr(sp.Fixture, true), "--fixture")
+	on(sp.SerializeColdLoads, "--serialize-cold-loads")
+	if sp.APIKey != "" {
+		a = append(a, "--api-key", sp.APIKey)
+	}
+	if sp.ManagementKey != "" {
+		a = append(a, "--management-key", sp.ManagementKey)
+	}
+	if sp.MaxLoadedModels > 0 {
+		a = append(a, "--max-loaded-models", strconv.Itoa(sp.MaxLoadedModels))
+	}
+	if sp.MemoryBudgetMB > 0 {
+		a = append(a, "--memory-budget", strconv.FormatInt(sp.MemoryBudgetMB, 10))
+	}
+	ms := func(v int64, flag string) {
+		if v > 0 {
+			a = append(a, flag, (time.Duration(v) * time.Millisecond).String())
+		}
+	}
+	ms(sp.IdleTimeoutMS, "--idle-timeout")
+	ms(sp.AdmissionTimeoutMS, "--admission-timeout")
+	ms(sp.AdmissionCeilingMS, "--admission-ceiling")
+	if sp.MaxBody > 0 {
+		a = append(a, "--max-body", strconv.FormatInt(sp.MaxBody, 10))
+	}
+	return a
+}
+
+// logBuffer collects a server's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// InProcess starts servers inside this process through package server,
+// listening on 127.0.0.1. Environment variables such as SLUICE_MUTANTS
+// apply as in any build (runtime.New reads them).
+type InProcess struct {
+	// CheckInvariants makes the runtime check the core's invariants after
+	// every event and panic on a violation (tests; never with mutants).
+	CheckInvariants bool
+
+	_ struct{}
+}
+
+// Kind returns "in-process".
+func (InProcess) Kind() string { return "in-process" }
+
+// Start builds and serves one server.
+func (l InProcess) Start(spec ServerSpec) (Instance, error) {
+	root, err := os.MkdirTemp("", "sluice-conformance-")
+	if err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s, err := server.New(spec.config(root), server.Options{Logger: log, CheckInvariants: l.CheckInvariants})
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("conformance: start server: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = s.Shutdown(context.Background())
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &inproc{s: s, root: root, logs: logs, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan struct{}),
+		bound: spec.shutdownTimeout() + 5*time.Second}
+	go func() {
+		err := s.Run(ctx, ln)
+		in.mu.Lock()
+		in.exitErr = err
+		in.mu.Unlock()
+		close(in.done)
+	}()
+	return in, nil
+}
+
+type inproc struct {
+	s      *server.Server
+	root   string
+	logs   *logBuffer
+	url    string
+	cancel context.CancelFunc
+	done   chan struct{}
+	bound  time.Duration // how long Close waits for the exit
+
+	mu      sync.Mutex
+	exitErr error
+	began   time.Time
+}
+
+func (in *inproc) URL() string           { return in.url }
+func (in *inproc) Handler() http.Handler { return in.s.Handler() }
+func (in *inproc) Done() <-chan struct{} { return in.done }
+func (in *inproc) Logs() string          { return in.logs.String() }
+func (in *inproc) OpenSessions() (int, bool) {
+	if fx := in.s.Fixture(); fx != nil {
+		return fx.OpenSessions(), true
+	}
+	return 0, false
+}
+
+func (in *inproc) ExitErr() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.exitErr
+}
+
+func (in *inproc) ShutdownBegan() time.Time {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.began
+}
+
+func (in *inproc) Shutdown(string) error {
+	in.mu.Lock()
+	if in.began.IsZero() {
+		in.began = time.Now()
+	}
+	in.mu.Unlock()
+	in.cancel() // what the first signal does in `sluice serve`
+	return nil
+}
+
+func (in *inproc) Signal(string) error {
+	if in.ShutdownBegan().IsZero() {
+		return in.Shutdown("")
+	}
+	// A second Shutdown call waits for the first and changes nothing.
+	go func() { _ = in.s.Shutdown(context.Background()) }()
+	return nil
+}
+
+func (in *inproc) Close() error {
+	_ = in.Shutdown("")
+	var errs []error
+	select {
+	case <-in.done:
+	case <-time.After(in.bound):
+		errs = append(errs, errors.New("server did not exit after its shutdown deadline"))
+	}
+	if fx := in.s.Fixture(); fx != nil {
+		if n := fx.OpenSessions(); n != 0 {
+			errs = append(errs, fmt.Errorf("%d fixture sessions left open after shutdown", n))
+		}
+		if v := fx.Violations(); len(v) > 0 {
+			errs = append(errs, fmt.Errorf("fixture session rules broken: %v", v))
+		}
+	}
+	_ = os.RemoveAll(in.root)
+	return errors.Join(errs...)
+}
+
+// Binary starts `PATH serve ...` processes on 127.0.0.1 with a free port.
+// Env is added to the process environment (for example
+// SLUICE_MUTANTS=barge).
+type Binary struct {
+	Path string
+	Env  []string
+
+	_ struct{}
+}
+
+// Kind returns "binary".
+func (Binary) Kind() string { return "binary" }
+
+var listeningRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// Start runs the binary and waits until it logs its listening address.
+func (l Binary) Start(spec ServerSpec) (Instance, error) {
+	root, err := os.MkdirTemp("", "sluice-conformance-")
+	if err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	cfgFile := filepath.Join(root, "models.yaml")
+	if err := os.WriteFile(cfgFile, []byte("models: []\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	cmd := exec.Command(l.Path, spec.flags(root, cfgFile)...)
+	cmd.Env = append(os.Environ(), l.Env...)
+	pr, pw := io.Pipe()
+	logs := &logBuffer{}
+	cmd.Stderr = pw
+	cmd.Stdout = logs
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("conformance: start %s: %w", l.Path, err)
+	}
+	b := &binproc{cmd: cmd, root: root, logs: logs, done: make(chan struct{}), bound: spec.shutdownTimeout() + 5*time.Second}
+	addr := make(chan string, 1)
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			_, _ = logs.Write([]byte(line + "\n"))
+			if m := listeningRe.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		err := cmd.Wait()
+		_ = pw.Close()
+		<-scanned
+		b.mu.Lock()
+		b.exitErr = err
+		b.mu.Unlock()
+		close(b.done)
+	}()
+	select {
+	case a := <-addr:
+		b.url = "http://" + a
+		return b, nil
+	case <-b.done:
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("conformance: %s exited before listening: %v\n%s", l.Path, b.ExitErr(), logs.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-b.done
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("conformance: %s did not log its address within 30s\n%s", l.Path, logs.String())
+	}
+}
+
+type binproc struct {
+	cmd   *exec.Cmd
+	root  string
+	logs  *logBuffer
+	url   string
+	done  chan struct{}
+	bound time.Duration // how long Close waits for the exit before it kills
+
+	mu      sync.Mutex
+	exitErr error
+	began   time.Time
+}
+
+func (b *binproc) URL() string               { return b.url }
+func (b *binproc) Handler() http.Handler     { return nil }
+func (b *binproc) Done() <-chan struct{}     { return b.done }
+func (b *binproc) Logs() string              { return b.logs.String() }
+func (b *binproc) OpenSessions() (int, bool) { return 0, false }
+
+func (b *binproc) ExitErr() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.exitErr
+}
+
+func (b *binproc) ShutdownBegan() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.began
+}
+
+func signalOf(name string) os.Signal {
+	if name == "INT" {
+		return syscall.SIGINT
+	}
+	return syscall.SIGTERM
+}
+
+func (b *binproc) Shutdown(sig string) error {
+	b.mu.Lock()
+	if b.began.IsZero() {
+		b.began = time.Now()
+	}
+	b.mu.Unlock()
+	return b.Signal(sig)
+}
+
+func (b *binproc) Signal(sig string) error {
+	select {
+	case <-b.done:
+		return nil
+	default:
+	}
+	if err := b.cmd.Process.Signal(signalOf(sig)); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("conformance: signal: %w", err)
+	}
+	return nil
+}
+
+func (b *binproc) Close() error {
+	var errs []error
+	select {
+	case <-b.done:
+	default:
+		_ = b.Shutdown("TERM")
+		select {
+		case <-b.done:
+		case <-time.After(b.bound):
+			_ = b.cmd.Process.Kill()
+			<-b.done
+			errs = append(errs, errors.New("server process did not exit after its shutdown deadline; killed"))
+		}
+	}
+	_ = os.RemoveAll(b.root)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,62 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `sluice conformance --target` against the shared server: a table per
+// matrix, exit 0, and the JSON report.
+func TestMainAgainstTarget(t *testing.T) {
+	var out, errb bytes.Buffer
+	js := filepath.Join(t.TempDir(), "report.json")
+	code := Main([]string{"--target", sharedURL, "--run", `^ops\.ready\.|^two\.a-full`, "--json", js, "--lin", "2"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"Operations crossed with model states (ops)", "ops.ready.infer", "pass", "Two-model situations (two)",
+		"Linearizability over HTTP: 2 histories, 0 not linearizable"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) == 0 || rep.Lin == nil || rep.Lin.Histories != 2 {
+		t.Fatalf("json report: %+v", rep)
+	}
+}
+
+// Against a server with a planted core bug the command fails and names the
+// cell (the runner starts its own server, which reads SLUICE_MUTANTS).
+func TestMainNamesTheCellAMutantBreaks(t *testing.T) {
+	t.Setenv("SLUICE_MUTANTS", "lifo")
+	var out, errb bytes.Buffer
+	code := Main([]string{"--run", `^ops\.ready\.infer$`, "--lin", "0", "--step-timeout", "2s"}, &out, &errb)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "FAILED cells: ops.ready.infer") {
+		t.Fatalf("output does not name the cell:\n%s", out.String())
+	}
+}
+
+func TestMainUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main([]string{"--bogus"}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	if code := Main([]string{"--list", "--run", "^reg"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "reg.same-id") {
+		t.Fatalf("--list: exit %d\n%s", code, out.String())
+	}
+}

@@ -1,0 +1,330 @@
+package conformance
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is one matrix file (matrices/<matrix>.yaml).
+type File struct {
+	// Matrix is the cell-ID prefix of the matrix ("ops", "two", ...).
+	Matrix string `yaml:"matrix"`
+	// Title is the matrix's heading in CONTRACT.md.
+	Title string `yaml:"title"`
+	// Situations are named step lists that cases inline with
+	// `- situation: NAME`; they are written with the same symbols as the
+	// cases that use them.
+	Situations map[string][]Step `yaml:"situations"`
+	// Cases are the file's test cases, each a test of its own.
+	Cases []Case `yaml:"cases"`
+	// Areas are cells whose label is derived from other cells (CONTRACT.md
+	// "Validation by area": an area is as strong as its weakest cell).
+	Areas map[string]Area `yaml:"areas"`
+
+	name string // file name, for messages
+}
+
+// Case is one test: a start situation, operations in arrival order and
+// what must be observed. Model and gate names in a case are symbols; the
+// runner maps them to IDs unique to the run and the case.
+type Case struct {
+	// Name is the case's unique name, usually its main cell ID; it names
+	// the Go subtest (TestConformance/<Name>) and the report's row.
+	Name string `yaml:"name"`
+	// Covers lists the cells this case exercises fully (label D).
+	Covers []string `yaml:"covers"`
+	// Partial lists the cells this case exercises partially (label P).
+	Partial []string `yaml:"partial"`
+	// Missing says, for Partial cells, what the case does not check.
+	Missing string `yaml:"missing"`
+	// Server, when set, runs the case on its own server started with these
+	// settings (residency limits, timeouts, shutdown, modes).
+	Server *ServerSpec `yaml:"server"`
+	// Steps are run in order.
+	Steps []Step `yaml:"steps"`
+
+	file  string
+	index int
+}
+
+// Area derives one cell's label from the cells its scope rests on: the
+// weakest of them, capped at Cap (P or U) when part of the scope lies
+// outside the suite (real engines, a GPU), as Why says.
+type Area struct {
+	Cells []string `yaml:"cells"`
+	Cap   string   `yaml:"cap"`
+	Why   string   `yaml:"why"`
+}
+
+// ServerSpec are the settings of a server the runner starts for one case:
+// the flags of `sluice serve`. Unset booleans ParallelJobs, UIManagement
+// and Fixture default to true.
+type ServerSpec struct {
+	ParallelJobs       *bool  `yaml:"parallel_jobs"`
+	UIManagement       *bool  `yaml:"ui_management"`
+	Fixture            *bool  `yaml:"fixture"`
+	APIKey             string `yaml:"api_key"`
+	ManagementKey      string `yaml:"management_key"`
+	MaxLoadedModels    int    `yaml:"max_loaded_models"`
+	MemoryBudgetMB     int64  `yaml:"memory_budget_mb"`
+	IdleTimeoutMS      int64  `yaml:"idle_timeout_ms"`
+	AdmissionTimeoutMS int64  `yaml:"admission_timeout_ms"`
+	AdmissionCeilingMS int64  `yaml:"admission_ceiling_ms"`
+	SerializeColdLoads bool   `yaml:"serialize_cold_loads"`
+	// ShutdownTimeoutMS is --shutdown-timeout; 0 means the runner's default
+	// (10 s), -1 means none (wait for finite work).
+	ShutdownTimeoutMS int64 `yaml:"shutdown_timeout_ms"`
+	MaxBody           int64 `yaml:"max_body"`
+	// Binary says the case needs a real process (signals); it is skipped
+	// unless the runner has a binary (--binary, or the in-process test's
+	// own build of cmd/sluice).
+	Binary bool `yaml:"binary"`
+}
+
+func boolOr(p *bool, def bool) bool {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// Step is one step of a case: a mapping with exactly one key, the step's
+// kind, whose value is decoded into that kind's argument type (stepKinds).
+type Step struct {
+	Kind string
+	Arg  any
+	Line int
+	File string // the file the step is written in (a situation's file)
+}
+
+// UnmarshalYAML decodes a step strictly: one key, a known kind, and an
+// argument without unknown fields.
+func (s *Step) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode || len(n.Content) != 2 {
+		return fmt.Errorf("line %d: a step is a mapping with exactly one key (its kind)", n.Line)
+	}
+	kind := n.Content[0].Value
+	mk, ok := stepKinds[kind]
+	if !ok {
+		return fmt.Errorf("line %d: unknown step %q (known: %s)", n.Line, kind, strings.Join(stepKindNames(), ", "))
+	}
+	arg := mk()
+	if err := decodeStrictNode(n.Content[1], arg); err != nil {
+		return fmt.Errorf("line %d: step %s: %w", n.Line, kind, err)
+	}
+	s.Kind, s.Arg, s.Line = kind, arg, n.Line
+	return nil
+}
+
+// decodeStrictNode decodes a node refusing unknown fields (yaml.Node.Decode
+// has no strict mode, so the node is re-encoded and decoded strictly).
+func decodeStrictNode(n *yaml.Node, out any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(out)
+}
+
+// stepKinds maps each step kind to a constructor of its argument.
+var stepKinds = map[string]func() any{
+	"situation":    func() any { return new(string) },
+	"put":          func() any { return new(PutStep) },
+	"infer":        func() any { return new(InferStep) },
+	"load":         func() any { return new(TargetStep) },
+	"unload":       func() any { return new(TargetStep) },
+	"bulk":         func() any { return new(BulkStep) },
+	"http":         func() any { return new(HTTPStep) },
+	"open":         func() any { return new(string) },
+	"await_gate":   func() any { return new(GateStep) },
+	"model":        func() any { return new(ModelExpect) },
+	"await_model":  func() any { return new(ModelExpect) },
+	"absent":       func() any { return new(string) },
+	"list":         func() any { return new(ListStep) },
+	"pending":      func() any { return new([]string) },
+	"await":        func() any { return new(AwaitStep) },
+	"await_chunks": func() any { return new(ChunkStep) },
+	"disconnect":   func() any { return new(string) },
+	"shutdown":     func() any { return new(ShutdownStep) },
+	"exited":       func() any { return new(ExitStep) },
+	"refused":      func() any { return new(bool) },
+	"log":          func() any { return new(LogStep) },
+	"stall":        func() any { return new(StallStep) },
+	"sessions":     func() any { return new(int) },
+	"signal":       func() any { return new(string) },
+}
+
+func stepKindNames() []string {
+	var out []string
+	for k := range stepKinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Call is what every step that sends a request shares: `as` makes it
+// asynchronous (the case goes on at once and later steps refer to the call
+// by that name); without it the step waits for the answer and checks
+// `expect` (default: status 200).
+type Call struct {
+	As     string  `yaml:"as"`
+	Expect *Expect `yaml:"expect"`
+}
+
+// Expect is what an answer must show. Unset fields are not checked.
+type Expect struct {
+	// Status is the HTTP status (default 200 where an Expect is implied).
+	Status int `yaml:"status"`
+	// Error is the error body's type (invalid_request_error, server_busy, ...).
+	Error string `yaml:"error"`
+	// RetryAfter checks that a Retry-After header is present (true) or absent.
+	RetryAfter *bool `yaml:"retry_after"`
+	// Body is a subset of the JSON answer: objects match by key, arrays
+	// exactly, strings equal to a model symbol match its ID.
+	Body map[string]any `yaml:"body"`
+	// Chunks is the number of data events of a stream before [DONE].
+	Chunks *int `yaml:"chunks"`
+	// Done says the stream ended with `data: [DONE]` (true) or without it.
+	Done *bool `yaml:"done"`
+	// ErrorEvent says the stream carried an `event: error`.
+	ErrorEvent *bool `yaml:"error_event"`
+	// Header are header values the answer must carry.
+	Header map[string]string `yaml:"header"`
+	// WithinMS bounds the time from sending the request to its answer.
+	WithinMS int64 `yaml:"within_ms"`
+	// Disconnected: the client gave up (disconnect step); no answer read.
+	Disconnected bool `yaml:"disconnected"`
+	// Failed: the exchange failed at the transport level (connection
+	// refused or closed by the server without an answer).
+	Failed bool `yaml:"failed"`
+	// Any accepts whatever became of the exchange (an answer or a
+	// transport failure), as long as the client did not disconnect.
+	Any bool `yaml:"any"`
+	// Exact makes Body an exact match of the whole JSON answer.
+	Exact bool `yaml:"exact"`
+}
+
+// PutStep sends PUT /v1/models/{model}: register or reconfigure. The spec
+// defaults to engine fixture and task tts; slots is sent only when given
+// (so `slots: null` sends null), options with gate names mapped.
+type PutStep struct {
+	Model              string         `yaml:"model"`
+	Engine             *string        `yaml:"engine"`
+	Task               *string        `yaml:"task"`
+	Checkpoint         *string        `yaml:"checkpoint"`
+	Slots              yaml.Node      `yaml:"slots"`
+	Options            map[string]any `yaml:"options"`
+	AdmissionTimeoutMS *int64         `yaml:"admission_timeout_ms"`
+	MaxQueue           *int           `yaml:"max_queue"`
+	// Raw replaces the JSON body (symbols written $NAME are mapped).
+	Raw  string `yaml:"raw"`
+	Call `yaml:",inline"`
+}
+
+// InferStep sends POST /v1/models/{model}/infer. Input gate and chunk_gate
+// names are mapped like every gate.
+type InferStep struct {
+	Model   string         `yaml:"model"`
+	Input   map[string]any `yaml:"input"`
+	Stream  bool           `yaml:"stream"`
+	Timeout *int64         `yaml:"timeout_ms"`
+	// HeaderTimeout sets the Sluice-Admission-Timeout-Ms header.
+	HeaderTimeout *string `yaml:"header_timeout_ms"`
+	Call          `yaml:",inline"`
+}
+
+// TargetStep is load or unload of one model.
+type TargetStep struct {
+	Model string `yaml:"model"`
+	Call  `yaml:",inline"`
+}
+
+// BulkStep sends POST /v1/models/unload with the mapped IDs.
+type BulkStep struct {
+	Models []string `yaml:"models"`
+	Call   `yaml:",inline"`
+}
+
+// HTTPStep is any request: method, path (symbols written $NAME mapped),
+// a raw body or a JSON body, headers. Via "handler" it goes to the
+// in-process server's handler instead of the listener (the window after
+// the listener closed; in-process only).
+type HTTPStep struct {
+	Method  string            `yaml:"method"`
+	Path    string            `yaml:"path"`
+	Body    string            `yaml:"body"`
+	JSON    any               `yaml:"json"`
+	Headers map[string]string `yaml:"headers"`
+	Via     string            `yaml:"via"`
+	Call    `yaml:",inline"`
+}
+
+// GateStep waits until exactly Waiting steps wait at Gate (default 1).
+type GateStep struct {
+	Gate    string `yaml:"gate"`
+	Waiting *int   `yaml:"waiting"`
+}
+
+// ModelExpect is a subset of a model object, keyed like the JSON (state,
+// loaded, slots, active_slots, queued_requests, queued_managers,
+// max_parallel_slots, config_version, task, engine), plus `model`.
+type ModelExpect map[string]any
+
+// ListStep checks GET /v1/models: the models listed (in registration
+// order, among this case's symbols) and those absent.
+type ListStep struct {
+	Has    []string `yaml:"has"`
+	Absent []string `yaml:"absent"`
+}
+
+// AwaitStep waits for an asynchronous call and checks its answer.
+type AwaitStep struct {
+	Call   string `yaml:"call"`
+	Expect `yaml:",inline"`
+}
+
+// ChunkStep waits until a streamed call has received N data events.
+type ChunkStep struct {
+	Call string `yaml:"call"`
+	N    int    `yaml:"n"`
+}
+
+// ShutdownStep begins the shutdown of the case's own server: in-process
+// the equivalent of the first signal, with a binary SIGTERM (or Signal).
+type ShutdownStep struct {
+	Signal string `yaml:"signal"` // TERM (default) or INT; binary only matters
+}
+
+// ExitStep waits for the case's own server to exit. MinMS and MaxMS bound
+// the time since the shutdown began; Error says Shutdown reported a
+// passed deadline (in-process) or a non-zero exit (binary).
+type ExitStep struct {
+	MinMS int64 `yaml:"min_ms"`
+	MaxMS int64 `yaml:"max_ms"`
+	Error *bool `yaml:"error"`
+}
+
+// LogStep checks the case's own server's log: Contains must occur Count
+// times (default: at least once).
+type LogStep struct {
+	Contains string `yaml:"contains"`
+	Count    *int   `yaml:"count"`
+	Absent   bool   `yaml:"absent"`
+}
+
+// StallStep opens a raw connection that stalls: "header" (a partial
+// request header), "body" (a header announcing a body never sent),
+// "unread" (a streamed inference whose answer is never read; needs Model).
+type StallStep struct {
+	As    string         `yaml:"as"`
+	Kind  string         `yaml:"kind"`
+	Model string         `yaml:"model"`
+	Input map[string]any `yaml:"input"`
+}
