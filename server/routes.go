@@ -42,6 +42,9 @@ func (s *Server) routes() http.Handler {
 
 	// Inference.
 	r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
+	r.Post("/v1/audio/speech", adapt(s.handleSpeech))
+	r.Post("/v1/audio/transcriptions", adapt(s.handleTranscription))
+	r.Post("/v1/audio/voice-activity", adapt(s.handleVoiceActivity))
 
 	// Management.
 	r.Group(func(r chi.Router) {

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/engines"
+	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/backends/onnx"
+	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+)
+
+// TestAudioEndpoints drives the OpenAI-compatible task endpoints end to end
+// on loopback with the real engines: flite speaks a command through
+// /v1/audio/speech, pocketsphinx transcribes that WAV through
+// /v1/audio/transcriptions (json and text), Silero finds speech in it
+// through /v1/audio/voice-activity, and unreadable audio is a 400.
+func TestAudioEndpoints(t *testing.T) {
+	for _, avail := range []func() error{flite.Available, pocketsphinx.Available, onnx.Available} {
+		if err := avail(); err != nil {
+			if os.Getenv("SLUICE_REQUIRE_ENGINES") != "" {
+				t.Fatalf("engine library missing: %v (run make deps)", err)
+			}
+			t.Skipf("engine library missing: %v (make deps installs it)", err)
+		}
+	}
+	root := t.TempDir()
+	src := catalogue.DefaultSources("")
+	var recipes []catalogue.Recipe
+	for _, n := range []string{catalogue.FliteSLT, catalogue.PocketsphinxEnUS, catalogue.SileroV5} {
+		r, err := catalogue.DefaultRecipe(src, n)
+		if err != nil {
+			t.Skipf("default models not buildable here: %v (make deps)", err)
+		}
+		recipes = append(recipes, r)
+	}
+	if _, err := catalogue.Build(root, recipes); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ParallelJobs, cfg.ModelsRoot = true, root
+	s, err := New(cfg, Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer func() {
+		client.CloseIdleConnections()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	two := json.RawMessage("2")
+	if err := s.RegisterModels(context.Background(), []ModelEntry{
+		{ID: "tts", Spec: ModelSpec{Engine: "flite", Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two}},
+		{ID: "asr", Spec: ModelSpec{Engine: "pocketsphinx", Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two}},
+		{ID: "vad", Spec: ModelSpec{Engine: "onnx", Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	post := func(path, ctype string, body []byte) (int, string, []byte) {
+		t.Helper()
+		resp, err := client.Post(url+path, ctype, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), b
+	}
+	upload := func(path, model, format string, wav []byte) (int, []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", "speech.wav")
+		_, _ = fw.Write(wav)
+		_ = mw.WriteField("model", model)
+		if format != "" {
+			_ = mw.WriteField("response_format", format)
+		}
+		_ = mw.Close()
+		code, _, b := post(path, mw.FormDataContentType(), buf.Bytes())
+		return code, b
+	}
+
+	code, ctype, wav := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door."}`))
+	if code != 200 || ctype != "audio/wav" || len(wav) < 10000 || string(wav[:4]) != "RIFF" {
+		t.Fatalf("speech: %d %s %d bytes %q", code, ctype, len(wav), wav[:min(len(wav), 80)])
+	}
+	code, b := upload("/v1/audio/transcriptions", "asr", "", wav)
+	var tr struct{ Text string }
+	if code != 200 || json.Unmarshal(b, &tr) != nil {
+		t.Fatalf("transcription: %d %s", code, b)
+	}
+	heard := 0
+	for _, w := range []string{"open", "the", "garage", "door"} {
+		if strings.Contains(" "+tr.Text+" ", " "+w+" ") {
+			heard++
+		}
+	}
+	if heard < 3 {
+		t.Fatalf("transcript %q of %q", tr.Text, "open the garage door")
+	}
+	if code, b := upload("/v1/audio/transcriptions", "asr", "text", wav); code != 200 || strings.TrimSpace(string(b)) != tr.Text {
+		t.Fatalf("text transcription: %d %q", code, b)
+	}
+	code, _, b = post("/v1/audio/voice-activity?model=vad", "audio/wav", wav)
+	var vad struct {
+		Segments []struct{ Start, End float64 }
+	}
+	if code != 200 || json.Unmarshal(b, &vad) != nil || len(vad.Segments) == 0 || vad.Segments[0].End <= vad.Segments[0].Start {
+		t.Fatalf("voice activity: %d %s", code, b)
+	}
+	if code, b := upload("/v1/audio/transcriptions", "asr", "", []byte("not a wav file at all")); code != 400 || !strings.Contains(string(b), "invalid_request_error") {
+		t.Fatalf("unreadable audio: %d %s", code, b)
+	}
+	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"mp3"}`)); code != 400 {
+		t.Fatalf("mp3: %d %s", code, b)
+	}
+	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"nope","input":"hi"}`)); code != 404 {
+		t.Fatalf("unknown model: %d %s", code, b)
+	}
+}
