@@ -225,3 +225,9 @@ func describe(recs []core.Record) string {
 	}
 	return b.String()
 }
+
+// fakeTime lets d of fake time pass inside a testing/synctest bubble: the
+// bubble's goroutines run until all of them block, then its clock jumps.
+// Every caller runs inside synctest.Test, so it never waits in real time and
+// no ordering depends on it; it exists so that fake-time steps read as such.
+func fakeTime(d time.Duration) { <-time.After(d) }

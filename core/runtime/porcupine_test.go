@@ -175,7 +175,7 @@ func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linHistory {
 		wg.Go(func() {
 			for k := range nops {
 				if d := crng.IntN(4); d > 0 {
-					time.Sleep(time.Duration(d-1) * time.Millisecond)
+					fakeTime(time.Duration(d-1) * time.Millisecond)
 				}
 				if k == 0 && crng.IntN(2) == 0 {
 					runOp(t, e, h, c, crng, anyAdmission, anyQueue, opApply) // register early

@@ -73,7 +73,7 @@ func TestInitialisingCancel(t *testing.T) {
 		if st := e.status("a"); st.ActiveSlots != 0 {
 			t.Fatalf("slot not given back: %+v", st)
 		}
-		time.Sleep(time.Second) // the started load finishes and publishes
+		fakeTime(time.Second) // the started load finishes and publishes
 		synctest.Wait()
 		if st := e.status("a"); !st.Loaded {
 			t.Fatalf("%+v", st)
@@ -127,7 +127,7 @@ func TestOverdueBlockers(t *testing.T) {
 		e := newEnv(t, core.Options{})
 		e.apply("a", spec(1, `{}`))
 		hold := e.infer(bg, "a", `{"infer_ms":10000}`, InferOptions{})
-		time.Sleep(2 * time.Second)
+		fakeTime(2 * time.Second)
 		t0 := time.Now()
 		_, err := e.rt.Infer(bg, "a", backends.Request{}, InferOptions{Timeout: dur(time.Second)})
 		if !errors.Is(err, ErrServerBusy) || time.Since(t0) != 0 {
@@ -146,11 +146,11 @@ func TestIdleRetirement(t *testing.T) {
 		e := newEnv(t, core.Options{IdleTimeout: int64(5 * time.Second)})
 		e.apply("a", spec(2, `{}`))
 		e.apply("b", spec(1, `{}`))
-		time.Sleep(3 * time.Second)
+		fakeTime(3 * time.Second)
 		if _, err := e.rt.Infer(bg, "b", backends.Request{}, InferOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2*time.Second + time.Millisecond)
+		fakeTime(2*time.Second + time.Millisecond)
 		synctest.Wait()
 		if a, b := e.status("a"), e.status("b"); a.Loaded || a.State != core.Unloaded || !b.Loaded {
 			t.Fatalf("after 5s: a %+v b %+v", a, b)
@@ -158,7 +158,7 @@ func TestIdleRetirement(t *testing.T) {
 		if n := e.fx.OpenSessions(); n != 1 {
 			t.Fatalf("%d sessions open, want b's one", n)
 		}
-		time.Sleep(3 * time.Second)
+		fakeTime(3 * time.Second)
 		synctest.Wait()
 		if b := e.status("b"); b.Loaded {
 			t.Fatalf("b idle for 5s: %+v", b)
@@ -179,9 +179,9 @@ func TestEvictionAndRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, core.Options{MaxLoadedModels: 2, MemoryBudgetMB: 1000})
 		e.apply("a", spec(1, `{"memory_mb":400}`))
-		time.Sleep(time.Millisecond)
+		fakeTime(time.Millisecond)
 		e.apply("b", spec(1, `{"memory_mb":400}`))
-		time.Sleep(time.Millisecond)
+		fakeTime(time.Millisecond)
 		e.rt.Infer(bg, "a", backends.Request{}, InferOptions{}) // b is now least recently used
 		e.apply("c", spec(1, `{"memory_mb":400,"teardown_ms":10}`))
 		if a, b, c := e.status("a"), e.status("b"), e.status("c"); !a.Loaded || b.Loaded || !c.Loaded {

@@ -131,7 +131,7 @@ func TestTraceReplays(t *testing.T) {
 		e.apply("c", spec(1, `{"teardown_ms":5}`)) // evicts b
 		e.rt.Infer(bg, "nope", backends.Request{}, InferOptions{})
 		e.rt.BulkUnload(bg, []string{"c", "x"})
-		time.Sleep(2 * time.Second) // idle retirement of a
+		fakeTime(2 * time.Second) // idle retirement of a
 		synctest.Wait()
 		if err := e.rt.Shutdown(bg); err != nil {
 			t.Fatal(err)
