@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/fixture"
@@ -12,6 +14,9 @@ import (
 // benchmark: more callers than slots at 1, 2 and 4 slots, so admission
 // queues and hands off, as a buffered-channel semaphore would.
 const benchParallelism = 4
+
+// clockSink keeps the clock reads of the semaphore-clock baseline alive.
+var clockSink atomic.Int64
 
 // BenchmarkHandoff measures submit, grant and release through the runtime
 // on a warm zero-work fixture model at 1, 2, 4 and 16 slots, beside a
@@ -30,6 +35,25 @@ func BenchmarkHandoff(b *testing.B) {
 					sem <- struct{}{}
 					<-sem
 				}
+			})
+		})
+		// The semaphore plus the two monotonic clock reads every runtime
+		// acquire and release makes (one per core event): not the issue's
+		// baseline, but it shows how much of the gap is the clock alone.
+		b.Run(fmt.Sprintf("slots=%d/semaphore-clock", slots), func(b *testing.B) {
+			sem := make(chan struct{}, slots)
+			start := time.Now()
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var sink time.Duration
+				for pb.Next() {
+					sink += time.Since(start)
+					sem <- struct{}{}
+					sink += time.Since(start)
+					<-sem
+				}
+				clockSink.Add(int64(sink))
 			})
 		})
 		b.Run(fmt.Sprintf("slots=%d/runtime-acquire", slots), func(b *testing.B) {
