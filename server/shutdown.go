@@ -67,10 +67,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 //	(5) When the last connection has closed (every handler has returned),
 //	    the runtime's drain ends: leases are released, pools torn down,
 //	    backend goroutines joined.
-//	(6) If ctx ends first, every connection is closed at once, the runtime
-//	    cancels backend work through its context, and Shutdown waits only
-//	    for the handlers and backend steps to observe the cancellation (the
-//	    engines' cancellation latency).
+//	(6) A quarter of the timeout before ctx's deadline (at most
+//	    deadlineGrace before it), the runtime cancels backend work through
+//	    its context. Handlers whose work was cancelled answer their
+//	    clients meanwhile: a waiter whose cold load was cancelled gets 500
+//	    internal_error, a cancelled inference 503 shutting_down
+//	    (CONTRACT.md ops.loading.shutdown, time.shutdown-cold-load). When
+//	    ctx ends, every connection still open is closed at once, and
+//	    Shutdown waits only for the handlers and backend steps to observe
+//	    the cancellation (the engines' cancellation latency).
 //
 // It returns nil when everything drained in time, else an error wrapping
 // ctx's cause. Calling it again waits for the first call and returns its
@@ -90,8 +95,10 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.log.Info("shutting down", "deadline", deadlineOf(ctx))
 	empty := s.conns.beginShutdown(start)
 
-	rtDone := make(chan error, 1) // (2)
-	go func() { rtDone <- s.rt.Shutdown(ctx) }()
+	rtCtx, rtCancel := runtimeDeadline(ctx) // (2)
+	defer rtCancel()
+	rtDone := make(chan error, 1)
+	go func() { rtDone <- s.rt.Shutdown(rtCtx) }()
 
 	hctx, hcancel := context.WithCancel(context.Background()) // (3)
 	httpDone := make(chan struct{})
@@ -135,6 +142,24 @@ wait:
 	}
 	s.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+// deadlineGrace is the most time, before the shutdown deadline, that
+// handlers get to answer for backend work the runtime cancelled: the
+// runtime's deadline comes a quarter of the timeout earlier, at most this
+// much, so --shutdown-timeout still bounds the whole exit.
+const deadlineGrace = time.Second
+
+// runtimeDeadline returns the context the runtime's shutdown runs under:
+// ctx with its deadline moved earlier by min(deadlineGrace, a quarter of
+// the time left). Without a deadline it is ctx.
+func runtimeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	grace := min(deadlineGrace, time.Until(dl)/4)
+	return context.WithDeadline(ctx, dl.Add(-grace))
 }
 
 func deadlineOf(ctx context.Context) string {
