@@ -74,7 +74,8 @@ func loadSuite(t testing.TB) *Suite {
 // TestConformance/<case name>.
 func TestConformance(t *testing.T) {
 	s := loadSuite(t)
-	opts := Options{Launcher: InProcess{CheckInvariants: true}, StepTimeout: 20 * time.Second, Slack: testSlack}
+	opts := Options{Launcher: InProcess{CheckInvariants: true}, StepTimeout: 20 * time.Second, Slack: testSlack,
+		ModelsRoot: DefaultModelsRoot("../models")}
 	tag := NewRunTag() // -count=N reuses the shared server: every run needs its own IDs
 	for _, c := range s.Cases {
 		t.Run(c.Name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -76,6 +77,42 @@ func TestRewriteContractOnlyEvidence(t *testing.T) {
 	for _, c := range after {
 		if c.GPUOnly && c.Label == "D" {
 			t.Fatalf("GPU-only cell %s labelled D", c.ID)
+		}
+	}
+}
+
+// The tests an area names outside this suite (Area.External) exist: each
+// "DIR TestName" is a Go test in that package folder, each "make TARGET" a
+// target of the Makefile. A renamed test or target must not leave CONTRACT.md
+// naming evidence that is gone.
+func TestAreaExternalEvidenceExists(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, a := range loadSuite(t).Areas {
+		for _, x := range a.External {
+			dir, name, ok := strings.Cut(x, " ")
+			switch {
+			case !ok:
+				t.Errorf("area %s: external evidence %q is not \"DIR TestName\" or \"make TARGET\"", id, x)
+			case dir == "make":
+				if !strings.Contains("\n"+string(mk), "\n"+name+":") {
+					t.Errorf("area %s: the Makefile has no target %s", id, name)
+				}
+			default:
+				files, _ := filepath.Glob(filepath.Join("..", dir, "*_test.go"))
+				found := false
+				for _, f := range files {
+					b, err := os.ReadFile(f)
+					if err == nil && strings.Contains(string(b), "\nfunc "+name+"(t *testing.T)") {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("area %s: no test %s in %s", id, name, dir)
+				}
+			}
 		}
 	}
 }

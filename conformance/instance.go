@@ -44,6 +44,9 @@ type Instance interface {
 	Logs() string
 	// OpenSessions reports the fixture's open sessions (in-process only).
 	OpenSessions() (int, bool)
+	// TracePath is the scheduler trace the server writes (ndjson
+	// core.Records), or "" when the case did not ask for one.
+	TracePath() string
 	// Close stops the server if it still runs and reports what it left
 	// behind (fixture sessions, broken session rules, a failed exit).
 	Close() error
@@ -70,11 +73,30 @@ func (sp *ServerSpec) shutdownTimeout() time.Duration {
 	return time.Duration(sp.ShutdownTimeoutMS) * time.Millisecond
 }
 
-// config returns the server.Config of spec, listening on loopback.
-func (sp *ServerSpec) config(modelsRoot string) server.Config {
+// tracePath is where a server whose files live in root writes its trace.
+func (sp *ServerSpec) tracePath(root string) string {
+	if !sp.trace {
+		return ""
+	}
+	return filepath.Join(root, "trace.ndjson")
+}
+
+// modelsRootIn is the server's --models-root: the real engines' root for
+// a case that needs them, else the (empty) folder root.
+func (sp *ServerSpec) modelsRootIn(root string) string {
+	if len(sp.Engines) > 0 {
+		return sp.modelsRoot
+	}
+	return root
+}
+
+// config returns the server.Config of spec, listening on loopback, with its
+// files (models root, trace) in root.
+func (sp *ServerSpec) config(root string) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.ModelsRoot = modelsRoot
+	cfg.ModelsRoot = sp.modelsRootIn(root)
+	cfg.TraceFile = sp.tracePath(root)
 	cfg.ParallelJobs = boolOr(sp.ParallelJobs, true)
 	cfg.UIManagement = boolOr(sp.UIManagement, true)
 	cfg.Fixture = boolOr(sp.Fixture, true)
@@ -92,10 +114,13 @@ func (sp *ServerSpec) config(modelsRoot string) server.Config {
 	return cfg
 }
 
-// flags returns the `sluice serve` flags of spec.
-func (sp *ServerSpec) flags(modelsRoot, configFile string) []string {
-	a := []string{"serve", "--listen", "127.0.0.1:0", "--models-root", modelsRoot, "--config", configFile,
+// flags returns the `sluice serve` flags of spec, with its files in root.
+func (sp *ServerSpec) flags(root, configFile string) []string {
+	a := []string{"serve", "--listen", "127.0.0.1:0", "--models-root", sp.modelsRootIn(root), "--config", configFile,
 		"--shutdown-timeout", sp.shutdownTimeout().String()}
+	if p := sp.tracePath(root); p != "" {
+		a = append(a, "--trace", p)
+	}
 	on := func(b bool, flag string) {
 		if b {
 			a = append(a, flag)
@@ -171,7 +196,12 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 	}
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := server.New(spec.config(root), server.Options{Logger: log, CheckInvariants: l.CheckInvariants})
+	engines, err := realEngines(spec.Engines)
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
+	s, err := server.New(spec.config(root), server.Options{Logger: log, CheckInvariants: l.CheckInvariants, Engines: engines})
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("conformance: start server: %w", err)
@@ -184,7 +214,7 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &inproc{s: s, root: root, logs: logs, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan struct{}),
-		bound: spec.shutdownTimeout() + 5*time.Second}
+		bound: spec.shutdownTimeout() + 5*time.Second, trace: spec.tracePath(root)}
 	go func() {
 		err := s.Run(ctx, ln)
 		in.mu.Lock()
@@ -203,6 +233,7 @@ type inproc struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	bound  time.Duration // how long Close waits for the exit
+	trace  string
 
 	mu      sync.Mutex
 	exitErr error
@@ -210,6 +241,7 @@ type inproc struct {
 }
 
 func (in *inproc) URL() string           { return in.url }
+func (in *inproc) TracePath() string     { return in.trace }
 func (in *inproc) Handler() http.Handler { return in.s.Handler() }
 func (in *inproc) Done() <-chan struct{} { return in.done }
 func (in *inproc) Logs() string          { return in.logs.String() }
@@ -306,7 +338,8 @@ func (l Binary) Start(spec ServerSpec) (Instance, error) {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("conformance: start %s: %w", l.Path, err)
 	}
-	b := &binproc{cmd: cmd, root: root, logs: logs, done: make(chan struct{}), bound: spec.shutdownTimeout() + 5*time.Second}
+	b := &binproc{cmd: cmd, root: root, logs: logs, done: make(chan struct{}), bound: spec.shutdownTimeout() + 5*time.Second,
+		trace: spec.tracePath(root)}
 	addr := make(chan string, 1)
 	scanned := make(chan struct{})
 	go func() {
@@ -356,6 +389,7 @@ type binproc struct {
 	url   string
 	done  chan struct{}
 	bound time.Duration // how long Close waits for the exit before it kills
+	trace string
 
 	mu      sync.Mutex
 	exitErr error
@@ -363,6 +397,7 @@ type binproc struct {
 }
 
 func (b *binproc) URL() string               { return b.url }
+func (b *binproc) TracePath() string         { return b.trace }
 func (b *binproc) Handler() http.Handler     { return nil }
 func (b *binproc) Done() <-chan struct{}     { return b.done }
 func (b *binproc) Logs() string              { return b.logs.String() }

@@ -18,7 +18,9 @@ import (
 //	U  no case exercises it.
 //
 // A GPU-only cell is never D here (the fixture cannot show a device); its
-// Test column says GPU-only.
+// Test column says GPU-only. An area names the GPU-only cells that hold its
+// GPU part (Area.GPU) and the real engines' tests outside this suite that
+// exercise its real-engine part (Area.External) in its Test column.
 
 // TestPrefix is the Go test whose subtests are the cases.
 const TestPrefix = "TestConformance/"
@@ -94,8 +96,12 @@ func (s *Suite) Evidence(cells []Cell) (map[string]Evidence, error) {
 	}
 	full := map[string][]string{}
 	part := map[string][]string{}
+	notes := map[string]string{}
 	var errs []error
 	for _, c := range s.Cases {
+		if c.Note != "" {
+			notes[c.Name] = c.Note
+		}
 		for _, id := range c.Covers {
 			if _, ok := known[id]; !ok {
 				errs = append(errs, fmt.Errorf("case %s covers %s, which CONTRACT.md does not have", c.Name, id))
@@ -124,6 +130,14 @@ func (s *Suite) Evidence(cells []Cell) (map[string]Evidence, error) {
 				errs = append(errs, fmt.Errorf("area %s rests on another area, %s", id, m))
 			}
 		}
+		for _, m := range a.GPU {
+			if c, ok := known[m]; !ok || !c.GPUOnly {
+				errs = append(errs, fmt.Errorf("area %s: gpu names %s, which is not a GPU-only cell of CONTRACT.md", id, m))
+			}
+		}
+		if len(a.GPU) > 0 && a.GPUWhy == "" {
+			errs = append(errs, fmt.Errorf("area %s: gpu cells need gpu_why: what of the area only a GPU shows", id))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -133,9 +147,9 @@ func (s *Suite) Evidence(cells []Cell) (map[string]Evidence, error) {
 		var e Evidence
 		switch {
 		case len(full[c.ID]) > 0 && !c.GPUOnly:
-			e = Evidence{Test: testNames(full[c.ID]), Label: "D"}
+			e = Evidence{Test: testNames(full[c.ID], notes), Label: "D"}
 		case len(full[c.ID])+len(part[c.ID]) > 0:
-			e = Evidence{Test: testNames(append(full[c.ID], part[c.ID]...)), Label: "P"}
+			e = Evidence{Test: testNames(append(full[c.ID], part[c.ID]...), nil), Label: "P"}
 		default:
 			e = Evidence{Test: "—", Label: "U"}
 		}
@@ -198,6 +212,18 @@ func (s *Suite) areaEvidence(own Evidence, a Area, ev map[string]Evidence, gpu b
 		}
 		fmt.Fprintf(&b, " (%s: %s)", low, strings.Join(weakest, ", "))
 	}
+	if len(a.External) > 0 {
+		b.WriteString("; real engines: ")
+		for i, x := range a.External {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("`" + x + "`")
+		}
+	}
+	if len(a.GPU) > 0 {
+		fmt.Fprintf(&b, "; GPU-only part (%s): %s", a.GPUWhy, strings.Join(a.GPU, ", "))
+	}
 	if a.Cap != "" {
 		fmt.Fprintf(&b, "; at most %s: %s", a.Cap, a.Why)
 	}
@@ -210,8 +236,9 @@ func (s *Suite) areaEvidence(own Evidence, a Area, ev map[string]Evidence, gpu b
 	return Evidence{Test: b.String(), Label: label}
 }
 
-// testNames formats up to three test names; more are counted.
-func testNames(cases []string) string {
+// testNames formats up to three test names, each followed by its case's
+// note (if any); more are counted.
+func testNames(cases []string, notes map[string]string) string {
 	names := append([]string(nil), cases...)
 	sort.Strings(names)
 	var b strings.Builder
@@ -224,6 +251,9 @@ func testNames(cases []string) string {
 			b.WriteString(", ")
 		}
 		b.WriteString("`" + TestPrefix + n + "`")
+		if note := notes[n]; note != "" {
+			b.WriteString(" (" + note + ")")
+		}
 	}
 	return b.String()
 }

@@ -208,9 +208,11 @@ func runLinHistory(base, tag string, seed int64) (*linHistory, error) {
 	return h, nil
 }
 
-// codeOf maps an answer to the core's outcome code.
+// codeOf maps an answer to the core's outcome code. An exchange that
+// failed, before or after the status line (a client that goes away while
+// the body is read), has an unknown outcome.
 func codeOf(a *answer) (core.Code, bool) {
-	if a.err != nil && a.status == 0 {
+	if a.err != nil {
 		return core.CodeCancelled, true
 	}
 	if a.status == 200 {

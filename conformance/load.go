@@ -47,7 +47,7 @@ var (
 
 // ownServerSteps can run only on a server the runner started for the case.
 var ownServerSteps = map[string]bool{"shutdown": true, "exited": true, "log": true, "refused": true, "sessions": true,
-	"signal": true}
+	"signal": true, "teardowns": true, "folder": true}
 
 // LoadFS reads every *.yaml file of fsys as one matrix file.
 func LoadFS(fsys fs.FS) (*Suite, error) {
@@ -199,10 +199,27 @@ func (c *Case) validate() error {
 	if len(c.Partial) > 0 && c.Missing == "" {
 		return errors.New("partial cells need `missing`: what the case does not check")
 	}
+	if c.Runtime != "" {
+		if _, ok := runtimeChecks[c.Runtime]; !ok {
+			return fmt.Errorf("unknown runtime check %q (known: %s)", c.Runtime, strings.Join(runtimeCheckNames(), ", "))
+		}
+		if len(c.Steps) > 0 || c.Server != nil {
+			return errors.New("a runtime check has no steps and no server: it drives core/runtime in process")
+		}
+		return nil
+	}
 	if len(c.Steps) == 0 {
 		return errors.New("no steps")
 	}
+	if c.Server != nil {
+		for _, e := range c.Server.Engines {
+			if _, ok := realEngineNames[e]; !ok {
+				return fmt.Errorf("server.engines: unknown real engine %q", e)
+			}
+		}
+	}
 	calls := map[string]bool{}
+	folders := map[string]bool{}
 	ref := func(st Step, name string) error {
 		if !calls[name] {
 			return fmt.Errorf("line %d: %s refers to call %q, not started before", st.Line, st.Kind, name)
@@ -263,6 +280,23 @@ func (c *Case) validate() error {
 			err = ref(st, a.Call)
 		case *ChunkStep:
 			err = ref(st, a.Call)
+		case *FolderStep:
+			switch {
+			case !symbolRe.MatchString(a.As):
+				err = fmt.Errorf("line %d: folder needs `as`, a symbol", st.Line)
+			case folders[a.As]:
+				err = fmt.Errorf("line %d: folder %q made twice", st.Line, a.As)
+			}
+			folders[a.As] = true
+			for _, cp := range a.Checkpoints {
+				if cp.Name == "" && err == nil {
+					err = fmt.Errorf("line %d: a folder checkpoint needs a name", st.Line)
+				}
+			}
+		case *TeardownStep:
+			if a.Model == "" {
+				err = fmt.Errorf("line %d: teardowns needs a model", st.Line)
+			}
 		case *string:
 			if st.Kind == "disconnect" {
 				err = ref(st, *a)
@@ -305,10 +339,21 @@ func (c *Case) Matrix() string { return strings.TrimSuffix(path.Base(c.file), ".
 // NeedsBinary reports whether the case needs a real server process.
 func (c *Case) NeedsBinary() bool { return c.Server != nil && c.Server.Binary }
 
+// readsTrace reports whether a step reads the server's scheduler trace.
+func (c *Case) readsTrace() bool {
+	for _, st := range c.Steps {
+		if st.Kind == "teardowns" {
+			return true
+		}
+	}
+	return false
+}
+
 // afterShutdownOK are the steps that need no new connection once the
 // case's server has begun its shutdown.
 var afterShutdownOK = map[string]bool{"pending": true, "await": true, "await_chunks": true, "disconnect": true,
-	"refused": true, "exited": true, "log": true, "sessions": true, "signal": true, "shutdown": true}
+	"refused": true, "exited": true, "log": true, "sessions": true, "signal": true, "shutdown": true,
+	"teardowns": true}
 
 // UsesHandler reports whether a step goes to the in-process handler: an
 // explicit `via: handler`, or any step that sends a request after the

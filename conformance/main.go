@@ -39,6 +39,9 @@ It exits 1 when a case fails or a history is not linearizable.
   --parallel N     cases at once (default 8)
   --step-timeout D bound of every wait of a step (default 15s)
   --slack F        multiplies the time bounds cases state (default 1)
+  --models-root DIR  the real engines' models root, for the cases whose
+                   server serves them (default $SLUICE_MODELS_ROOT, else
+                   ./models when it exists; without one they are skipped)
   --matrices DIR   read the matrices from DIR instead of the built-in ones
   --list           list the cases and the cells they cover, run nothing
 `
@@ -60,6 +63,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	stepTimeout := fs.Duration("step-timeout", 15*time.Second, "")
 	slack := fs.Float64("slack", 1, "")
 	matrices := fs.String("matrices", "", "")
+	modelsRoot := fs.String("models-root", DefaultModelsRoot("models"), "")
 	list := fs.Bool("list", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,7 +86,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice conformance:", err)
 		return 1
 	}
-	o := Options{Target: strings.TrimRight(*target, "/"), Parallel: *parallel, StepTimeout: *stepTimeout, Slack: *slack}
+	o := Options{Target: strings.TrimRight(*target, "/"), Parallel: *parallel, StepTimeout: *stepTimeout, Slack: *slack,
+		ModelsRoot: *modelsRoot}
 	if *run != "" {
 		if o.Run, err = regexp.Compile(*run); err != nil {
 			fmt.Fprintln(stderr, "sluice conformance: --run:", err)

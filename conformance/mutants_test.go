@@ -38,7 +38,8 @@ func TestMutants(t *testing.T) {
 	if err != nil || b == "" {
 		t.Fatalf("the mutant run needs a build of cmd/sluice: %v", err)
 	}
-	o := Options{Launcher: Binary{Path: b}, StepTimeout: 5 * time.Second, Slack: testSlack, Parallel: 12}
+	o := Options{Launcher: Binary{Path: b}, StepTimeout: 5 * time.Second, Slack: testSlack, Parallel: 12,
+		ModelsRoot: DefaultModelsRoot("../models")}
 	if re := os.Getenv("SLUICE_CONFORMANCE_RUN"); re != "" {
 		o.Run = regexp.MustCompile(re)
 	}

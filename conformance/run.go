@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -32,7 +33,8 @@ type caseRun struct {
 	models map[string]bool // model symbols
 	gates  map[string]bool // gate symbols
 	calls  map[string]*call
-	order  []string // call names in start order
+	order  []string          // call names in start order
+	dirs   map[string]string // folder symbols -> paths (folder steps)
 	wg     sync.WaitGroup
 	line   int // of the running step
 }
@@ -42,7 +44,7 @@ func newCaseRun(c *Case, base string, inst Instance, tag string, stepTimeout tim
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &caseRun{c: c, base: base, inst: inst, tr: tr, client: &http.Client{Transport: tr}, ctx: ctx, cancel: cancel,
 		stepTimeout: stepTimeout, slack: slack, tag: tag, models: map[string]bool{}, gates: map[string]bool{},
-		calls: map[string]*call{}}
+		calls: map[string]*call{}, dirs: map[string]string{}}
 	r.collectSymbols()
 	return r
 }
@@ -107,11 +109,17 @@ func (r *caseRun) collectSymbols() {
 		}
 	}
 	// $NAME in raw paths and bodies names a gate when the case knows it as
-	// one, else a model.
+	// one, a folder when a folder step makes it, else a model.
+	folders := map[string]bool{}
+	for _, st := range r.c.Steps {
+		if f, ok := st.Arg.(*FolderStep); ok {
+			folders[f.As] = true
+		}
+	}
 	for _, st := range r.c.Steps {
 		if h, ok := st.Arg.(*HTTPStep); ok {
 			for _, m := range dollarRe.FindAllStringSubmatch(h.Path+" "+h.Body, -1) {
-				if !r.gates[m[1]] {
+				if !r.gates[m[1]] && !folders[m[1]] {
 					r.models[m[1]] = true
 				}
 			}
@@ -131,6 +139,8 @@ func (r *caseRun) expand(s string) (string, error) {
 			return r.model(sym)
 		case r.gates[sym]:
 			return r.gate(sym)
+		case r.dirs[sym] != "":
+			return r.dirs[sym]
 		}
 		err = fmt.Errorf("unknown symbol %s in %q", m, s)
 		return m
@@ -145,6 +155,9 @@ func (r *caseRun) mapValue(v any) any {
 	case string:
 		if r.models[x] {
 			return r.model(x)
+		}
+		if d, ok := r.folderSymbol(x); ok {
+			return d
 		}
 		return x
 	case map[string]any:
@@ -248,6 +261,9 @@ func (r *caseRun) finish() {
 	r.cancel()
 	r.wg.Wait()
 	r.tr.CloseIdleConnections()
+	for _, d := range r.dirs {
+		_ = os.RemoveAll(d)
+	}
 }
 
 // step runs one step.
@@ -295,6 +311,10 @@ func (r *caseRun) step(st Step) error {
 		return r.refused()
 	case *int:
 		return r.sessions(*a)
+	case *TeardownStep:
+		return r.teardowns(a)
+	case *FolderStep:
+		return r.folder(a)
 	case *string:
 		switch st.Kind {
 		case "open":

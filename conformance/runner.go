@@ -35,6 +35,9 @@ type Options struct {
 	Slack float64
 	// Progress, when set, receives one line per finished case.
 	Progress io.Writer
+	// ModelsRoot is the real engines' models root for cases whose server
+	// serves them (server.engines); empty skips those cases.
+	ModelsRoot string
 
 	_ struct{}
 }
@@ -138,6 +141,15 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 			res.Verdict, res.Error = Fail, fmt.Sprintf("panic: %v\n%s", v, debug.Stack())
 		}
 	}()
+	if c.Runtime != "" {
+		res.Server = "runtime"
+		if err := runRuntimeCheck(c, o, tag); err != nil {
+			res.Verdict, res.Error = Fail, err.Error()
+			return res
+		}
+		res.Verdict = Pass
+		return res
+	}
 	base := shared
 	var inst Instance
 	if c.Server != nil {
@@ -153,9 +165,21 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 			res.Verdict, res.Error = Skip, "needs an in-process server (a step goes to its handler)"
 			return res
 		}
+		spec := *c.Server
+		spec.trace = c.readsTrace()
+		if len(spec.Engines) > 0 {
+			spec.modelsRoot = o.ModelsRoot
+			if err := checkModelsRoot(spec.modelsRoot); err != nil {
+				res.Verdict, res.Error = Skip, err.Error()
+				return res
+			}
+		}
 		var err error
-		if inst, err = l.Start(*c.Server); err != nil {
+		if inst, err = l.Start(spec); err != nil {
 			res.Verdict, res.Error = Fail, err.Error()
+			if errors.Is(err, errUnavailable) {
+				res.Verdict = Skip
+			}
 			return res
 		}
 		base, res.Server = inst.URL(), l.Kind()

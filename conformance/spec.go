@@ -41,9 +41,18 @@ type Case struct {
 	Partial []string `yaml:"partial"`
 	// Missing says, for Partial cells, what the case does not check.
 	Missing string `yaml:"missing"`
+	// Note, when set, is a short remark that CONTRACT.md's Test column
+	// shows after the case's name for the cells it covers: evidence a
+	// reader would not expect from the steps alone (a situation argued
+	// rather than set up, say).
+	Note string `yaml:"note"`
 	// Server, when set, runs the case on its own server started with these
 	// settings (residency limits, timeouts, shutdown, modes).
 	Server *ServerSpec `yaml:"server"`
+	// Runtime, instead of Steps, names a check that drives core/runtime
+	// directly in the runner's own process, without HTTP (runtimeChecks):
+	// the runtime as a library under a caller other than Sluice's server.
+	Runtime string `yaml:"runtime"`
 	// Steps are run in order.
 	Steps []Step `yaml:"steps"`
 
@@ -53,11 +62,21 @@ type Case struct {
 
 // Area derives one cell's label from the cells its scope rests on: the
 // weakest of them, capped at Cap (P or U) when part of the scope lies
-// outside the suite (real engines, a GPU), as Why says.
+// outside the suite, as Why says.
+//
+// Part of an area's scope may rest elsewhere without capping it: GPU names
+// the GPU-only cells that hold what only a device can show (labelled on
+// their own, never D without one), GPUWhy what that part is; External names
+// tests outside this suite that exercise the rest (the real engines'
+// suites), each "DIR TestName" (a Go test in that package folder) or
+// "make TARGET"; a test checks that each still exists.
 type Area struct {
-	Cells []string `yaml:"cells"`
-	Cap   string   `yaml:"cap"`
-	Why   string   `yaml:"why"`
+	Cells    []string `yaml:"cells"`
+	Cap      string   `yaml:"cap"`
+	Why      string   `yaml:"why"`
+	GPU      []string `yaml:"gpu"`
+	GPUWhy   string   `yaml:"gpu_why"`
+	External []string `yaml:"external"`
 }
 
 // ServerSpec are the settings of a server the runner starts for one case:
@@ -83,6 +102,15 @@ type ServerSpec struct {
 	// unless the runner has a binary (--binary, or the in-process test's
 	// own build of cmd/sluice).
 	Binary bool `yaml:"binary"`
+	// Engines lists real engines (backends/engines: flite, pocketsphinx,
+	// espeak, onnx) the server must serve beside the fixture, with the
+	// runner's models root (Options.ModelsRoot, built by `make models`) as
+	// --models-root. The case is skipped when that root is missing or, in
+	// process, an engine's native library does not load.
+	Engines []string `yaml:"engines"`
+
+	trace      bool   // the server writes its scheduler trace (the case reads it: teardowns steps)
+	modelsRoot string // the real engines' models root (Engines)
 }
 
 func boolOr(p *bool, def bool) bool {
@@ -158,6 +186,8 @@ var stepKinds = map[string]func() any{
 	"stall":        func() any { return new(StallStep) },
 	"sessions":     func() any { return new(int) },
 	"signal":       func() any { return new(string) },
+	"teardowns":    func() any { return new(TeardownStep) },
+	"folder":       func() any { return new(FolderStep) },
 }
 
 func stepKindNames() []string {
@@ -327,4 +357,34 @@ type StallStep struct {
 	Kind  string         `yaml:"kind"`
 	Model string         `yaml:"model"`
 	Input map[string]any `yaml:"input"`
+}
+
+// TeardownStep checks the teardowns of one model in the case's own
+// server's scheduler trace (--trace, which the runner turns on for the
+// case): Causes is the exact list of their causes so far, in order (unload,
+// reconfigure, evict, idle, shutdown, failed_load). It waits until that
+// many teardowns started, then requires the list to match; a later step
+// can check that no further one came. Over HTTP alone an idle retirement
+// and a shutdown's teardown look alike.
+type TeardownStep struct {
+	Model  string   `yaml:"model"`
+	Causes []string `yaml:"causes"`
+}
+
+// FolderStep makes a models-root folder on the runner's machine (so only
+// for a case with its own server, which runs there) holding fixture
+// checkpoints; $NAME (As) in raw paths, bodies and JSON strings names its
+// path. It is removed when the case ends.
+type FolderStep struct {
+	As          string             `yaml:"as"`
+	Checkpoints []FolderCheckpoint `yaml:"checkpoints"`
+}
+
+// FolderCheckpoint is one checkpoint folder: its manifest names the
+// fixture engine (default), a task (default tts) and default options.
+type FolderCheckpoint struct {
+	Name    string         `yaml:"name"`
+	Engine  string         `yaml:"engine"`
+	Task    string         `yaml:"task"`
+	Options map[string]any `yaml:"options"`
 }
