@@ -15,7 +15,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 run: models
 	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
 
-test: deps lint unit race cover ui-test
+test: deps models lint unit race cover ui-test
 
 lint: fmt-check vet staticcheck
 
