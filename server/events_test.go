@@ -452,9 +452,12 @@ func TestEventsSlowClientDropped(t *testing.T) {
 	after.until("admission", isType("admission", "a"))
 }
 
-// The stream ends when the server shuts down; the shutdown is not held up.
+// A stream open when the shutdown begins shows the shutdown's teardowns and
+// ends after shutdown_complete; the shutdown is not held up, and new
+// streams are refused meanwhile.
 func TestEventsEndAtShutdown(t *testing.T) {
 	ts := startServer(t, nil)
+	ts.put("a", `{"engine":"fixture"}`)
 	st := ts.openEvents("")
 	ts.awaitClients(1)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
@@ -462,7 +465,18 @@ func TestEventsEndAtShutdown(t *testing.T) {
 	if err := ts.s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for range st.frames { // shutdown events, then the end of the stream
+	var types []string
+	unload := false
+	for f := range st.frames { // shutdown events, then the end of the stream
+		if f.event == "" {
+			continue
+		}
+		ev := f.ev(t)
+		types = append(types, ev.Type)
+		unload = unload || ev.Type == "unload" && ev.Model == "a" && ev.Cause == "shutdown"
+	}
+	if len(types) == 0 || types[len(types)-1] != "shutdown_complete" || !unload {
+		t.Fatalf("the stream showed %v; want the shutdown's unload of a, ending with shutdown_complete", types)
 	}
 }
 

@@ -27,8 +27,12 @@ const streamBatch = 256
 //
 // A client that does not keep up is dropped: its buffer is bounded, the hub
 // never waits for it, and its stream ends; a write blocked longer than the
-// hub's write timeout fails. The stream ends when the server begins its
-// shutdown. It has no timeout of its own.
+// hub's write timeout fails. A stream open when the shutdown begins stays
+// open through it and ends after the shutdown_complete event, so a client
+// sees every teardown the shutdown makes (a stream is no lease: the
+// runtime's shutdown never waits for it, and past the deadline its
+// connection is closed like any other); new streams are refused once the
+// shutdown has begun. It has no timeout of its own.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	resume, last, err := lastEventID(r)
 	if err != nil {
@@ -87,6 +91,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	defer beat.Stop()
 	for {
 		buf = buf[:0]
+		last := false // the shutdown_complete event is in buf
 		select {
 		case ev, ok := <-sub.c.ch:
 			if !ok {
@@ -95,8 +100,9 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 			if buf, err = s.events.frame(buf, &ev); err != nil {
 				return nil
 			}
+			last = ev.Type == "shutdown_complete"
 		more:
-			for n := 1; n < streamBatch; n++ {
+			for n := 1; n < streamBatch && !last; n++ {
 				select {
 				case ev, ok := <-sub.c.ch:
 					if !ok {
@@ -105,6 +111,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 					if buf, err = s.events.frame(buf, &ev); err != nil {
 						return nil
 					}
+					last = ev.Type == "shutdown_complete"
 				default:
 					break more
 				}
@@ -113,10 +120,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 			buf = append(buf, ": ping\n\n"...)
 		case <-r.Context().Done():
 			return nil
-		case <-s.rt.Stopping():
-			return nil
 		}
-		if !writeFlush(w, rc, buf, timeout) {
+		if !writeFlush(w, rc, buf, timeout) || last {
 			return nil
 		}
 	}
