@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,14 +32,7 @@ var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"custom-listener": checkCustomListener,
 }
 
-func runtimeCheckNames() []string {
-	var out []string
-	for k := range runtimeChecks {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func runtimeCheckNames() []string { return slices.Sorted(maps.Keys(runtimeChecks)) }
 
 // runtimeRun is one run of a runtime check.
 type runtimeRun struct {

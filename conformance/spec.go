@@ -3,7 +3,8 @@ package conformance
 import (
 	"bytes"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -190,14 +191,7 @@ var stepKinds = map[string]func() any{
 	"folder":       func() any { return new(FolderStep) },
 }
 
-func stepKindNames() []string {
-	var out []string
-	for k := range stepKinds {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func stepKindNames() []string { return slices.Sorted(maps.Keys(stepKinds)) }
 
 // Call is what every step that sends a request shares: `as` makes it
 // asynchronous (the case goes on at once and later steps refer to the call
