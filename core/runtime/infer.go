@@ -233,15 +233,11 @@ func (es *emitState) emit(chunk json.RawMessage) error {
 // the engine (or in emit) are recovered into CodeBackend errors.
 func (r *Runtime) runInfer(ctx context.Context, id string, g *grant, req backends.Request, emit backends.Emit) (backends.Output, error) {
 	req.Slot, req.Version = g.slot, g.version
-	rctx := r.workCtx
+	var rctx context.Context = r.workCtx
 	if ctx.Done() != nil {
-		c, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(r.workCtx, cancel)
-		defer func() {
-			stop()
-			cancel()
-		}()
-		rctx = c
+		ic := newInferCtx(ctx, r.workCtx)
+		defer ic.release()
+		rctx = ic
 	}
 	var es *emitState // only streams pay for it
 	if emit != nil {
