@@ -27,7 +27,9 @@ func TestE2EMetrics(t *testing.T) {
 	ts := startServer(t, nil)
 	ts.put("a", `{"engine":"fixture"}`)
 	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
-	ts.awaitMetrics(`sluice_admissions_total{model="a"} 1`)
+	// Admissions are counted by the runtime as they happen; the load's
+	// duration reaches the metrics through the lifecycle feed.
+	ts.awaitMetrics(`sluice_admissions_total{model="a"} 1`, `sluice_load_seconds_count{model="a"} 1`)
 	r := ts.must(200, "GET", "/metrics", "")
 	for _, want := range []string{"sluice_active_slots", "sluice_queued_requests", "sluice_admissions_total",
 		"sluice_admission_wait_seconds", "sluice_load_seconds", "sluice_model_state", "go_goroutines"} {

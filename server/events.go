@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -27,6 +26,7 @@ const (
 	eventRecBuffer = 1 << 15              // scheduler records the hub may lag before the runtime drops it
 	eventBatchMax  = 4096                 // records translated per lock hold
 	eventPause     = 5 * time.Millisecond // lets records gather between batches, as the metrics feed does
+	eventLinger    = 2 * time.Minute      // the hub stays subscribed this long after its last client left
 )
 
 // Event is one entry of GET /v1/events: what happened (Type), to which
@@ -76,18 +76,31 @@ type hubLimits struct {
 	ring         int
 	clientBuf    int
 	writeTimeout time.Duration // a stream write blocked this long fails
+	linger       time.Duration // how long the hub follows the scheduler without a client
 }
 
 // eventHub owns the event ring, the clients and the translator. Its
 // goroutine is the only writer; handlers take the lock only to subscribe,
 // unsubscribe and read the mirror.
+//
+// The hub follows the scheduler only while someone watches: the first
+// client subscribes it to the runtime (runtime.SubscribeSnapshot, so the
+// mirror starts from a copy of the machine instead of a replay from
+// startup), and it unsubscribes when it has had no client for its linger
+// time (eventLinger), long enough for a dashboard to reload and resume. In
+// between, requests pay nothing for it: with no full subscriber the
+// runtime builds no records and keeps its admission fast path. Events of
+// the unwatched time do not exist, so a resume point from before it gets
+// a reset.
 type eventHub struct {
 	rt    *runtime.Runtime
 	log   *slog.Logger
 	epoch time.Time // wall-clock time of the scheduler clock's zero
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	activate chan activation // subscribe -> the goroutine: follow the scheduler
+	idle     chan struct{}   // the last client left (buffered 1)
 
 	dropped atomic.Int64 // clients dropped for falling behind (tests)
 
@@ -98,32 +111,56 @@ type eventHub struct {
 	next    uint64  // the ID of the next event
 	clients map[*eventClient]struct{}
 	tr      *translator
+	active  bool // subscribed to the runtime
 	closed  bool
 	changed chan struct{} // closed and replaced after every batch
 }
 
-// newEventHub subscribes to rt and starts the hub's goroutine. epoch is the
-// wall-clock time of the scheduler's clock zero (taken just before
-// runtime.New). IDs start above epoch in microseconds, so IDs of a restarted
-// server are larger than those of the process it replaced, and an old
-// Last-Event-ID is answered with a reset instead of a wrong resumption.
-func newEventHub(rt *runtime.Runtime, opts core.Options, epoch time.Time, log *slog.Logger) *eventHub {
+// activation is a runtime subscription handed to the hub's goroutine.
+type activation struct {
+	ch     <-chan core.Record
+	cancel func()
+}
+
+// newEventHub starts the hub's goroutine; the first client subscribes it
+// to rt. epoch is the wall-clock time of the scheduler's clock zero (taken
+// just before runtime.New). IDs start above epoch in microseconds, so IDs
+// of a restarted server are larger than those of the process it replaced,
+// and an old Last-Event-ID is answered with a reset instead of a wrong
+// resumption.
+func newEventHub(rt *runtime.Runtime, epoch time.Time, log *slog.Logger) *eventHub {
 	base := uint64(epoch.UnixMicro())
 	h := &eventHub{rt: rt, log: log, epoch: epoch, stop: make(chan struct{}), done: make(chan struct{}),
-		lim:  hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: 10 * time.Second},
+		activate: make(chan activation, 1), idle: make(chan struct{}, 1),
+		lim:  hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: 10 * time.Second, linger: eventLinger},
 		base: base, next: base + 1, clients: map[*eventClient]struct{}{}, changed: make(chan struct{})}
 	h.ring = make([]Event, h.lim.ring)
-	h.tr = newTranslator(opts, log)
-	ch, cancel := rt.Subscribe(eventRecBuffer) // before any event: the mirror sees every step
-	go h.run(ch, cancel)
+	h.tr = newTranslator(log)
+	go h.run()
 	return h
 }
 
+// activateLocked subscribes the hub to the runtime, its mirror starting
+// from the machine at that instant. The ring is emptied: the events of the
+// unwatched time are missing, so no resume may cross it.
+func (h *eventHub) activateLocked() {
+	snap, ch, cancel := h.rt.SubscribeSnapshot(eventRecBuffer)
+	h.tr.restart(snap)
+	h.next++ // an ID no event has: a client that saw the newest one before must reset too
+	h.base = h.next - 1
+	h.active = true
+	h.activate <- activation{ch: ch, cancel: cancel} // the goroutine is idle: it takes it
+}
+
 // limits replaces the hub's bounds (tests); a new ring size empties the
-// ring. New bounds apply to clients that subscribe later.
+// ring, a zero linger keeps the current one. New bounds apply to clients
+// that subscribe later.
 func (h *eventHub) limits(l hubLimits) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if l.linger == 0 {
+		l.linger = h.lim.linger
+	}
 	if l.ring != len(h.ring) {
 		h.ring = make([]Event, l.ring)
 		h.base = h.next - 1
@@ -148,20 +185,52 @@ func (h *eventHub) close() {
 	<-h.done
 }
 
-func (h *eventHub) run(ch <-chan core.Record, cancel func()) {
+// run is the hub's goroutine: idle until a client activates it, then
+// following the scheduler until it lingered without clients or stops.
+func (h *eventHub) run() {
 	defer close(h.done)
+	for {
+		select {
+		case a := <-h.activate:
+			if !h.follow(a) {
+				return
+			}
+		case <-h.stop:
+			return
+		}
+	}
+}
+
+// follow translates the records of one subscription in batches. It returns
+// true when the hub went idle (no client for the linger time) and false
+// when the hub stopped.
+func (h *eventHub) follow(a activation) bool {
+	ch, cancel := a.ch, a.cancel
 	pause := time.NewTimer(eventPause)
 	pause.Stop()
 	defer pause.Stop()
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
 	batch := make([]core.Record, 0, 256)
 	for {
 		var rec core.Record
 		var ok bool
 		select {
 		case rec, ok = <-ch:
+		case <-h.idle:
+			linger.Reset(h.lingerTime())
+			continue
+		case <-linger.C:
+			if h.deactivate(cancel) {
+				for range ch { // cancel closed it; drop what was still sent
+				}
+				return true
+			}
+			continue
 		case <-h.stop:
 			cancel()
-			return
+			return false
 		}
 		if ok {
 			batch = append(batch[:0], rec)
@@ -169,10 +238,14 @@ func (h *eventHub) run(ch <-chan core.Record, cancel func()) {
 		}
 		h.apply(batch, !ok)
 		batch = batch[:0]
-		if !ok { // the runtime dropped the hub: resubscribe; the mirror is lost
+		if !ok { // the runtime dropped the hub: resubscribe from a fresh copy of the machine
 			cancel()
 			h.log.Warn("event stream fell behind the scheduler; resubscribing (clients are told to reload)")
-			ch, cancel = h.rt.Subscribe(eventRecBuffer)
+			h.mu.Lock()
+			var snap *core.Machine
+			snap, ch, cancel = h.rt.SubscribeSnapshot(eventRecBuffer)
+			h.tr.restart(snap)
+			h.mu.Unlock()
 			continue
 		}
 		pause.Reset(eventPause)
@@ -180,9 +253,29 @@ func (h *eventHub) run(ch <-chan core.Record, cancel func()) {
 		case <-pause.C:
 		case <-h.stop:
 			cancel()
-			return
+			return false
 		}
 	}
+}
+
+// deactivate ends the subscription if the hub still has no client.
+func (h *eventHub) deactivate(cancel func()) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.clients) > 0 || h.closed {
+		return false
+	}
+	cancel()
+	h.active = false
+	h.tr.stop()
+	h.signalLocked()
+	return true
+}
+
+func (h *eventHub) lingerTime() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lim.linger
 }
 
 // drainInto appends the records already sent, up to eventBatchMax; it
@@ -267,6 +360,12 @@ func (h *eventHub) dropLocked(c *eventClient) {
 		c.closed = true
 		close(c.ch)
 	}
+	if len(h.clients) == 0 {
+		select {
+		case h.idle <- struct{}{}: // the goroutine starts its linger time
+		default:
+		}
+	}
 	h.signalLocked()
 }
 
@@ -302,6 +401,9 @@ func (h *eventHub) subscribe(resume bool, last uint64, backlog int) (subscriptio
 	if h.closed {
 		return subscription{}, errHubClosed
 	}
+	if !h.active {
+		h.activateLocked()
+	}
 	oldest, newest := h.oldestLocked(), h.newestLocked()
 	sub := subscription{newest: newest}
 	from := newest + 1 // the first ID to replay
@@ -334,35 +436,6 @@ func (h *eventHub) writeTimeout() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lim.writeTimeout
-}
-
-// errMirrorLost says the hub can no longer tell a model's committed config.
-var errMirrorLost = errors.New("the server's event mirror fell behind the scheduler and cannot tell committed configs; restart the server to recover")
-
-// configOf returns the committed config of model id once the mirror has
-// caught up with version (the config_version the runtime reports now).
-func (h *eventHub) configOf(ctx context.Context, id string, version uint64) (core.Config, error) {
-	for {
-		h.mu.Lock()
-		m, changed := h.tr.m, h.changed
-		if m == nil {
-			h.mu.Unlock()
-			return core.Config{}, errMirrorLost
-		}
-		if hd, ok := m.Lookup(id); ok && m.Status(hd).ConfigVersion >= version {
-			cfg := *m.Config(hd)
-			h.mu.Unlock()
-			return cfg, nil
-		}
-		h.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return core.Config{}, context.Cause(ctx)
-		case <-h.done:
-			return core.Config{}, errHubClosed
-		}
-	}
 }
 
 // frame appends the SSE frame of ev (id, event and data lines) to b. The

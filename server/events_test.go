@@ -557,8 +557,8 @@ func TestEventsMirrorStaysExact(t *testing.T) {
 }
 
 // Without the mirror (abandoned after a divergence or a dropped
-// subscription) clients get a reset, events still carry statuses (from
-// snapshots), and the committed spec is refused with 500.
+// subscription) clients get a reset and events still carry statuses (from
+// snapshots); the committed spec does not depend on the mirror.
 func TestEventsMirrorLost(t *testing.T) {
 	ts := startServer(t, nil)
 	ts.put("a", `{"engine":"fixture","slots":2}`)
@@ -583,7 +583,61 @@ func TestEventsMirrorLost(t *testing.T) {
 	if ev := fr[len(fr)-1].ev(t); ev.Status == nil || ev.Status.ID != "a" {
 		t.Fatalf("%s", fr[len(fr)-1].data)
 	}
-	if typ := ts.must(500, "GET", "/v1/models/a/spec", "").errType(t); typ != "internal_error" {
-		t.Fatal(typ)
+	if body := string(ts.must(200, "GET", "/v1/models/a/spec", "").body); !strings.Contains(body, `"slots":2`) {
+		t.Fatal(body)
+	}
+}
+
+// The hub follows the scheduler only while watched: requests with no client
+// build no events; the first client starts it from a copy of the machine,
+// with exact statuses; after its linger time without a client it stops, and
+// a resume point from before that gets a reset.
+func TestEventsHubFollowsOnlyWhileWatched(t *testing.T) {
+	ts := startServer(t, nil)
+	h := ts.s.events
+	h.limits(hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: waitLimit, linger: time.Millisecond})
+	ts.put("a", `{"engine":"fixture","slots":2}`)
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	awaitActive := func(want bool) {
+		t.Helper()
+		ctx := ctxLimit(t)
+		for {
+			h.mu.Lock()
+			active, changed := h.active, h.changed
+			h.mu.Unlock()
+			if active == want {
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatalf("the hub never became active=%v", want)
+			}
+		}
+	}
+	awaitActive(false)
+	h.mu.Lock()
+	if h.newestLocked() >= h.oldestLocked() {
+		t.Fatalf("events exist though nobody watched: %d..%d", h.oldestLocked(), h.newestLocked())
+	}
+	h.mu.Unlock()
+
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	awaitActive(true)
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	fr := st.until("release", isType("release", "a"))
+	last := fr[len(fr)-1]
+	if ev := last.ev(t); ev.Status == nil || ev.Status.ActiveSlots != 0 || ev.Status.Slots != 2 {
+		t.Fatalf("status from the snapshot mirror: %s", last.data)
+	}
+	st.close()
+	ts.awaitClients(0)
+	awaitActive(false) // lingered 1 ms without a client
+
+	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`) // unwatched
+	again := ts.openEvents("", "Last-Event-ID", strconv.FormatUint(last.id, 10))
+	if f := again.next(); f.event != "reset" {
+		t.Fatalf("resume across the unwatched time gave %q %s, want reset", f.event, f.data)
 	}
 }

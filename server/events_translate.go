@@ -2,10 +2,8 @@ package server
 
 import (
 	"log/slog"
-	"os"
 
 	"github.com/sluice-dev/sluice/core"
-	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // translator turns the scheduler's records (one event record followed by
@@ -68,23 +66,37 @@ type stepState struct {
 	touched   []string
 }
 
-func newTranslator(opts core.Options, log *slog.Logger) *translator {
-	t := &translator{log: log, tickets: map[uint64]ticketInfo{}, jobs: map[uint64]jobInfo{},
+// newTranslator returns a translator without a mirror; restart gives it one.
+func newTranslator(log *slog.Logger) *translator {
+	return &translator{log: log, tickets: map[uint64]ticketInfo{}, jobs: map[uint64]jobInfo{},
 		loadStart: map[string]int64{}, prev: map[string]core.ModelStatus{}}
-	// The runtime switches planted bugs on from the environment when the
-	// options name none (runtime.New); the mirror must run the same machine.
-	if v := os.Getenv(runtime.MutantsEnv); v != "" && opts.Mutants == 0 {
-		if mu, err := runtime.ParseMutants(v); err == nil {
-			opts.Mutants = mu
-		}
+}
+
+// restart makes m (a copy of the runtime's machine, taken with the
+// subscription whose records follow) the mirror. Tickets and jobs begun
+// before m are unknown: their events carry no wait or duration.
+func (t *translator) restart(m *core.Machine) {
+	if t.m == nil && t.step.active {
+		t.flush()
 	}
-	m, err := core.New(opts)
-	if err != nil {
-		log.Warn("events: no scheduler mirror; counters come from snapshots", "err", err)
-		return t
+	t.m, t.snap, t.expect, t.step = m, nil, nil, stepState{}
+	clear(t.tickets)
+	clear(t.jobs)
+	clear(t.loadStart)
+	clear(t.prev)
+	for _, st := range m.Snapshot() {
+		t.prev[st.ID] = st
 	}
-	t.m = m
-	return t
+}
+
+// stop drops the mirror when the hub stops following the scheduler.
+func (t *translator) stop() {
+	t.m, t.snap, t.expect, t.step = nil, nil, nil, stepState{}
+	clear(t.tickets)
+	clear(t.jobs)
+	clear(t.loadStart)
+	clear(t.prev)
+	t.out = t.out[:0]
 }
 
 // lose abandons the mirror (or the records after a dropped subscription)

@@ -23,7 +23,11 @@ const streamBatch = 256
 // Where it starts: with a Last-Event-ID header (or ?last_event_id=N), after
 // that event when it is still in the ring, else with `event: reset` (reload
 // the state from GET /v1/models) whose id is the newest event; without one,
-// at the next event, after the last ?backlog=N buffered events.
+// at the next event, after the last ?backlog=N buffered events. Events exist
+// only while the stream is watched (the hub follows the scheduler from the
+// first client until two minutes after the last one left, see eventHub):
+// the backlog holds what happened since then, and a resume point from
+// before an unwatched time gets a reset.
 //
 // A client that does not keep up is dropped: its buffer is bounded, the hub
 // never waits for it, and its stream ends; a write blocked longer than the

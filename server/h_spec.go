@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -11,10 +10,6 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 )
-
-// specWait bounds how long GET /v1/models/{id}/spec waits for the event
-// mirror to catch up with the runtime (it is normally milliseconds behind).
-const specWait = 5 * time.Second
 
 // handleGetSpec answers GET /v1/models/{id}/spec (management): the model's
 // committed spec in the shape PUT /v1/models/{id} takes, so a client can
@@ -27,16 +22,9 @@ func (s *Server) handleGetSpec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.StatusOf(id)
+	cfg, _, err := s.rt.ConfigOf(id)
 	if err != nil {
 		return fromRuntime(err)
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), specWait)
-	defer cancel()
-	cfg, err := s.events.configOf(ctx, id, st.ConfigVersion)
-	if err != nil {
-		return &Error{Status: http.StatusInternalServerError, Type: "internal_error",
-			Message: "the committed spec of " + id + " is not available: " + err.Error(), Err: err}
 	}
 	return writeJSON(w, specOf(&cfg, s.cfg.ParallelJobs, s.roots.path()))
 }

@@ -2,40 +2,43 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // metrics are Sluice's Prometheus metrics. Gauges of the model state are read
-// from one atomic status snapshot per scrape; counters and histograms are
-// updated as requests are answered.
+// from one atomic status snapshot per scrape, and the admission counters
+// and wait histogram from the runtime's own counters (one snapshot per
+// scrape, runtime.AdmissionStats); load and unload histograms are updated
+// by the lifecycle feed.
 type metrics struct {
-	reg        *prometheus.Registry
-	admissions *prometheus.CounterVec
-	rejections *prometheus.CounterVec
-	wait       *prometheus.HistogramVec
-	loads      *prometheus.HistogramVec
-	loadFails  *prometheus.CounterVec
-	unloads    *prometheus.HistogramVec
+	reg       *prometheus.Registry
+	loads     *prometheus.HistogramVec
+	loadFails *prometheus.CounterVec
+	unloads   *prometheus.HistogramVec
 }
 
-func newMetrics(status func() []core.ModelStatus) *metrics {
+// waitBuckets are the bounds of sluice_admission_wait_seconds, in seconds.
+var waitBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
+
+// WaitBuckets returns waitBuckets as durations, for runtime.Options.
+func WaitBuckets() []time.Duration {
+	out := make([]time.Duration, len(waitBuckets))
+	for i, b := range waitBuckets {
+		out[i] = time.Duration(b * float64(time.Second))
+	}
+	return out
+}
+
+func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.AdmissionStats) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
-		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_admissions_total", Help: "Requests granted a slot.",
-		}, []string{"model"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_rejections_total", Help: "Requests and managers refused, by reason.",
-		}, []string{"model", "reason"}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sluice_admission_wait_seconds", Help: "Time from submission to grant.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"model"}),
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_load_seconds", Help: "Duration of pool loads (primary and clones).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
@@ -48,7 +51,7 @@ func newMetrics(status func() []core.ModelStatus) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"model", "cause"}),
 	}
-	m.reg.MustRegister(m.admissions, m.rejections, m.wait, m.loads, m.loadFails, m.unloads, statusCollector(status),
+	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, statusCollector(status), admissionCollector(admissions),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -89,6 +92,48 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, s.ID, st.String())
+		}
+	}
+}
+
+var (
+	descAdmissions = prometheus.NewDesc("sluice_admissions_total", "Requests granted a slot.", []string{"model"}, nil)
+	descRejections = prometheus.NewDesc("sluice_rejections_total", "Requests and managers refused, by reason.", []string{"model", "reason"}, nil)
+	descWait       = prometheus.NewDesc("sluice_admission_wait_seconds", "Time from submission to grant.", []string{"model"}, nil)
+)
+
+// unknownModel labels refusals of IDs that are not registered, so that
+// random IDs cannot grow the metrics without bound.
+const unknownModel = "_unknown"
+
+// admissionCollector exports the runtime's admission counters.
+type admissionCollector func() []runtime.AdmissionStats
+
+func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAdmissions, descRejections, descWait} {
+		ch <- d
+	}
+}
+
+func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c() {
+		model := st.Model
+		if model == "" {
+			model = unknownModel
+		} else {
+			ch <- prometheus.MustNewConstMetric(descAdmissions, prometheus.CounterValue, float64(st.Admissions), model)
+			buckets := make(map[float64]uint64, len(waitBuckets))
+			for i, b := range waitBuckets {
+				if i < len(st.WaitBuckets) {
+					buckets[b] = st.WaitBuckets[i]
+				}
+			}
+			ch <- prometheus.MustNewConstHistogram(descWait, st.Admissions, st.WaitSum.Seconds(), buckets, model)
+		}
+		for code, n := range st.Refusals {
+			if n > 0 {
+				ch <- prometheus.MustNewConstMetric(descRejections, prometheus.CounterValue, float64(n), model, core.Code(code).String())
+			}
 		}
 	}
 }

@@ -7,15 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
-// feedBuffer is how many scheduler records the metrics feed may lag behind
+// feedBuffer is how many lifecycle records the metrics feed may lag behind
 // before the runtime drops it (it then subscribes again).
-const feedBuffer = 1 << 15
+const feedBuffer = 1 << 12
 
 // feedPause is how long the feed lets records gather after a batch before
 // it takes the next one: one wake-up per batch instead of one per record
@@ -23,12 +21,13 @@ const feedBuffer = 1 << 15
 // At 100k records/s a pause holds 500 records, far below feedBuffer.
 const feedPause = 5 * time.Millisecond
 
-// feed turns the runtime's event and effect records (runtime.Subscribe)
-// into the counters and histograms of the metrics: admissions and their
-// wait (SubmitRequest to Grant), rejections by reason (Reject), load
-// durations (StartLoad until the pool's last session is built) and failures,
-// and unload durations (StartTeardown to TeardownDone). It runs on its own
-// goroutine, outside the scheduler lock; stop joins it.
+// feed turns the runtime's lifecycle records (runtime.SubscribeLifecycle:
+// backend steps only, so requests pay nothing for it) into the load and
+// unload metrics: load durations (StartLoad until the pool's last session
+// is built) and failures, and unload durations (StartTeardown to
+// TeardownDone). Admissions, rejections and waits come from the runtime's
+// own counters (admissionCollector). It runs on its own goroutine, outside
+// the scheduler lock; stop joins it.
 type feed struct {
 	rt   *runtime.Runtime
 	met  *metrics
@@ -75,7 +74,7 @@ func (f *feed) await(ctx context.Context, cond func() bool) error {
 
 func startFeed(rt *runtime.Runtime, met *metrics, log *slog.Logger) *feed {
 	f := &feed{rt: rt, met: met, log: log, stop: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
-	ch, cancel := rt.Subscribe(feedBuffer) // subscribed before New returns: nothing is missed
+	ch, cancel := rt.SubscribeLifecycle(feedBuffer) // subscribed before New returns: nothing is missed
 	go f.run(ch, cancel)
 	return f
 }
@@ -97,7 +96,7 @@ func (f *feed) run(ch <-chan core.Record, cancel func()) {
 		}
 		f.log.Warn("metrics feed fell behind the scheduler; resubscribing (some samples are lost)")
 		st = newFeedState(f.met)
-		ch, cancel = f.rt.Subscribe(feedBuffer)
+		ch, cancel = f.rt.SubscribeLifecycle(feedBuffer)
 	}
 }
 
@@ -151,17 +150,9 @@ func (f *feed) drain(ch <-chan core.Record, st *feedState) bool {
 // feedState pairs start and end records.
 type feedState struct {
 	met       *metrics
-	models    map[string]*modelMetrics // per model, to skip label hashing
-	tickets   map[uint64]ticketStart
 	loads     map[string]*loadStart // by model
 	jobs      map[uint64]string     // load and clone jobs -> model
 	teardowns map[uint64]teardownStart
-}
-
-type ticketStart struct {
-	model   string
-	t       int64
-	request bool
 }
 
 type loadStart struct {
@@ -175,74 +166,29 @@ type teardownStart struct {
 	t            int64
 }
 
-// modelMetrics are one model's admission counter and wait histogram.
-type modelMetrics struct {
-	admissions prometheus.Counter
-	wait       prometheus.Observer
-}
-
 func newFeedState(m *metrics) *feedState {
-	return &feedState{met: m, models: map[string]*modelMetrics{}, tickets: map[uint64]ticketStart{},
-		loads: map[string]*loadStart{}, jobs: map[uint64]string{}, teardowns: map[uint64]teardownStart{}}
-}
-
-func (s *feedState) model(id string) *modelMetrics {
-	mm, ok := s.models[id]
-	if !ok {
-		mm = &modelMetrics{admissions: s.met.admissions.WithLabelValues(id), wait: s.met.wait.WithLabelValues(id)}
-		s.models[id] = mm
-	}
-	return mm
+	return &feedState{met: m, loads: map[string]*loadStart{}, jobs: map[uint64]string{}, teardowns: map[uint64]teardownStart{}}
 }
 
 var (
 	evSubmitRequest = core.EvSubmitRequest.String()
 	evSubmitManager = core.EvSubmitManager.String()
-	evLoadDone      = core.EvLoadDone.String()
-	evCloneDone     = core.EvCloneDone.String()
-	evTeardownDone  = core.EvTeardownDone.String()
 	efGrant         = core.EfGrant.String()
 	efReject        = core.EfReject.String()
 	efDone          = core.EfDone.String()
+	evLoadDone      = core.EvLoadDone.String()
+	evCloneDone     = core.EvCloneDone.String()
+	evTeardownDone  = core.EvTeardownDone.String()
 	efStartLoad     = core.EfStartLoad.String()
 	efStartClone    = core.EfStartClone.String()
 	efStartTeardown = core.EfStartTeardown.String()
-	codeNotFound    = core.CodeNotFound.String()
 	causeFailedLoad = core.CauseFailedLoad.String()
 )
-
-// unknownModel labels refusals of IDs that are not registered, so that
-// random IDs cannot grow the metrics without bound.
-const unknownModel = "_unknown"
 
 func seconds(d int64) float64 { return float64(d) / 1e9 }
 
 func (s *feedState) apply(r *core.Record) {
 	switch {
-	case r.Ev == evSubmitRequest || r.Ev == evSubmitManager:
-		if r.Ticket != 0 {
-			s.tickets[r.Ticket] = ticketStart{model: r.Model, t: r.T, request: r.Ev == evSubmitRequest}
-		}
-	case r.Ef == efGrant:
-		if t, ok := s.tickets[r.Ticket]; ok {
-			delete(s.tickets, r.Ticket)
-			if t.request {
-				mm := s.model(t.model)
-				mm.admissions.Inc()
-				mm.wait.Observe(seconds(r.T - t.t))
-			}
-		}
-	case r.Ef == efReject:
-		if t, ok := s.tickets[r.Ticket]; ok {
-			delete(s.tickets, r.Ticket)
-			model := t.model
-			if r.Code == codeNotFound {
-				model = unknownModel
-			}
-			s.met.rejections.WithLabelValues(model, r.Code).Inc()
-		}
-	case r.Ef == efDone:
-		delete(s.tickets, r.Ticket)
 	case r.Ef == efStartLoad:
 		slots := 1
 		if r.Config != nil && r.Config.Slots > 0 {

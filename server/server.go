@@ -98,7 +98,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.trace, trace = f, f
 	}
 	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
-	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log,
+	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
 		CheckInvariants: opts.CheckInvariants})
 	if err != nil {
 		if s.trace != nil {
@@ -107,9 +107,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt = rt
-	s.met = newMetrics(rt.Status)
+	s.met = newMetrics(rt.Status, rt.AdmissionStats)
 	s.feed = startFeed(rt, s.met, log)
-	s.events = newEventHub(rt, cfg.coreOptions(), epoch, log)
+	s.events = newEventHub(rt, epoch, log)
 	s.roots = newModelsRoot(cfg.ModelsRoot, engines)
 	s.handler = s.routes()
 	s.hs = &http.Server{

@@ -28,8 +28,10 @@ type outcome struct {
 // signal it (it received its outcome, or it left the waiter table under the
 // lock before any outcome was routed to it).
 type waiter struct {
-	ch  chan struct{}
-	out outcome
+	ch    chan struct{}
+	out   outcome
+	kind  ticketKind // what the ticket is, for the admission counters
+	since int64      // submission time of the ticket
 }
 
 // newWaiter takes a waiter from the runtime's pool (per runtime, so that a
@@ -42,7 +44,7 @@ func (r *Runtime) newWaiter() *waiter {
 }
 
 func (r *Runtime) freeWaiter(w *waiter) {
-	w.out = outcome{}
+	w.out, w.kind, w.since = outcome{}, 0, 0
 	r.waiterPool.Put(w)
 }
 
@@ -88,12 +90,15 @@ type action struct {
 // first waiter to signal needs no slice (the common handoff allocates
 // nothing).
 type sect struct {
-	own    core.Ticket
-	ownOut outcome
-	hasOwn bool
-	send1  *waiter
-	sends  []*waiter
-	acts   []action
+	own      core.Ticket
+	ownOut   outcome
+	hasOwn   bool
+	ownKind  ticketKind // what own is, for the admission counters
+	ownSince int64      // own's submission time (0: now, it was submitted in this section)
+	now      int64      // the section's event time
+	send1    *waiter
+	sends    []*waiter
+	acts     []action
 }
 
 // afterLocked finishes a critical section whose one core event has been
@@ -102,7 +107,8 @@ type sect struct {
 // buffer and re-arms the idle timer. cause explains backend Rejects.
 func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket, cause error) {
 	effs := r.m.Effects()
-	if r.obs {
+	s.now = now
+	if r.obs || r.obsLife {
 		r.recordLocked(now, ev, tk, effs)
 	}
 	for i := range effs {
@@ -125,6 +131,9 @@ func (r *Runtime) checkLocked(ev *core.Event) {
 // step. Pools move here, under the lock, so a Grant always names a session
 // of the pool the core published.
 func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
+	if e.Kind == core.EfGrant || e.Kind == core.EfReject {
+		r.countRoutedLocked(s, e)
+	}
 	switch e.Kind {
 	case core.EfGrant:
 		pub := r.models[e.Model].published

@@ -149,6 +149,7 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64) (grant,
 		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
 			e := &effs[0]
 			g := grant{tk: tk, slot: int(e.Slot), version: e.Version, sess: r.models[h].published[e.Slot]}
+			r.models[h].stats.admit(0, r.waitBounds)
 			if r.checkInv {
 				r.checkLocked(&core.Event{Kind: core.EvSubmitRequest})
 			}
@@ -160,13 +161,14 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64) (grant,
 		// Unknown IDs go through the core too, so a trace replays exactly.
 		tk, _ = r.m.Step(core.Event{Kind: core.EvSubmitRequest, Now: now, Model: id, Timeout: timeout})
 	}
-	s := sect{own: tk}
+	s := sect{own: tk, ownKind: kindRequest}
 	ev := core.Event{Kind: core.EvSubmitRequest, Now: now, Model: id, Timeout: timeout}
 	r.afterLocked(now, &s, &ev, tk, nil)
 	var w *waiter
 	var d int64
 	if !s.hasOwn {
 		w = r.newWaiter()
+		w.kind, w.since = kindRequest, now
 		r.addWaiterLocked(tk, w)
 		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already admitted
 			d = dl - now

@@ -45,12 +45,13 @@ func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult
 	r.mu.Lock()
 	now := r.stampLocked(t)
 	tk := r.m.SubmitBulkUnload(now, ids)
-	s := sect{own: tk}
+	s := sect{own: tk, ownKind: kindBulk}
 	ev := core.Event{Kind: core.EvSubmitBulkUnload, Now: now, Models: ids}
 	r.afterLocked(now, &s, &ev, tk, nil)
 	var w *waiter
 	if !s.hasOwn {
 		w = r.newWaiter()
+		w.kind, w.since = s.ownKind, now
 		r.addWaiterLocked(tk, w)
 	}
 	r.mu.Unlock()
@@ -78,13 +79,14 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 	now := r.stampLocked(t)
 	tk := r.m.SubmitManager(now, id, op, cfg, core.NoTimeout)
 	r.growLocked()
-	s := sect{own: tk}
+	s := sect{own: tk, ownKind: kindManager}
 	ev := core.Event{Kind: core.EvSubmitManager, Now: now, Model: id, Op: op, Config: cfg, Timeout: core.NoTimeout}
 	r.afterLocked(now, &s, &ev, tk, nil)
 	var w *waiter
 	var d int64
 	if !s.hasOwn {
 		w = r.newWaiter()
+		w.kind, w.since = s.ownKind, now
 		r.addWaiterLocked(tk, w)
 		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already granted
 			d = dl - now

@@ -27,6 +27,9 @@ type Options struct {
 	Trace io.Writer
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
+	// WaitBuckets are the upper bounds of the admission wait histogram kept
+	// per model (AdmissionStats); nil keeps counts and sums only.
+	WaitBuckets []time.Duration
 	// CheckInvariants runs core.CheckInvariants after every event and panics
 	// on a violation, printing it. For tests; it costs a full state walk.
 	CheckInvariants bool
@@ -39,13 +42,14 @@ type Options struct {
 // the package documentation for its threading rule.
 type Runtime struct {
 	// Immutable after New.
-	engines  backends.Registry
-	copts    core.Options
-	log      *slog.Logger
-	start    time.Time
-	idle     int64
-	checkInv bool
-	trace    io.Writer
+	engines    backends.Registry
+	copts      core.Options
+	log        *slog.Logger
+	start      time.Time
+	idle       int64
+	checkInv   bool
+	trace      io.Writer
+	waitBounds []time.Duration
 
 	// mu guards everything below it up to the next blank-line group: the
 	// machine and the runtime's view of pools and waiters. Never held across
@@ -55,10 +59,12 @@ type Runtime struct {
 	last    int64       // time of the last event, for monotonic event times
 	models  []pools     // by core.Handle
 	waiters []waitEntry // by ticket index (low 32 bits)
-	obs     bool        // trace or subscribers: build records
+	obs     bool        // trace or full subscribers: build every record
+	obsLife bool        // lifecycle subscribers: build the records of backend steps
 	tbuf    []byte      // trace lines not yet written
 	subs    []*subscriber
-	tickAt  int64 // when the idle timer fires; 0: not armed
+	tickAt  int64          // when the idle timer fires; 0: not armed
+	unknown admissionStats // refusals of IDs never registered
 
 	tmu    sync.Mutex // serialises trace writes, in machine order
 	tspare []byte
@@ -83,6 +89,7 @@ type Runtime struct {
 type pools struct {
 	private   []backends.Session
 	published []backends.Session
+	stats     admissionStats
 }
 
 // New returns a running Runtime. Call Shutdown to stop it: it owns
@@ -112,7 +119,8 @@ func New(opts Options) (*Runtime, error) {
 	r := &Runtime{
 		engines: engines, copts: opts.Core, log: log, start: time.Now(), idle: opts.Core.IdleTimeout,
 		checkInv: opts.CheckInvariants, trace: opts.Trace, m: m, obs: opts.Trace != nil,
-		workCtx: workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
+		waitBounds: append([]time.Duration(nil), opts.WaitBuckets...),
+		workCtx:    workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
 	}
 	if r.idle > 0 {
 		r.tickTimer = time.NewTimer(time.Hour)
@@ -176,6 +184,18 @@ func (r *Runtime) StatusOf(id string) (core.ModelStatus, error) {
 		return core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
 	}
 	return r.m.Status(h), nil
+}
+
+// ConfigOf returns the committed config of model id and its version, read
+// with its status in one critical section, or an ErrNotFound *Error.
+func (r *Runtime) ConfigOf(id string) (core.Config, core.ModelStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.m.Lookup(id)
+	if !ok {
+		return core.Config{}, core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
+	}
+	return *r.m.Config(h), r.m.Status(h), nil
 }
 
 // Residency returns the resident models and the memory charged to them.

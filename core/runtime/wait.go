@@ -51,7 +51,7 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 			return w.out, nil
 		case <-timerC: // (2)
 			timerC = nil
-			o, own, _, err := r.cancel(tk, core.ReasonTimeout, false)
+			o, own, _, err := r.cancel(tk, core.ReasonTimeout, false, kind)
 			if err != nil {
 				return w.wait(), nil
 			}
@@ -59,7 +59,7 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 				return o, nil
 			}
 		case <-ctx.Done(): // (3)
-			o, own, ok, err := r.cancel(tk, core.ReasonDisconnect, kind != kindRequest)
+			o, own, ok, err := r.cancel(tk, core.ReasonDisconnect, kind != kindRequest, kind)
 			switch {
 			case err != nil:
 				o = w.wait()
@@ -90,7 +90,7 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 // it); ok is the core's answer; err means the ticket had already ended.
 // leave deregisters the waiter even when the ticket lives on (a granted
 // manager or a bulk whose caller went away).
-func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool) (o outcome, own, ok bool, err error) {
+func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ticketKind) (o outcome, own, ok bool, err error) {
 	t := r.clock()
 	r.mu.Lock()
 	now := r.stampLocked(t)
@@ -99,7 +99,10 @@ func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool) (o outc
 		r.mu.Unlock()
 		return outcome{}, false, false, err
 	}
-	s := sect{own: tk}
+	s := sect{own: tk, ownKind: kind}
+	if i := int(uint32(tk)); i < len(r.waiters) && r.waiters[i].tk == tk {
+		s.ownSince = r.waiters[i].w.since
+	}
 	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
 	r.afterLocked(now, &s, &ev, 0, nil)
 	if s.hasOwn || leave {

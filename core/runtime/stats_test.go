@@ -1,0 +1,142 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core"
+)
+
+// The admission counters see every request outcome and every refused
+// targeted manager, with the wait from submission to grant, in fake time.
+func TestAdmissionStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, core.Options{}, func(c *envConfig) {
+			c.WaitBuckets = []time.Duration{time.Millisecond, time.Second, 10 * time.Second}
+		})
+		e.apply("a", spec(1, `{}`))
+		l1, err := e.rt.Acquire(bg, "a", nil) // granted at submission: waits 0
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued := start(func() (*Lease, error) { return e.rt.Acquire(bg, "a", nil) })
+		synctest.Wait()
+		fakeTime(2 * time.Second)
+		l1.Release(false)
+		l2, err := queued.wait() // waited 2 s
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.rt.Acquire(bg, "a", dur(time.Second)); !errors.Is(err, ErrServerBusy) { // times out
+			t.Fatalf("timeout: %v", err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		gone := start(func() (*Lease, error) { return e.rt.Acquire(ctx, "a", nil) })
+		synctest.Wait()
+		cancel() // leaves the queue
+		if _, err := gone.wait(); !errors.Is(err, ErrCancelled) {
+			t.Fatalf("disconnect: %v", err)
+		}
+		l2.Release(false)
+		if _, err := e.rt.Acquire(bg, "nope", nil); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown: %v", err)
+		}
+		if _, err := e.rt.Load(bg, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown manager: %v", err)
+		}
+		if _, err := e.rt.Apply(bg, "a", spec(99, `{}`)); !errors.Is(err, ErrInvalid) { // refused before the core: not counted
+			t.Fatalf("invalid apply: %v", err)
+		}
+
+		st := e.rt.AdmissionStats()
+		if len(st) != 2 || st[0].Model != "a" || st[1].Model != "" {
+			t.Fatalf("stats of %d entries: %+v", len(st), st)
+		}
+		a, unknown := st[0], st[1]
+		if a.Admissions != 2 || a.WaitSum != 2*time.Second {
+			t.Fatalf("admissions %d, wait %v; want 2 and 2s", a.Admissions, a.WaitSum)
+		}
+		if want := []uint64{1, 1, 2}; !equalU64(a.WaitBuckets, want) {
+			t.Fatalf("wait buckets %v, want %v (cumulative)", a.WaitBuckets, want)
+		}
+		if a.Refusals[core.CodeServerBusy] != 1 || a.Refusals[core.CodeCancelled] != 1 || a.Refusals[core.CodeInvalid] != 0 {
+			t.Fatalf("refusals of a: %v", a.Refusals)
+		}
+		if unknown.Refusals[core.CodeNotFound] != 2 || unknown.Admissions != 0 {
+			t.Fatalf("unknown IDs: %+v", unknown)
+		}
+	})
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A lifecycle subscriber sees the backend steps and nothing of warm
+// requests; a snapshot subscriber can replay every record onto its copy of
+// the machine and stay in step with the runtime.
+func TestFilteredAndSnapshotSubscriptions(t *testing.T) {
+	e := newEnv(t, core.Options{})
+	e.apply("a", spec(2, `{}`))
+	life, stopLife := e.rt.SubscribeLifecycle(1 << 10)
+	snap, all, stopAll := e.rt.SubscribeSnapshot(1 << 10)
+	if snap.Describe() != e.rt.Describe() {
+		t.Fatal("the snapshot is not the machine at subscription")
+	}
+	for range 5 {
+		if _, err := e.rt.Infer(bg, "a", backends.Request{}, InferOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.rt.Unload(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.Load(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	stopLife()
+	stopAll()
+	var kinds []string
+	for r := range life {
+		kinds = append(kinds, r.Ev+r.Ef)
+	}
+	want := []string{"StartTeardown", "TeardownDone", "StartLoad", "LoadDone", "StartClone", "CloneDone"}
+	if len(kinds) != len(want) {
+		t.Fatalf("lifecycle records %v, want %v", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("lifecycle records %v, want %v", kinds, want)
+		}
+	}
+	n := 0
+	for r := range all {
+		if r.Ev == "" {
+			continue
+		}
+		ev, err := r.Event()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snap.Step(ev); err != nil {
+			t.Fatalf("replaying %s onto the snapshot: %v", r.Ev, err)
+		}
+		snap.Advance()
+		n++
+	}
+	if n < 10 || snap.Describe() != e.rt.Describe() {
+		t.Fatalf("after %d events the snapshot diverged:\n%s\nvs\n%s", n, snap.Describe(), e.rt.Describe())
+	}
+}
