@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/internal/linmodel"
 )
 
 // Linearizability over HTTP: several clients run random mixes of
@@ -23,9 +25,10 @@ import (
 // status against the target, on three models of their own, with fixture
 // latencies of a few milliseconds, injected failures, admission timeouts,
 // queue limits and clients that go away. Each history is checked by
-// porcupine against the sequential model of linmodel.go; calls whose client
-// went away have unknown outcomes. A history that is not linearizable is
-// written as porcupine's HTML visualization.
+// porcupine against the sequential model of internal/linmodel (the one the
+// live-runtime check uses, without memory: the model object does not show
+// it); calls whose client went away have unknown outcomes. A history that is
+// not linearizable is written as porcupine's HTML visualization.
 
 // LinOptions configure RunLin.
 type LinOptions struct {
@@ -75,96 +78,49 @@ func RunLin(o LinOptions) LinReport {
 			return rep
 		}
 		rep.Histories++
-		rep.Operations += len(h.ops)
-		model := h.spec.model()
-		res, info := porcupine.CheckOperationsVerbose(model, h.ops, time.Minute)
-		if res == porcupine.Ok {
-			continue
-		}
-		rep.Failed++
+		rep.Operations += h.Len()
 		dir := o.OutDir
 		if dir == "" {
 			dir = os.TempDir()
 		}
 		path := filepath.Join(dir, fmt.Sprintf("sluice-conformance-lin-%d.html", seed))
-		if err := porcupine.VisualizePath(model, info, path); err != nil {
+		res, err := h.Check(path)
+		if res == porcupine.Ok {
+			continue
+		}
+		rep.Failed++
+		if err != nil {
 			path = "(not written: " + err.Error() + ")"
 		} else {
 			rep.Files = append(rep.Files, path)
 		}
-		msgs = append(msgs, fmt.Sprintf("seed %d: history of %d operations is %s; visualization: %s", seed, len(h.ops), res, path))
+		msgs = append(msgs, fmt.Sprintf("seed %d: history of %d operations is %s; visualization: %s", seed, h.Len(), res, path))
 	}
 	rep.Error = strings.Join(msgs, "\n")
 	return rep
 }
 
+// linHistory is one recorded history and the IDs of its models on the
+// target.
 type linHistory struct {
-	spec linSpec
-	ids  [linModels + 1]string
-	mu   sync.Mutex
-	ops  []porcupine.Operation
-	clk  atomic.Int64
+	*linmodel.History
+	ids [linmodel.Models + 1]string // the last is never registered
 }
 
-func (h *linHistory) add(client int, in linInput, out linOutput, call, ret int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if out.unknown {
-		ret = 1 << 40
-	}
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
-}
+// index is the model index of id, -1 for an ID not of this history.
+func (h *linHistory) index(id string) int { return slices.Index(h.ids[:], id) }
 
-// genLinConfigs draws a history's config table: three option families
-// and six configs over them.
-func genLinConfigs(rng *rand.Rand) []linCfg {
-	type family struct {
-		capacity            int
-		failLoad, failProbe bool
-		failClone           int
-		opts                string
-	}
-	fams := make([]family, 3)
-	for f := range fams {
-		x := family{capacity: 3 + rng.IntN(2), failLoad: rng.IntN(10) == 0, failProbe: rng.IntN(7) == 0}
-		if rng.IntN(4) == 0 {
-			x.capacity = 1 + rng.IntN(2)
-		}
-		if rng.IntN(10) == 0 {
-			x.failClone = 1 + rng.IntN(2)
-		}
-		x.opts = fmt.Sprintf(`{"capacity":%d,"fail_load":%v,"fail_probe":%v,"fail_clone_at":%d,"load_ms":%d,"clone_ms":%d,"probe_ms":%d,"teardown_ms":%d,"infer_ms":%d,"memory_mb":%d}`,
-			x.capacity, x.failLoad, x.failProbe, x.failClone, rng.IntN(3), rng.IntN(2), rng.IntN(2), rng.IntN(3), rng.IntN(3), f+1)
-		fams[f] = x
-	}
-	cfgs := make([]linCfg, 6)
-	for i := range cfgs {
-		f := rng.IntN(len(fams))
-		x := fams[f]
-		c := linCfg{family: f, slots: 1 + rng.IntN(3), capacity: x.capacity, failLoad: x.failLoad, failProbe: x.failProbe,
-			failClone: x.failClone, optionJSON: x.opts}
-		if rng.IntN(5) == 0 {
-			c.admission = 1 + rng.IntN(3)
-		}
-		if rng.IntN(10) == 0 {
-			c.maxQueue = 1 + rng.IntN(2)
-		}
-		c.invalid = rng.IntN(25) == 0
-		cfgs[i] = c
-	}
-	return cfgs
-}
-
-func (c *linCfg) body() []byte {
-	spec := map[string]any{"engine": "fixture", "task": "tts", "slots": c.slots, "options": json.RawMessage(c.optionJSON)}
-	if c.invalid {
+// linBody is the PUT body of config c.
+func linBody(c *linmodel.Config) []byte {
+	spec := map[string]any{"engine": "fixture", "task": "tts", "slots": c.Slots, "options": json.RawMessage(c.OptionJSON)}
+	if c.Invalid {
 		spec["slots"] = 17
 	}
-	if c.admission > 0 {
-		spec["admission_timeout_ms"] = c.admission
+	if c.Admission > 0 {
+		spec["admission_timeout_ms"] = c.Admission
 	}
-	if c.maxQueue > 0 {
-		spec["max_queue"] = c.maxQueue
+	if c.MaxQueue > 0 {
+		spec["max_queue"] = c.MaxQueue
 	}
 	b, _ := json.Marshal(spec)
 	return b
@@ -173,11 +129,13 @@ func (c *linCfg) body() []byte {
 // runLinHistory runs one random workload against base.
 func runLinHistory(base, tag string, seed int64) (*linHistory, error) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	h := &linHistory{spec: linSpec{cfgs: genLinConfigs(rng)}}
-	for i := range linModels {
-		h.ids[i] = fmt.Sprintf("lin%c.%s", 'a'+i, tag)
+	// The model object shows no memory; the target's default admission
+	// timeout and residency limits are unknown, so any wait, a registering
+	// PUT included, may be refused with server_busy.
+	h := &linHistory{History: &linmodel.History{Spec: linmodel.Spec{Configs: linmodel.GenConfigs(rng), BusyRegister: true}}}
+	for i := range h.ids {
+		h.ids[i] = "lin" + linmodel.Name(i) + "." + tag
 	}
-	h.ids[linModels] = "linz." + tag // never registered
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -189,9 +147,9 @@ func runLinHistory(base, tag string, seed int64) (*linHistory, error) {
 		nops := 3 + crng.IntN(5)
 		wg.Go(func() {
 			for k := range nops {
-				force := linKind(0)
+				force := linmodel.Kind(0)
 				if k == 0 && crng.IntN(2) == 0 {
-					force = linApply // register early
+					force = linmodel.Apply // register early
 				}
 				if err := h.runOp(client, base, c, crng, force); err != nil {
 					errs <- err
@@ -237,32 +195,33 @@ func codeOf(a *answer) (core.Code, bool) {
 	return core.CodeBackend, false
 }
 
-// modelRow reads a model object into a row of this history.
-func (h *linHistory) modelRow(m map[string]any) (linRow, bool) {
+// modelRow reads a model object into a row of this history (the ID that is
+// never registered included: it must never appear); false for another
+// client's model.
+func (h *linHistory) modelRow(m map[string]any) (linmodel.Row, bool) {
 	id, _ := m["id"].(string)
-	for i := range linModels {
-		if h.ids[i] == id {
-			v, _ := m["config_version"].(float64)
-			s, _ := m["slots"].(float64)
-			return linRow{id: i, version: uint64(v), slots: int(s)}, true
-		}
+	i := h.index(id)
+	if i < 0 {
+		return linmodel.Row{}, false
 	}
-	return linRow{}, false
+	v, _ := m["config_version"].(float64)
+	s, _ := m["slots"].(float64)
+	return linmodel.Row{Model: i, Version: uint64(v), Slots: int(s)}, true
 }
 
 // linCallLimit bounds every call of a history.
 const linCallLimit = 10 * time.Second
 
-func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.Rand, force linKind) (err error) {
+func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.Rand, force linmodel.Kind) (err error) {
 	var hung atomic.Bool
 	defer func() {
 		if err == nil && hung.Load() {
 			err = fmt.Errorf("a call did not finish within %s", linCallLimit)
 		}
 	}()
-	model := rng.IntN(linModels)
+	model := rng.IntN(linmodel.Models)
 	if rng.IntN(30) == 0 {
-		model = linModels
+		model = linmodel.Models
 	}
 	// Every call is bounded: a correct server answers a history's calls
 	// in milliseconds, so one that hangs is a failure of its own.
@@ -279,20 +238,20 @@ func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.R
 			hung.Store(true)
 		}
 	}()
-	in := linInput{model: model}
-	var out linOutput
-	var read *linRow
-	call := h.clk.Add(1)
+	in := linmodel.Input{Model: model, Busy: true}
+	var out linmodel.Output
+	var read *linmodel.Row
+	call := h.Now()
 	p := rng.IntN(100)
-	if force == linApply {
+	if force == linmodel.Apply {
 		p = 50
 	}
-	path := func(suffix string) string { return "/v1/models/" + h.ids[in.model] + suffix }
+	path := func(suffix string) string { return "/v1/models/" + h.ids[in.Model] + suffix }
 	switch {
 	case p < 45:
-		in.kind = linInfer
-		in.fail = rng.IntN(10) == 0
-		req := map[string]any{"input": map[string]any{"fail": in.fail}}
+		in.Kind = linmodel.Infer
+		in.Fail = rng.IntN(10) == 0
+		req := map[string]any{"input": map[string]any{"fail": in.Fail}}
 		switch rng.IntN(10) {
 		case 0, 1, 2:
 			req["admission_timeout_ms"] = 1 + rng.IntN(3)
@@ -300,12 +259,12 @@ func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.R
 			req["admission_timeout_ms"] = 0
 		}
 		if rng.IntN(3) == 0 {
-			req["input"] = map[string]any{"fail": in.fail, "infer_ms": rng.IntN(4)}
+			req["input"] = map[string]any{"fail": in.Fail, "infer_ms": rng.IntN(4)}
 		}
 		b, _ := json.Marshal(req)
 		a := exchange(ctx, client, base, request{method: "POST", path: path("/infer"), body: b}, nil)
-		out.code, out.unknown = codeOf(&a)
-		if out.code == core.CodeOK {
+		out.Code, out.Unknown = codeOf(&a)
+		if out.Code == core.CodeOK {
 			var res struct {
 				ConfigVersion uint64 `json:"config_version"`
 				Slot          int    `json:"slot"`
@@ -318,48 +277,40 @@ func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.R
 			if err := json.Unmarshal(a.body, &res); err != nil {
 				return fmt.Errorf("inference answer %s: %w", a.body, err)
 			}
-			if res.Output.Model != h.ids[in.model] || res.Output.ConfigVersion != res.ConfigVersion || res.Output.Slot != res.Slot {
+			if res.Output.Model != h.ids[in.Model] || res.Output.ConfigVersion != res.ConfigVersion || res.Output.Slot != res.Slot {
 				return fmt.Errorf("inference answer names another model, version or slot than it ran on: %s", a.body)
 			}
-			out.version, out.slot = res.ConfigVersion, res.Slot
+			out.Version, out.Slot = res.ConfigVersion, res.Slot
 		}
 	case p < 65:
-		in.kind = linApply
-		in.cfg = rng.IntN(len(h.spec.cfgs))
-		if in.model == linModels {
-			in.model = 0
+		in.Kind = linmodel.Apply
+		in.Config = rng.IntN(len(h.Spec.Configs))
+		if in.Model == linmodel.Models {
+			in.Model = 0
 		}
-		a := exchange(ctx, client, base, request{method: "PUT", path: path(""), body: h.spec.cfgs[in.cfg].body()}, nil)
-		out.code, out.unknown = codeOf(&a)
-		read = h.readRow(&a, out.code)
+		a := exchange(ctx, client, base, request{method: "PUT", path: path(""), body: linBody(&h.Spec.Configs[in.Config])}, nil)
+		out.Code, out.Unknown = codeOf(&a)
+		read = h.readRow(&a, out.Code)
 	case p < 80:
-		in.kind = linUnload
+		in.Kind = linmodel.Unload
 		suffix := "/unload"
 		if p < 70 {
-			in.kind, suffix = linLoad, "/load"
+			in.Kind, suffix = linmodel.Load, "/load"
 		}
 		a := exchange(ctx, client, base, request{method: "POST", path: path(suffix), body: []byte{}}, nil)
-		out.code, out.unknown = codeOf(&a)
-		if in.kind == linLoad {
-			read = h.readRow(&a, out.code)
+		out.Code, out.Unknown = codeOf(&a)
+		if in.Kind == linmodel.Load {
+			read = h.readRow(&a, out.Code)
 		}
 	case p < 88:
-		var idx []int
-		for i := range linModels + 1 {
-			if rng.IntN(2) == 0 {
-				idx = append(idx, i)
-			}
-		}
-		if len(idx) > 1 && rng.IntN(3) == 0 {
-			idx = append(idx, idx[0]) // a duplicate counts once
-		}
+		idx := linmodel.DrawBulk(rng)
 		ids := make([]string, len(idx))
 		for k, i := range idx {
 			ids[k] = h.ids[i]
 		}
 		b, _ := json.Marshal(map[string]any{"models": ids})
 		a := exchange(ctx, client, base, request{method: "POST", path: "/v1/models/unload", body: b}, nil)
-		ret := h.clk.Add(1)
+		ret := h.Now()
 		code, unknown := codeOf(&a)
 		if unknown && ctx.Err() == nil {
 			return fmt.Errorf("bulk unload failed although its client stayed: %s", a.summary())
@@ -372,24 +323,17 @@ func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.R
 		} else if !unknown {
 			return fmt.Errorf("bulk unload %v: %s", ids, a.summary())
 		}
-		seen := map[int]bool{}
-		for _, i := range idx {
-			if seen[i] {
-				continue
-			}
-			seen[i] = true
-			mo := linOutput{code: code, unknown: unknown}
-			for _, u := range res.Unloaded {
-				mo.found = mo.found || u == h.ids[i]
-			}
-			h.add(cl, linInput{kind: linBulkMember, model: i}, mo, call, ret)
+		var unloaded []int
+		for _, u := range res.Unloaded {
+			unloaded = append(unloaded, h.index(u))
 		}
+		h.AddBulk(cl, idx, code, unknown, unloaded, call, ret)
 		return nil
 	default:
-		in.kind = linStatus
+		in.Kind = linmodel.Status
 		a := exchange(ctx, client, base, request{method: "GET", path: "/v1/models"}, nil)
 		code, unknown := codeOf(&a)
-		out.unknown = unknown
+		out.Unknown = unknown
 		if !unknown {
 			if code != core.CodeOK {
 				return fmt.Errorf("status: %s", a.summary())
@@ -402,26 +346,26 @@ func (h *linHistory) runOp(client *http.Client, base string, cl int, rng *rand.R
 			}
 			for _, m := range list.Data {
 				if row, ok := h.modelRow(m); ok {
-					out.rows = append(out.rows, row)
+					out.Rows = append(out.Rows, row)
 				}
 			}
 		}
 	}
-	ret := h.clk.Add(1)
-	if out.unknown && ctx.Err() == nil {
-		return fmt.Errorf("%s on %s failed although its client stayed: the server went away", linKindNames[in.kind], h.ids[in.model])
+	ret := h.Now()
+	if out.Unknown && ctx.Err() == nil {
+		return fmt.Errorf("%s on %s failed although its client stayed: the server went away", in.Kind, h.ids[in.Model])
 	}
-	h.add(cl, in, out, call, ret)
+	h.Add(cl, in, out, call, ret)
 	if read != nil {
 		// The status a manager returned was read when it finished, within
 		// its interval: a one-model status read.
-		h.add(cl, linInput{kind: linStatusOne, model: in.model}, linOutput{rows: []linRow{*read}}, call, ret)
+		h.AddRead(cl, in.Model, *read, call, ret)
 	}
 	return nil
 }
 
 // readRow is the model object a PUT or load answered with.
-func (h *linHistory) readRow(a *answer, code core.Code) *linRow {
+func (h *linHistory) readRow(a *answer, code core.Code) *linmodel.Row {
 	if code != core.CodeOK {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,13 +21,14 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/internal/linmodel"
 )
 
 // Linearizability: many clients run random mixes of inference, register,
 // reconfigure, load, unload, bulk unload and status on three models, with
 // random fixture latencies and injected failures at every step, admission
 // timeouts, full queues and clients that go away. Each history is checked
-// by porcupine against the sequential model in linmodel_test.go; operations
+// by porcupine against the sequential model of internal/linmodel; operations
 // whose caller went away have unknown outcomes (porcupine's treatment of
 // timed-out calls: they may take effect at any time after their call).
 //
@@ -59,7 +61,7 @@ func TestLinearizable(t *testing.T) {
 				t.Parallel()
 				for i := w; i < n && !t.Failed(); i += workers {
 					seed := base + i
-					var h *linHistory
+					var h *linmodel.History
 					synctest.Test(t, func(t *testing.T) { h = runHistory(t, seed, 0) })
 					if t.Failed() {
 						t.Logf("seed %d", seed)
@@ -69,7 +71,7 @@ func TestLinearizable(t *testing.T) {
 						t.Error(msg)
 					}
 					done.Add(1)
-					ops.Add(int64(len(h.ops)))
+					ops.Add(int64(h.Len()))
 				}
 			})
 		}
@@ -80,71 +82,22 @@ func TestLinearizable(t *testing.T) {
 	}
 }
 
-// linHistory is one recorded history.
-type linHistory struct {
-	spec linSpec
-	mu   sync.Mutex
-	ops  []porcupine.Operation
-	clk  atomic.Int64
+// linIDs are the IDs of the history's models; "z" is never registered.
+var linIDs = [linmodel.Models + 1]string{"a", "b", "c", "z"}
+
+// linIndex is the model index of id, -1 for an ID not of the history.
+func linIndex(id string) int { return slices.Index(linIDs[:], id) }
+
+// linRow is the status row of st.
+func linRow(st core.ModelStatus) linmodel.Row {
+	return linmodel.Row{Model: linIndex(st.ID), Version: st.ConfigVersion, Slots: st.Slots, MemoryMB: st.MemoryMB}
 }
 
-func (h *linHistory) add(client int, in linInput, out linOutput, call, ret int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if out.unknown {
-		ret = 1 << 40
-	}
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
-}
-
-// genConfigs draws a history's config table: three families of options
-// (equal options within a family, memory_mb naming the family) and six
-// configs over them with slot counts, admission timeouts and queue limits.
-func genConfigs(rng *rand.Rand) []linCfg {
-	type family struct {
-		capacity  int
-		failLoad  bool
-		failProbe bool
-		failClone int
-		opts      string
-	}
-	fams := make([]family, 3)
-	for f := range fams {
-		x := family{capacity: 3 + rng.IntN(2), failLoad: rng.IntN(10) == 0, failProbe: rng.IntN(7) == 0}
-		if rng.IntN(4) == 0 {
-			x.capacity = 1 + rng.IntN(2) // too small for some slot counts
-		}
-		if rng.IntN(10) == 0 {
-			x.failClone = 1 + rng.IntN(2)
-		}
-		x.opts = fmt.Sprintf(`{"capacity":%d,"fail_load":%v,"fail_probe":%v,"fail_clone_at":%d,"load_ms":%d,"clone_ms":%d,"probe_ms":%d,"teardown_ms":%d,"infer_ms":%d,"memory_mb":%d}`,
-			x.capacity, x.failLoad, x.failProbe, x.failClone, rng.IntN(3), rng.IntN(2), rng.IntN(2), rng.IntN(3), rng.IntN(3), f+1)
-		fams[f] = x
-	}
-	cfgs := make([]linCfg, 6)
-	for i := range cfgs {
-		f := rng.IntN(len(fams))
-		x := fams[f]
-		c := linCfg{family: f, slots: 1 + rng.IntN(3), capacity: x.capacity, failLoad: x.failLoad, failProbe: x.failProbe,
-			failClone: x.failClone, memoryMB: int64(f + 1), optionJSON: x.opts}
-		if rng.IntN(5) == 0 {
-			c.admission = 1 + rng.IntN(3)
-		}
-		if rng.IntN(10) == 0 {
-			c.maxQueue = 1 + rng.IntN(2)
-		}
-		if rng.IntN(25) == 0 {
-			c.invalid = true
-		}
-		cfgs[i] = c
-	}
-	return cfgs
-}
-
-func (c *linCfg) modelSpec() ModelSpec {
-	s := ModelSpec{Engine: "fixture", Task: "tts", Checkpoint: "ck", Slots: c.slots, Options: json.RawMessage(c.optionJSON),
-		AdmissionTimeout: time.Duration(c.admission) * time.Millisecond, AdmissionTimeoutSet: c.admission > 0, MaxQueue: c.maxQueue}
-	if c.invalid {
+// modelSpec is the runtime spec of config c.
+func modelSpec(c *linmodel.Config) ModelSpec {
+	s := ModelSpec{Engine: "fixture", Task: "tts", Checkpoint: "ck", Slots: c.Slots, Options: json.RawMessage(c.OptionJSON),
+		AdmissionTimeout: time.Duration(c.Admission) * time.Millisecond, AdmissionTimeoutSet: c.Admission > 0, MaxQueue: c.MaxQueue}
+	if c.Invalid {
 		s.Slots = core.MaxSlots + 1
 	}
 	return s
@@ -153,13 +106,15 @@ func (c *linCfg) modelSpec() ModelSpec {
 // runHistory runs one workload inside a synctest bubble and records it.
 // With mutants (planted core bugs) the core's invariants are not checked,
 // so that only porcupine can notice.
-func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linHistory {
+func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linmodel.History {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	h := &linHistory{spec: linSpec{cfgs: genConfigs(rng)}}
+	// The runtime's status shows memory; server_busy only ends a bounded
+	// wait on a registered model (no residency limit here).
+	h := &linmodel.History{Spec: linmodel.Spec{Configs: linmodel.GenConfigs(rng), Memory: true}}
 	anyAdmission, anyQueue := false, false
-	for _, c := range h.spec.cfgs {
-		anyAdmission = anyAdmission || c.admission > 0
-		anyQueue = anyQueue || c.maxQueue > 0
+	for _, c := range h.Spec.Configs {
+		anyAdmission = anyAdmission || c.Admission > 0
+		anyQueue = anyQueue || c.MaxQueue > 0
 	}
 	var e *env
 	if mutants != 0 {
@@ -178,7 +133,7 @@ func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linHistory {
 					fakeTime(time.Duration(d-1) * time.Millisecond)
 				}
 				if k == 0 && crng.IntN(2) == 0 {
-					runOp(t, e, h, c, crng, anyAdmission, anyQueue, opApply) // register early
+					runOp(t, e, h, c, crng, anyAdmission, anyQueue, linmodel.Apply) // register early
 					continue
 				}
 				runOp(t, e, h, c, crng, anyAdmission, anyQueue, 0)
@@ -189,37 +144,34 @@ func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linHistory {
 	return h
 }
 
-func runOp(t *testing.T, e *env, h *linHistory, client int, rng *rand.Rand, anyAdmission, anyQueue bool, force opKind) {
-	model := rng.IntN(linModels)
+func runOp(t *testing.T, e *env, h *linmodel.History, client int, rng *rand.Rand, anyAdmission, anyQueue bool, force linmodel.Kind) {
+	model := rng.IntN(linmodel.Models)
 	if rng.IntN(30) == 0 {
-		model = linModels // an unknown ID
+		model = linmodel.Models // an unknown ID
 	}
-	id := "z"
-	if model < linModels {
-		id = linIDs[model]
-	}
+	id := linIDs[model]
 	ctx := bg
 	if rng.IntN(12) == 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(bg, time.Duration(rng.IntN(4))*time.Millisecond)
 		defer cancel()
 	}
-	in := linInput{model: model}
-	var out linOutput
+	in := linmodel.Input{Model: model}
+	var out linmodel.Output
 	var read *core.ModelStatus // the status a manager returned
 	finish := func(err error) {
-		out.code = CodeOf(err)
-		out.unknown = out.code == core.CodeCancelled
+		out.Code = CodeOf(err)
+		out.Unknown = out.Code == core.CodeCancelled
 	}
-	call := h.clk.Add(1)
+	call := h.Now()
 	p := rng.IntN(100)
-	if force == opApply {
+	if force == linmodel.Apply {
 		p = 50
 	}
 	switch {
 	case p < 45:
-		in.kind = opInfer
-		in.fail = rng.IntN(10) == 0
+		in.Kind = linmodel.Infer
+		in.Fail = rng.IntN(10) == 0
 		var o InferOptions
 		switch rng.IntN(10) {
 		case 0, 1, 2:
@@ -227,36 +179,36 @@ func runOp(t *testing.T, e *env, h *linHistory, client int, rng *rand.Rand, anyA
 		case 3:
 			o.Timeout = dur(0)
 		}
-		in.busy = (o.Timeout != nil && *o.Timeout > 0) || anyAdmission || anyQueue
-		input := fmt.Sprintf(`{"fail":%v}`, in.fail)
+		in.Busy = (o.Timeout != nil && *o.Timeout > 0) || anyAdmission || anyQueue
+		input := fmt.Sprintf(`{"fail":%v}`, in.Fail)
 		if rng.IntN(3) == 0 {
-			input = fmt.Sprintf(`{"fail":%v,"infer_ms":%d}`, in.fail, rng.IntN(4))
+			input = fmt.Sprintf(`{"fail":%v,"infer_ms":%d}`, in.Fail, rng.IntN(4))
 		}
 		res, err := e.rt.Infer(ctx, id, backends.Request{Input: json.RawMessage(input)}, o)
 		finish(err)
 		if err == nil {
-			out.version, out.slot = res.Version, res.Slot
+			out.Version, out.Slot = res.Version, res.Slot
 			fo := decodeOut(t, res.Output.JSON)
 			if fo.Model != id || fo.ConfigVersion != res.Version || fo.Slot != res.Slot {
 				t.Errorf("fixture output %s for result %+v", res.Output.JSON, res)
 			}
 		}
 	case p < 65:
-		in.kind = opApply
-		in.cfg = rng.IntN(len(h.spec.cfgs))
-		in.busy = anyAdmission
-		if model == linModels {
-			model, in.model, id = 0, 0, linIDs[0]
+		in.Kind = linmodel.Apply
+		in.Config = rng.IntN(len(h.Spec.Configs))
+		in.Busy = anyAdmission
+		if model == linmodel.Models {
+			model, in.Model, id = 0, 0, linIDs[0]
 		}
-		st, err := e.rt.Apply(ctx, id, h.spec.cfgs[in.cfg].modelSpec())
+		st, err := e.rt.Apply(ctx, id, modelSpec(&h.Spec.Configs[in.Config]))
 		finish(err)
 		if err == nil {
 			checkStatus(t, st)
 			read = &st
 		}
 	case p < 70:
-		in.kind = opLoad
-		in.busy = anyAdmission
+		in.Kind = linmodel.Load
+		in.Busy = anyAdmission
 		st, err := e.rt.Load(ctx, id)
 		finish(err)
 		if err == nil {
@@ -264,8 +216,8 @@ func runOp(t *testing.T, e *env, h *linHistory, client int, rng *rand.Rand, anyA
 			read = &st
 		}
 	case p < 80:
-		in.kind = opUnload
-		in.busy = anyAdmission
+		in.Kind = linmodel.Unload
+		in.Busy = anyAdmission
 		st, err := e.rt.Unload(ctx, id)
 		finish(err)
 		if err == nil {
@@ -273,69 +225,38 @@ func runOp(t *testing.T, e *env, h *linHistory, client int, rng *rand.Rand, anyA
 			read = &st
 		}
 	case p < 88:
-		var ids []string
-		for i := range linModels + 1 {
-			if rng.IntN(2) == 0 {
-				if i < linModels {
-					ids = append(ids, linIDs[i])
-				} else {
-					ids = append(ids, "z")
-				}
-			}
-		}
-		if len(ids) > 1 && rng.IntN(3) == 0 {
-			ids = append(ids, ids[0]) // a duplicate counts once
+		members := linmodel.DrawBulk(rng)
+		ids := make([]string, len(members))
+		for k, i := range members {
+			ids[k] = linIDs[i]
 		}
 		res, err := e.rt.BulkUnload(ctx, ids)
-		ret := h.clk.Add(1)
+		ret := h.Now()
 		code := CodeOf(err)
-		seen := map[string]bool{}
-		for _, x := range ids {
-			if seen[x] {
-				continue
+		var unloaded []int
+		switch code {
+		case core.CodeOK:
+			for _, u := range res.Unloaded {
+				unloaded = append(unloaded, linIndex(u))
 			}
-			seen[x] = true
-			mi := linModels
-			for k, y := range linIDs {
-				if y == x {
-					mi = k
-				}
-			}
-			mo := linOutput{code: code, unknown: code == core.CodeCancelled}
-			if code == core.CodeOK {
-				for _, u := range res.Unloaded {
-					mo.found = mo.found || u == x
-				}
-			} else if !mo.unknown {
-				t.Errorf("bulk unload %v: %v", ids, err)
-			}
-			h.add(client, linInput{kind: opBulkMember, model: mi}, mo, call, ret)
+		case core.CodeCancelled:
+		default:
+			t.Errorf("bulk unload %v: %v", ids, err)
 		}
+		h.AddBulk(client, members, code, code == core.CodeCancelled, unloaded, call, ret)
 		return
 	default:
-		in.kind = opStatus
-		all := e.rt.Status()
-		for _, st := range all {
+		in.Kind = linmodel.Status
+		for _, st := range e.rt.Status() {
 			checkStatus(t, st)
-			out.status = append(out.status, linStatus{id: st.ID, version: st.ConfigVersion, slots: st.Slots, mem: st.MemoryMB})
+			out.Rows = append(out.Rows, linRow(st))
 		}
 	}
-	ret := h.clk.Add(1)
-	h.add(client, in, out, call, ret)
-	h.statusRead(client, model, read, call, ret)
-}
-
-// statusRead records the status a manager returned: it was read when the
-// manager finished, inside the manager's interval, possibly with the next
-// operation on the model already begun in the same event. It is checked as
-// a one-model status read over the manager's interval.
-func (h *linHistory) statusRead(client, model int, st *core.ModelStatus, call, ret int64) {
-	if st == nil {
-		return
+	ret := h.Now()
+	h.Add(client, in, out, call, ret)
+	if read != nil {
+		h.AddRead(client, model, linRow(*read), call, ret)
 	}
-	in := linInput{kind: opStatusOne, model: model}
-	out := linOutput{status: []linStatus{{id: st.ID, version: st.ConfigVersion, slots: st.Slots, mem: st.MemoryMB}}}
-	h.add(client, in, out, call, ret)
 }
 
 // checkStatus checks what one status row must satisfy on its own.
@@ -351,23 +272,17 @@ func checkStatus(t *testing.T, st core.ModelStatus) {
 
 // checkHistory runs porcupine on one history; for a failure it writes the
 // visualization and returns a message naming the seed and the file.
-func checkHistory(seed int64, h *linHistory) (porcupine.CheckResult, string) {
-	model := h.spec.model()
-	res, info := porcupine.CheckOperationsVerbose(model, h.ops, time.Minute)
+func checkHistory(seed int64, h *linmodel.History) (porcupine.CheckResult, string) {
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("sluice-porcupine-%d.html", seed))
+	res, err := h.Check(path)
 	if res == porcupine.Ok {
 		return res, ""
 	}
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("sluice-porcupine-%d.html", seed))
-	if err := porcupine.VisualizePath(model, info, path); err != nil {
+	if err != nil {
 		path = "(not written: " + err.Error() + ")"
 	}
-	var cfgs strings.Builder
-	for i, c := range h.spec.cfgs {
-		fmt.Fprintf(&cfgs, "  cfg%d: family %d slots %d admission %dms max_queue %d invalid %v %s\n",
-			i, c.family, c.slots, c.admission, c.maxQueue, c.invalid, c.optionJSON)
-	}
 	return res, fmt.Sprintf("seed %d: history is %s (%d operations); visualization: %s\nconfigs:\n%s",
-		seed, res, len(h.ops), path, cfgs.String())
+		seed, res, h.Len(), path, h.Spec.DescribeConfigs())
 }
 
 // The check has teeth: with a planted core bug that binds requests to the
@@ -376,7 +291,7 @@ func checkHistory(seed int64, h *linHistory) (porcupine.CheckResult, string) {
 // linearizable.
 func TestLinearizableCatchesStaleMetadata(t *testing.T) {
 	for seed := int64(1); seed <= 2000; seed++ {
-		var h *linHistory
+		var h *linmodel.History
 		synctest.Test(t, func(t *testing.T) { h = runHistory(t, seed, core.MutStaleMetadata) })
 		if res, msg := checkHistory(seed, h); res == porcupine.Illegal {
 			t.Logf("caught after %d histories: %s", seed, strings.SplitN(msg, "\n", 2)[0])
