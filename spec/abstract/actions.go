@@ -2,6 +2,7 @@ package abstract
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -57,7 +58,68 @@ func (r *run) emit(e Effect) { r.out = append(r.out, e) }
 // (a completion for a job that is not running, for example). An action that
 // changes nothing returns one outcome equal to s: a stutter.
 func Step(s *State, a Action, p *Params) ([]Outcome, error) {
-	r := &run{s: s.Clone(), p: p, now: a.Now}
+	return step(&run{s: s.Clone(), p: p, now: a.Now}, a)
+}
+
+// Stepper is Step reusing its memory from call to call: the outcomes of a
+// call (their states and effects) are valid until the next call. A Stepper
+// is used by one goroutine.
+type Stepper struct {
+	s       State
+	models  []Model
+	hs      []Holder
+	qs      []Entry
+	loaders []int
+	bulks   []Bulk
+	out     []Effect
+}
+
+// Step is Step(s, a, p) into w's memory.
+func (w *Stepper) Step(s *State, a Action, p *Params) ([]Outcome, error) {
+	w.cloneInto(s)
+	outs, err := step(&run{s: &w.s, out: w.out[:0], p: p, now: a.Now}, a)
+	if len(outs) == 1 && outs[0].State == &w.s {
+		w.out = outs[0].Effects[:0] // keep the grown buffer
+	}
+	return outs, err
+}
+
+// cloneInto makes w.s a deep copy of s in w's buffers (as Clone does: each
+// model's holders and queue are slices without spare capacity, so an append
+// reallocates instead of writing into the next one's).
+func (w *Stepper) cloneInto(s *State) {
+	nh, nq := 0, 0
+	for i := range s.Models {
+		nh += len(s.Models[i].Holders)
+		nq += len(s.Models[i].Queue)
+	}
+	w.hs = slices.Grow(w.hs[:0], nh)[:nh]
+	w.qs = slices.Grow(w.qs[:0], nq)[:nq]
+	w.models = append(w.models[:0], s.Models...)
+	hs, qs := w.hs, w.qs
+	for i := range w.models {
+		md := &w.models[i]
+		if n := copy(hs, md.Holders); n > 0 {
+			md.Holders, hs = hs[:n:n], hs[n:]
+		} else {
+			md.Holders = nil
+		}
+		if n := copy(qs, md.Queue); n > 0 {
+			md.Queue, qs = qs[:n:n], qs[n:]
+		} else {
+			md.Queue = nil
+		}
+	}
+	w.loaders = append(w.loaders[:0], s.Loaders...)
+	w.bulks = append(w.bulks[:0], s.Bulks...)
+	w.s = *s
+	w.s.Models = w.models[:len(w.models):len(w.models)]
+	w.s.Loaders = w.loaders[:len(w.loaders):len(w.loaders)]
+	w.s.Bulks = w.bulks[:len(w.bulks):len(w.bulks)]
+	w.s.Evicted = nil
+}
+
+func step(r *run, a Action) ([]Outcome, error) {
 	if r.now == 0 {
 		r.s.Clock++
 		r.now = r.s.Clock

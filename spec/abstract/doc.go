@@ -19,5 +19,6 @@
 // compare directly.
 //
 // Threading rule: a State is a value; Step never mutates its argument and
-// is safe to call from several goroutines on different or shared states.
+// is safe to call from several goroutines on different or shared states. A
+// Stepper (Step reusing its memory) belongs to one goroutine.
 package abstract

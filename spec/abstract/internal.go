@@ -1,9 +1,7 @@
 package abstract
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -23,20 +21,55 @@ func settleAll(runs []*run) ([]Outcome, error) {
 	// Fast path: most events settle along one chain of internal steps; no
 	// deduplication is needed until the search branches.
 	if len(runs) == 1 {
+		// The run is the caller's own: its one enabled internal step at a
+		// time is taken in place.
 		r := runs[0]
 		for n := 0; n < MaxInternal; n++ {
-			mandatory, optional := r.internalSteps()
-			if len(optional) > 0 || len(mandatory) > 1 {
+			if r.p.Loose && len(r.s.Loaders) > 0 {
+				return settleSearch([]*run{r}) // LoaderStep has optional outcomes
+			}
+			k, only := r.enabledInternal()
+			switch {
+			case k == 0:
+				return []Outcome{{State: r.s, Effects: r.out}}, nil
+			case k > 1:
 				return settleSearch([]*run{r})
 			}
-			if len(mandatory) == 0 {
-				return []Outcome{{State: r.s, Effects: r.out}}, nil
-			}
-			r = mandatory[0]
+			only()
 		}
 		return nil, fmt.Errorf("abstract: more than %d internal steps after one event", MaxInternal)
 	}
 	return settleSearch(runs)
+}
+
+// enabledInternal counts the enabled internal actions (not in Loose mode)
+// as internalSteps would return them, and returns the last one as a
+// function that takes it on r itself.
+func (r *run) enabledInternal() (int, func()) {
+	s := r.s
+	k := 0
+	var only func()
+	for i := range s.Models {
+		if r.pumpEnabled(i) {
+			k++
+			only = func() { r.Pump(i) }
+		}
+	}
+	if p := r.planLoader(); p.kind != lpNone {
+		k++
+		only = func() { r.doLoader(p) }
+	}
+	for i := range s.Models {
+		if r.shutdownRetireEnabled(i) {
+			k++
+			only = func() { r.ShutdownRetire(i) }
+		}
+	}
+	if r.completeShutdownEnabled() {
+		k++
+		only = r.CompleteShutdown
+	}
+	return k, only
 }
 
 // settleSearch explores every order of internal steps from runs.
@@ -402,113 +435,6 @@ func (r *run) publish(i int) {
 	if md.HasMgr && md.Step == SLoad {
 		r.managerDone(i, core.EfDone, core.CodeOK)
 	}
-}
-
-// fits reports whether mb more megabytes and one more model fit the
-// residency limits now, or once the pools already tearing down (an unload,
-// an eviction, a reconfigure's old pool, a failed build) and the victims
-// are gone.
-func (r *run) fits(mb int64, afterRetiring bool, victims []int) bool {
-	count, used := 0, int64(0)
-	for i := range r.s.Models {
-		md := &r.s.Models[i]
-		if !md.Resident || (afterRetiring && md.Job == JTeardown) {
-			continue
-		}
-		gone := false
-		for _, v := range victims {
-			gone = gone || v == i
-		}
-		if !gone {
-			count++
-			used += md.ResMB
-		}
-	}
-	if n := r.p.MaxLoaded; n > 0 && count+1 > n {
-		return false
-	}
-	if b := r.p.MemoryBudgetMB; b > 0 && used+mb > b {
-		return false
-	}
-	return true
-}
-
-// LoaderStep is the internal action LoaderStep (CONTRACT res.loader-fifo,
-// res.retiring-counts, res.victim-choice, res.no-victim): the head of the
-// loader queue starts when the cold-load guard and the residency limits
-// allow; it waits while pools tearing down will make room; otherwise idle,
-// queue-free ready models are evicted, least recently used first, until it
-// will fit, or, with no such victims, its load is refused server_busy.
-func (r *run) LoaderStep() []*run {
-	s := r.s
-	if len(s.Loaders) == 0 {
-		return nil
-	}
-	if r.p.SerializeColdLoads && s.Loads() > 0 && !r.p.Loose {
-		return nil
-	}
-	h := s.Loaders[0]
-	mb := s.Models[h].Cfg.MemoryMB
-	start := func() *run {
-		f := r.fork()
-		md := &f.s.Models[h]
-		f.s.Loaders = remove(f.s.Loaders, 0)
-		md.Resident, md.ResMB = true, mb
-		md.Built, md.Capacity = 0, 0
-		md.Job = JLoad
-		f.emit(Effect{Kind: core.EfStartLoad, Model: h, Ver: md.Ver, Cfg: md.Cfg})
-		return f
-	}
-	refuse := func() *run {
-		f := r.fork()
-		f.s.Loaders = remove(f.s.Loaders, 0)
-		f.failLoad(h, core.CodeServerBusy, 0)
-		return f
-	}
-	var cands []int
-	for x := range s.Models {
-		if x != h && s.Models[x].Resident && s.evictable(x) {
-			cands = append(cands, x)
-		}
-	}
-	evict := func(v []int) *run {
-		f := r.fork()
-		for _, x := range v {
-			f.retire(x, core.CauseEvict)
-		}
-		return f
-	}
-	if r.p.Loose {
-		// Unknown limits: start, refuse, or evict any idle victims.
-		out := []*run{start(), refuse()}
-		for mask := 1; mask < 1<<len(cands); mask++ {
-			var v []int
-			for b, x := range cands {
-				if mask&(1<<b) != 0 {
-					v = append(v, x)
-				}
-			}
-			out = append(out, evict(v))
-		}
-		return out
-	}
-	if r.fits(mb, false, nil) {
-		return []*run{start()}
-	}
-	if r.fits(mb, true, nil) {
-		return nil
-	}
-	// Victims least recently used first (CONTRACT res.victim-choice), until
-	// the head will fit once they and the pools already retiring are gone.
-	slices.SortStableFunc(cands, func(a, b int) int { return cmp.Compare(s.Models[a].LastUse, s.Models[b].LastUse) })
-	var v []int
-	for _, x := range cands {
-		v = append(v, x)
-		if r.fits(mb, true, v) {
-			return []*run{evict(v)}
-		}
-	}
-	return []*run{refuse()} // CONTRACT res.no-victim
 }
 
 func (r *run) shutdownRetireEnabled(i int) bool {

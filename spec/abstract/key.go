@@ -11,13 +11,30 @@ import (
 // (arrival order enters as the rank of each admitted request among the
 // queued ones, bulk parents as their rank). With sym, models are sorted by
 // their own encoding: symmetry over model identities.
-func (s *State) AppendKey(b []byte, sym bool) []byte { return s.appendKey(b, sym, false) }
+func (s *State) AppendKey(b []byte, sym bool) []byte {
+	var class func(string) byte
+	if sym {
+		class = oneClass
+	}
+	return s.appendKey(b, class, false)
+}
+
+func oneClass(string) byte { return 0 }
+
+// AppendSymmetricKey appends the canonical key of s with symmetry over the
+// models of each class: class(id) is model id's class; each model's key
+// starts with its class and the models are sorted, so models are exchanged
+// only within a class.
+func (s *State) AppendSymmetricKey(b []byte, class func(id string) byte) []byte {
+	return s.appendKey(b, class, false)
+}
 
 // AppendExactKey appends a key that also names tickets and jobs by number
 // and models by ID, in registration order (trace validation).
-func (s *State) AppendExactKey(b []byte) []byte { return s.appendKey(b, false, true) }
+func (s *State) AppendExactKey(b []byte) []byte { return s.appendKey(b, nil, true) }
 
-func (s *State) appendKey(b []byte, sym, ids bool) []byte {
+// appendKey appends the key; with class, models are sorted by class, then key.
+func (s *State) appendKey(b []byte, class func(string) byte, ids bool) []byte {
 	b = append(b, byte(len(s.Models)), b2b(s.Shutdown), b2b(s.ShutdownSent), byte(len(s.Bulks)))
 	for _, bk := range s.Bulks {
 		b = append(b, byte(bk.Reason))
@@ -25,16 +42,41 @@ func (s *State) appendKey(b []byte, sym, ids bool) []byte {
 			b = binary.AppendUvarint(b, bk.ID)
 		}
 	}
-	keys := make([][]byte, len(s.Models))
+	// Each model's key, prefixed by its length (two bytes), so that the
+	// concatenation is unambiguous.
+	start := len(b)
+	var spanBuf [8][2]int
+	spans := spanBuf[:0]
 	for i := range s.Models {
-		keys[i] = s.appendModelKey(nil, i, ids)
+		at := len(b)
+		b = append(b, 0, 0)
+		if class != nil {
+			b = append(b, class(s.Models[i].ID))
+		}
+		b = s.appendModelKey(b, i, ids)
+		binary.BigEndian.PutUint16(b[at:], uint16(len(b)-at-2))
+		spans = append(spans, [2]int{at, len(b)})
 	}
-	if sym {
-		slices.SortFunc(keys, bytes.Compare)
+	if class != nil && len(spans) > 1 {
+		b = sortSpans(b, start, spans)
 	}
-	for _, k := range keys {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
+	return b
+}
+
+// sortSpans reorders the byte spans of b[start:] (which tile it, in order)
+// by content: symmetry over model identities.
+func sortSpans(b []byte, start int, spans [][2]int) []byte {
+	if slices.IsSortedFunc(spans, func(x, y [2]int) int { return bytes.Compare(b[x[0]:x[1]], b[y[0]:y[1]]) }) {
+		return b
+	}
+	var tmpBuf [1024]byte // the models' keys, on the stack when they fit
+	tmp := append(tmpBuf[:0], b[start:]...)
+	slices.SortFunc(spans, func(x, y [2]int) int {
+		return bytes.Compare(tmp[x[0]-start:x[1]-start], tmp[y[0]-start:y[1]-start])
+	})
+	b = b[:start]
+	for _, x := range spans {
+		b = append(b, tmp[x[0]-start:x[1]-start]...)
 	}
 	return b
 }
@@ -95,7 +137,12 @@ func (s *State) appendModelKey(b []byte, i int, ids bool) []byte {
 	if md.HasMgr {
 		b = s.appendEntry(append(b, 'm'), &md.Mgr, ids)
 	}
-	hs := make([][20]byte, len(md.Holders))
+	var hsBuf [8][20]byte
+	hs := hsBuf[:0]
+	if len(md.Holders) > len(hsBuf) {
+		hs = make([][20]byte, 0, len(md.Holders))
+	}
+	hs = hs[:len(md.Holders)]
 	for k, h := range md.Holders {
 		var x [20]byte
 		x[0] = b2b(h.Wait)
@@ -131,16 +178,16 @@ func AppendEffectsKey(b []byte, effs []Effect) []byte {
 	if len(effs) == 0 {
 		return append(b, 0)
 	}
-	keys := make([][]byte, len(effs))
+	b = append(b, byte(len(effs)))
+	start := len(b)
+	var spanBuf [8][2]int
+	spans := spanBuf[:0]
 	for k := range effs {
-		keys[k] = effs[k].appendKey(nil)
+		at := len(b)
+		b = effs[k].appendKey(b)
+		spans = append(spans, [2]int{at, len(b)})
 	}
-	slices.SortFunc(keys, bytes.Compare)
-	b = append(b, byte(len(keys)))
-	for _, k := range keys {
-		b = append(b, k...)
-	}
-	return b
+	return sortSpans(b, start, spans)
 }
 
 func (e *Effect) appendKey(b []byte) []byte {

@@ -3,6 +3,7 @@ package abstract
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -133,17 +134,45 @@ func Intern(c Config) *Config {
 	return &p
 }
 
+// corePair is one entry of FromCore's cache.
+type corePair struct {
+	c *core.Config
+	p *Config
+}
+
+// recentCore holds the last few configs FromCore resolved, read without a
+// lock (a model checker resolves the same handful of configs millions of
+// times from several goroutines).
+var recentCore atomic.Pointer[[]corePair]
+
+const recentCoreLen = 16
+
 // FromCore returns the interned abstract config of a core config (nil for nil).
 func FromCore(c *core.Config) *Config {
 	if c == nil {
 		return nil
 	}
-	if p, ok := interned.byCore.Load(c); ok {
-		return p.(*Config)
+	rs := recentCore.Load()
+	if rs != nil {
+		for _, x := range *rs {
+			if x.c == c {
+				return x.p
+			}
+		}
 	}
-	p := Intern(Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
-		AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB})
-	interned.byCore.Store(c, p)
+	var p *Config
+	if x, ok := interned.byCore.Load(c); ok {
+		p = x.(*Config)
+	} else {
+		p = Intern(Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
+			AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB})
+		interned.byCore.Store(c, p)
+	}
+	next := []corePair{{c: c, p: p}}
+	if rs != nil {
+		next = append(next, (*rs)[:min(len(*rs), recentCoreLen-1)]...)
+	}
+	recentCore.Store(&next)
 	return p
 }
 
@@ -265,10 +294,27 @@ func ParamsOf(o core.Options) Params {
 func (s *State) Clone() *State {
 	c := *s
 	c.Models = make([]Model, len(s.Models))
+	// One backing array for all holders and one for all queues; each model
+	// gets a slice of it with no spare capacity, so an append reallocates
+	// instead of writing into the next model's part.
+	nh, nq := 0, 0
+	for i := range s.Models {
+		nh += len(s.Models[i].Holders)
+		nq += len(s.Models[i].Queue)
+	}
+	hs, qs := make([]Holder, nh), make([]Entry, nq)
 	for i := range s.Models {
 		md := s.Models[i]
-		md.Holders = append([]Holder(nil), md.Holders...)
-		md.Queue = append([]Entry(nil), md.Queue...)
+		if n := copy(hs, md.Holders); n > 0 {
+			md.Holders, hs = hs[:n:n], hs[n:]
+		} else {
+			md.Holders = nil
+		}
+		if n := copy(qs, md.Queue); n > 0 {
+			md.Queue, qs = qs[:n:n], qs[n:]
+		} else {
+			md.Queue = nil
+		}
 		c.Models[i] = md
 	}
 	c.Loaders = append([]int(nil), s.Loaders...)

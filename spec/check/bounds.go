@@ -69,10 +69,12 @@ func Bounds() map[string]*env.Bound {
 			Symmetry:        true,
 			Liveness:        true,
 		},
-		// large: 3 models x 3 slots (room for two resident), 5 requests to
-		// two of them, 2 reconfigures, an unload and a bulk unload over all
-		// three, one backend failure of any kind and one timeout or
-		// disconnect; builds merged (see env.Bound.MergeBuild). Core only.
+		// large (the large bound): 3 models x 3 slots (room for two
+		// resident), 5 requests to any model with any number in flight, 2
+		// reconfigures (probed or direct), an unload and a bulk unload over
+		// all three, managers with deadlines, one backend failure of any
+		// kind and one timeout or disconnect; builds merged (see
+		// env.Bound.MergeBuild). Core only: the spec has no merged builds.
 		"large": {
 			Name:       "large",
 			Models:     []string{"m0", "m1", "m2"},
@@ -84,8 +86,6 @@ func Bounds() map[string]*env.Bound {
 			},
 			Options:         core.Options{MaxLoadedModels: 2},
 			Requests:        5,
-			RequestModels:   []int{0, 1},
-			MaxLiveRequests: 2,
 			Applies:         2,
 			Unloads:         1,
 			Bulks:           1,

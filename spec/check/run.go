@@ -24,8 +24,14 @@ type Options struct {
 	NoSymmetry bool
 	// RefinementOnly checks the core against the spec by refinement alone.
 	RefinementOnly bool
-	// ReplayOnly never clones core states by reflection, only by replay.
+	// ReplayOnly rebuilds every core state by replaying its path, never by
+	// copying one (the reference for Clone).
 	ReplayOnly bool
+	// LabelAll turns the transition reductions off (env.Bound.LabelAll).
+	LabelAll bool
+	// ExactKey keeps what core leaves dead in the core's keys
+	// (CoreSystem.ExactKey).
+	ExactKey bool
 
 	_ struct{}
 }
@@ -54,6 +60,9 @@ func RunBound(b *env.Bound, w io.Writer, o Options) (*Report, error) {
 	bb := *b
 	if o.NoSymmetry {
 		bb.Symmetry = false
+	}
+	if o.LabelAll {
+		bb.LabelAll = true
 	}
 	b = &bb
 	rep := &Report{Bound: b}
@@ -89,11 +98,12 @@ func RunBound(b *env.Bound, w io.Writer, o Options) (*Report, error) {
 		}
 		sys.RefinementOnly = o.RefinementOnly
 		sys.ReplayOnly = o.ReplayOnly
+		sys.ExactKey = o.ExactKey
 		if rep.Spec != nil && rep.Spec.Complete && o.Mutants == 0 {
 			sys.SpecReached = rep.Spec.Has
 		}
 		mo.Deadline = deadline()
-		res, err := mc.Run(sys, mo)
+		res, err := mc.Run(sys.System(), mo)
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,8 @@
 // them, readable counterexamples and the printed report.
 //
 // Threading rule: Systems are safe for the checker's concurrent Expand
-// calls: they share only read-only bounds and build their states per call.
+// (and Derive, ExpandState) calls: they share only read-only bounds, build
+// their states per call, and take per-call scratch memory from a pool.
 package check
 
 import (
@@ -30,6 +31,7 @@ type SpecSystem struct {
 	B      *env.Bound
 	P      *abstract.Params
 	setups [][]env.Label
+	class  func(id string) byte // symmetry classes (nil: no symmetry)
 }
 
 // NewSpecSystem returns the spec inside bound b.
@@ -41,12 +43,32 @@ func NewSpecSystem(b *env.Bound) (*SpecSystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SpecSystem{B: b, P: b.Params(), setups: setups}, nil
+	return &SpecSystem{B: b, P: b.Params(), setups: setups, class: classOf(b)}, nil
+}
+
+// classOf returns the symmetry classes of b's models for canonical keys,
+// or nil without symmetry.
+func classOf(b *env.Bound) func(id string) byte {
+	if !b.Symmetry {
+		return nil
+	}
+	return b.ClassOf(b.SymmetryClasses())
+}
+
+// specKey is the canonical key of a spec state with a budget, shared by the
+// spec system and the coverage check of the core system.
+func specKey(s *abstract.State, u env.Budget, class func(string) byte) []byte {
+	var k []byte
+	if class != nil {
+		k = s.AppendSymmetricKey(nil, class)
+	} else {
+		k = s.AppendKey(nil, false)
+	}
+	return u.AppendKey(k)
 }
 
 func (sy *SpecSystem) key(st specState) uint64 {
-	k := st.s.AppendKey(nil, sy.B.Symmetry)
-	return mc.Fingerprint(st.u.AppendKey(k))
+	return mc.Fingerprint(specKey(st.s, st.u, sy.class))
 }
 
 // replay rebuilds the spec state at the end of path (labels carry the
@@ -159,166 +181,43 @@ func invariantViolation(kind string, err error) *mc.Violation {
 	return &mc.Violation{Kind: kind, Name: strings.Join(names, "+"), Detail: strings.Join(details, "; ")}
 }
 
-// CoreSystem explores the real core.Machine and checks that it refines the
-// spec.
-type CoreSystem struct {
-	B       *env.Bound
-	P       *abstract.Params
-	Mutants core.Mutants
-	// NoRefinement skips the refinement check (for timing comparisons).
-	NoRefinement bool
-	// RefinementOnly skips every check but refinement (to show what
-	// refinement alone catches).
-	RefinementOnly bool
-	// ReplayOnly copies states by replaying their path only, never by
-	// coremodel's reflective clone.
-	ReplayOnly bool
-	// SpecReached, when set, reports whether the spec's own exploration of
-	// the same bound reached a state (by its fingerprint): every abstracted
-	// core state must be one of them, or the spec run missed behaviour.
-	SpecReached func(fp uint64) bool
-	setups      [][]env.Label
-}
-
-// NewCoreSystem returns core (with the given mutants) inside bound b.
-func NewCoreSystem(b *env.Bound, mutants core.Mutants) (*CoreSystem, error) {
-	setups, err := b.Setups()
-	if err != nil {
-		return nil, err
-	}
-	return &CoreSystem{B: b, P: b.Params(), Mutants: mutants, setups: setups}, nil
-}
-
-// Roots implements mc.System.
-func (sy *CoreSystem) Roots() ([]mc.Root, error) {
-	var roots []mc.Root
-	for _, setup := range sy.setups {
-		d, err := coremodel.Replay(sy.B, sy.Mutants, setup, nil)
-		if err != nil {
-			return nil, err
-		}
-		roots = append(roots, mc.Root{FP: mc.Fingerprint(d.AppendKey(nil, d.Views(), sy.B.Symmetry))})
-	}
-	return roots, nil
-}
-
-// Expand implements mc.System: it rebuilds the state by replaying its path,
-// then applies every enabled label to a copy of it (a clone, or another
-// replay with ReplayOnly), checking core's invariants, the ticket rules,
-// the spec's invariants on the abstracted state, and refinement.
-func (sy *CoreSystem) Expand(root int, path []env.Label, _ any) (mc.Expansion, error) {
-	var exp mc.Expansion
-	d, err := coremodel.Replay(sy.B, sy.Mutants, sy.setups[root], path)
-	if err != nil {
-		return exp, err
-	}
-	vs := d.Views()
-	abs := d.Abstract(vs)
-	self := mc.Fingerprint(d.AppendKey(nil, vs, sy.B.Symmetry))
-	exp.Waiting = abs.Waiting()
-	exp.ShutdownPending = abs.Shutdown && !abs.ShutdownSent
-	labels := sy.B.Enabled(abs, d.Budget, nil)
-	for k, l := range labels {
-		exp.Fair = exp.Fair || l.Fair
-		dd := d
-		if k < len(labels)-1 {
-			if sy.ReplayOnly {
-				if dd, err = coremodel.Replay(sy.B, sy.Mutants, sy.setups[root], path); err != nil {
-					return exp, err
-				}
-			} else {
-				dd = d.Clone()
-			}
-		}
-		succ, checks, refs, err := sy.step(dd, abs, l)
-		if err != nil {
-			return exp, err
-		}
-		exp.Checks += checks
-		exp.Refinements += refs
-		succ.Stutter = succ.Err == nil && succ.FP == self
-		exp.Succs = append(exp.Succs, succ)
-	}
-	return exp, nil
-}
-
-// step applies l to d (whose abstraction is abs) and checks the transition:
-// each core event it stands for (one, or a merged build's several) is
-// checked on its own.
-func (sy *CoreSystem) step(d *coremodel.Driver, abs *abstract.State, l env.Label) (mc.Succ, int64, int64, error) {
-	succ := mc.Succ{Label: l}
-	var checks, refs int64
-	var vs []core.ModelView
-	for k, x := range d.Micro(l) {
-		res, err := d.ApplyMicro(x, k == 0)
-		if err != nil {
-			return succ, checks, refs, err
-		}
-		if k == 0 {
-			succ.Label.Ticket = res.Label.Ticket
-		}
-		vs = d.Views()
-		checks += int64(len(core.Invariants) + len(abstract.Invariants))
-		next, v := sy.check(d, abs, res, vs, &refs)
-		if v != nil {
-			succ.Err = v
-			break
-		}
-		abs = next
-	}
-	succ.FP = mc.Fingerprint(d.AppendKey(nil, vs, sy.B.Symmetry))
-	if succ.Err == nil && sy.SpecReached != nil {
-		abs := d.Abstract(vs)
-		if fp := mc.Fingerprint(d.Budget.AppendKey(abs.AppendKey(nil, sy.B.Symmetry))); !sy.SpecReached(fp) {
-			succ.Err = &mc.Violation{Kind: "coverage", Name: "SpecReachesCore",
-				Detail: "the spec's exploration never reached the abstracted core state " + Describe(abs)}
-		}
-	}
-	return succ, checks, refs, nil
-}
-
-// check checks one core event: the ticket rules, core's invariants, the
-// spec's invariants on the abstracted state, and refinement.
-func (sy *CoreSystem) check(d *coremodel.Driver, abs *abstract.State, res coremodel.Result, vs []core.ModelView,
-	refs *int64) (*abstract.State, *mc.Violation) {
-	next := d.Abstract(vs)
-	if !sy.RefinementOnly {
-		if res.Discipline != nil {
-			return next, &mc.Violation{Kind: "ticket", Name: "OneAnswerPerTicket", Detail: res.Discipline.Error()}
-		}
-		if res.Invariants != nil {
-			return next, invariantViolation("invariant", res.Invariants)
-		}
-		if err := abstract.CheckInvariants(next, sy.P); err != nil {
-			return next, invariantViolation("spec-invariant", err)
-		}
-	}
-	if sy.NoRefinement {
-		return next, nil
-	}
-	*refs++
-	return next, Refines(sy.B, sy.P, abs, res.Label, d.Last.Now, next, d.AbstractEffects())
-}
-
 // Refines checks one core step against the spec: the abstracted successor
 // next, with the effects the core emitted, must be an outcome of the spec
 // action of l from abs, or (with no effects) abs itself: a stutter.
 func Refines(b *env.Bound, p *abstract.Params, abs *abstract.State, l env.Label, now int64, next *abstract.State,
 	effs []abstract.Effect) *mc.Violation {
-	got := next.AppendKey(nil, false)
-	gotFx := abstract.AppendEffectsKey(nil, effs)
-	if len(effs) == 0 && bytes.Equal(got, abs.AppendKey(nil, false)) {
-		return nil
+	return refines(new(scratch), b, p, abs, nil, l, now, next, effs)
+}
+
+// refines is Refines with abs's key (AppendKey without symmetry) when the
+// caller has it already (nil: computed here), and reused key buffers.
+func refines(sc *scratch, b *env.Bound, p *abstract.Params, abs *abstract.State, absKey []byte, l env.Label,
+	now int64, next *abstract.State, effs []abstract.Effect) *mc.Violation {
+	sc.got = next.AppendKey(sc.got[:0], false)
+	got := sc.got
+	if len(effs) == 0 {
+		if absKey == nil {
+			absKey = abs.AppendKey(nil, false)
+		}
+		if bytes.Equal(got, absKey) {
+			return nil
+		}
 	}
+	sc.fx = abstract.AppendEffectsKey(sc.fx[:0], effs)
+	gotFx := sc.fx
 	a := b.Action(abs, l)
 	a.Now = now
-	outs, err := abstract.Step(abs, a, p)
+	outs, err := sc.stepper.Step(abs, a, p)
 	if err != nil {
 		return &mc.Violation{Kind: "refinement", Name: l.Kind.String(), Detail: "the spec has no such step: " + err.Error()}
 	}
 	for _, o := range outs {
-		if bytes.Equal(o.State.AppendKey(nil, false), got) &&
-			bytes.Equal(abstract.AppendEffectsKey(nil, coremodel.NormalizeEffects(o.Effects)), gotFx) {
+		sc.out = o.State.AppendKey(sc.out[:0], false)
+		if !bytes.Equal(sc.out, got) {
+			continue
+		}
+		sc.ofx = abstract.AppendEffectsKey(sc.ofx[:0], coremodel.NormalizeEffects(o.Effects))
+		if bytes.Equal(sc.ofx, gotFx) {
 			return nil
 		}
 	}

@@ -23,8 +23,23 @@ func (d *Driver) Views() []core.ModelView {
 // driver knows as the machine's shell (the configs tickets asked for, the
 // bulk a barrier belongs to, whether ShutdownComplete was emitted). Ticket
 // numbers carry over; jobs are named by the job running on each model.
-func (d *Driver) Abstract(vs []core.ModelView) *abstract.State {
-	s := &abstract.State{Shutdown: d.M.ShuttingDown(), ShutdownSent: d.Sent}
+func (d *Driver) Abstract(vs []core.ModelView) *abstract.State { return d.AbstractIn(new(AbsBuf), vs) }
+
+// AbsBuf is memory for AbstractIn, reused from call to call.
+type AbsBuf struct {
+	s       abstract.State
+	models  []abstract.Model
+	hs      []abstract.Holder
+	qs      []abstract.Entry
+	loaders []int
+	bulks   []abstract.Bulk
+}
+
+// AbstractIn is Abstract into buf's memory: the state is valid until the
+// next call with buf.
+func (d *Driver) AbstractIn(buf *AbsBuf, vs []core.ModelView) *abstract.State {
+	buf.s = abstract.State{Shutdown: d.M.ShuttingDown(), ShutdownSent: d.Sent}
+	s := &buf.s
 	entry := func(v *core.ModelView, t core.TicketView) abstract.Entry {
 		e := abstract.Entry{ID: uint64(t.Ticket), Op: t.Op, Bounded: t.Deadline > 0, Seq: t.Seq}
 		switch {
@@ -37,7 +52,7 @@ func (d *Driver) Abstract(vs []core.ModelView) *abstract.State {
 			e.Kind = abstract.KMgr
 		}
 		if e.Op == core.OpApply {
-			if tk := d.tickets[t.Ticket]; tk != nil {
+			if tk := d.ticket(t.Ticket); tk != nil {
 				e.Cfg = abstract.FromCore(tk.Cfg)
 			}
 		}
@@ -46,7 +61,17 @@ func (d *Driver) Abstract(vs []core.ModelView) *abstract.State {
 		}
 		return e
 	}
-	s.Models = make([]abstract.Model, len(vs))
+	buf.models = slices.Grow(buf.models[:0], len(vs))[:len(vs)]
+	s.Models = buf.models[:len(vs):len(vs)]
+	nh, nq := 0, 0
+	for h := range vs {
+		nh += len(vs[h].Slots)
+		nq += len(vs[h].Queue)
+	}
+	// One backing array each for holders and queues, sliced without spare
+	// capacity (as abstract.State.Clone does).
+	buf.hs, buf.qs = slices.Grow(buf.hs[:0], nh), slices.Grow(buf.qs[:0], nq)
+	hs, qs := buf.hs, buf.qs
 	for h := range vs {
 		v := &vs[h]
 		md := &s.Models[h]
@@ -71,28 +96,41 @@ func (d *Driver) Abstract(vs []core.ModelView) *abstract.State {
 			md.Cause = v.Cause
 		}
 		if step == abstract.SFailTeardown {
-			md.FailCode = d.failCode[core.Handle(h)]
+			md.FailCode = d.failCodeOf(core.Handle(h))
 		}
 		for _, t := range v.Slots {
-			md.Holders = append(md.Holders, abstract.Holder{ID: uint64(t.Ticket), Wait: t.Phase == "wait_init",
-				Ver: t.Version, Seq: t.Seq})
+			hs = append(hs, abstract.Holder{ID: uint64(t.Ticket), Wait: t.Phase == "wait_init", Ver: t.Version, Seq: t.Seq})
 			if t.Seq > s.Seq {
 				s.Seq = t.Seq
 			}
 		}
+		if n := len(v.Slots); n > 0 {
+			md.Holders, hs = hs[:n:n], hs[n:]
+		}
 		for _, t := range v.Queue {
-			md.Queue = append(md.Queue, entry(v, t))
+			qs = append(qs, entry(v, t))
+		}
+		if n := len(v.Queue); n > 0 {
+			md.Queue, qs = qs[:n:n], qs[n:]
 		}
 		if v.Manager != nil {
 			md.HasMgr = true
 			md.Mgr = entry(v, *v.Manager)
 		}
 	}
+	buf.loaders = buf.loaders[:0]
 	for _, h := range d.M.Loaders() {
-		s.Loaders = append(s.Loaders, int(h))
+		buf.loaders = append(buf.loaders, int(h))
 	}
+	buf.bulks = buf.bulks[:0]
 	for _, b := range d.bulks {
-		s.Bulks = append(s.Bulks, abstract.Bulk{ID: uint64(b.ID), Reason: b.Reason, Result: b.Result})
+		buf.bulks = append(buf.bulks, abstract.Bulk{ID: uint64(b.ID), Reason: b.Reason, Result: b.Result})
+	}
+	if n := len(buf.loaders); n > 0 {
+		s.Loaders = buf.loaders[:n:n]
+	}
+	if n := len(buf.bulks); n > 0 {
+		s.Bulks = buf.bulks[:n:n]
 	}
 	return s
 }
@@ -137,10 +175,23 @@ func NormalizeEffects(effs []abstract.Effect) []abstract.Effect {
 // place in the loader queue, the least-recently-used rank among published
 // models (eviction order), the arrival rank of each admitted request among
 // the queued tickets (FIFO and barging), then the live bulks' cancellation,
-// ShutdownComplete, and the budget left. With symmetry the models are
-// sorted by their keys.
-func (d *Driver) AppendKey(b []byte, vs []core.ModelView, sym bool) []byte {
+// ShutdownComplete, and the budget left. With class (symmetry), each
+// model's key starts with its symmetry class and the models are sorted by
+// their keys; without, they stay in registration order.
+func (d *Driver) AppendKey(b []byte, vs []core.ModelView, class func(id string) byte) []byte {
+	return d.Key(b, vs, class, nil)
+}
+
+// Key is AppendKey that also reports, in twins (when not nil, one entry
+// per model), which models have an earlier model of the same class with an
+// identical key: models in identical situations, so that exchanging them
+// leaves the state's canonical key unchanged.
+func (d *Driver) Key(b []byte, vs []core.ModelView, class func(id string) byte, twins []bool) []byte {
 	loaders := d.M.Loaders()
+	// A planted bug may read what core otherwise leaves dead
+	// (MutStaleMetadata republishes a stale pool version): with mutants the
+	// key keeps it.
+	keepDead := d.ExactKey || d.M.Options().Mutants != 0
 	bulkRank := func(t core.Ticket, model string) byte {
 		p := d.parentOf(t, model)
 		for k, bk := range d.bulks {
@@ -152,7 +203,7 @@ func (d *Driver) AppendKey(b []byte, vs []core.ModelView, sym bool) []byte {
 	}
 	ticketKey := func(k []byte, v *core.ModelView, t *core.TicketView) []byte {
 		cfg := 0
-		if tk := d.tickets[t.Ticket]; tk != nil && tk.Cfg != nil {
+		if tk := d.ticket(t.Ticket); tk != nil && tk.Cfg != nil {
 			cfg = abstract.FromCore(tk.Cfg).ID()
 		}
 		k = append(k, kindByte(t.Kind), byte(t.Op), boolByte(t.Deadline > 0), byte(cfg), boolByte(t.Member))
@@ -161,20 +212,38 @@ func (d *Driver) AppendKey(b []byte, vs []core.ModelView, sym bool) []byte {
 		}
 		return k
 	}
-	keys := make([][]byte, len(vs))
+	b = append(b, byte(len(vs)), boolByte(d.M.ShuttingDown()), boolByte(d.Sent), byte(len(d.bulks)))
+	for _, bk := range d.bulks {
+		b = append(b, byte(bk.Reason))
+	}
+	start := len(b)
+	var spanBuf [8][2]int
+	spans := spanBuf[:0]
 	for h := range vs {
 		v := &vs[h]
+		at := len(b)
+		k := append(b, 0, 0) // the model key's length, filled in below
+		if class != nil {
+			k = append(k, class(v.ID))
+		}
 		job, _ := abstract.ParseJob(v.JobKind)
 		step, _ := abstract.ParseStep(v.ManagerStep)
 		fail := byte(0)
 		if step == abstract.SFailTeardown {
-			fail = byte(d.failCode[core.Handle(h)])
+			fail = byte(d.failCodeOf(core.Handle(h)))
 		}
-		k := []byte{byte(v.State), byte(abstract.FromCore(v.Config).ID()), boolByte(v.Published), byte(v.Capacity),
+		k = append(k, byte(v.State), byte(abstract.FromCore(v.Config).ID()), boolByte(v.Published), byte(v.Capacity),
 			byte(v.Sessions), byte(v.Built), byte(v.Active), byte(v.WaitInit), byte(step), fail, byte(job), byte(v.Cause),
-			boolByte(v.InLoaders), boolByte(v.Resident)}
+			boolByte(v.InLoaders), boolByte(v.Resident))
 		k = binary.AppendUvarint(k, v.Version)
-		k = binary.AppendUvarint(k, v.Version-v.PoolVersion)
+		lag := v.Version - v.PoolVersion
+		if !v.Published && !keepDead {
+			// Dead in core: without a published pool, the pool version is
+			// overwritten (publish, commit) before anything reads it
+			// (grants and retire read it of a published pool only).
+			lag = 0
+		}
+		k = binary.AppendUvarint(k, lag)
 		k = binary.AppendUvarint(k, uint64(v.ResidentMB))
 		lpos := byte(0xff)
 		for p, x := range loaders {
@@ -192,7 +261,10 @@ func (d *Driver) AppendKey(b []byte, vs []core.ModelView, sym bool) []byte {
 			}
 		}
 		k = append(k, lpos, lru)
-		slots := make([][]byte, len(v.Slots))
+		// Admitted requests as a sorted multiset: slot numbers only name
+		// interchangeable sessions.
+		var slotBuf [core.MaxSlots][slotKeyLen]byte
+		slots := slotBuf[:len(v.Slots)]
 		for n, t := range v.Slots {
 			rank := byte(0)
 			for _, q := range v.Queue {
@@ -200,11 +272,13 @@ func (d *Driver) AppendKey(b []byte, vs []core.ModelView, sym bool) []byte {
 					rank++
 				}
 			}
-			slots[n] = binary.AppendUvarint([]byte{'s', phaseByte(t.Phase), rank}, v.Version-t.Version)
+			x := &slots[n]
+			x[0], x[1], x[2] = 's', phaseByte(t.Phase), rank
+			binary.PutUvarint(x[3:], v.Version-t.Version)
 		}
-		slices.SortFunc(slots, bytes.Compare)
-		for _, x := range slots {
-			k = append(k, x...)
+		slices.SortFunc(slots, func(x, y [slotKeyLen]byte) int { return bytes.Compare(x[:], y[:]) })
+		for n := range slots {
+			k = append(k, slots[n][:]...)
 		}
 		if v.Manager != nil {
 			k = ticketKey(append(k, 'm'), v, v.Manager)
@@ -212,20 +286,45 @@ func (d *Driver) AppendKey(b []byte, vs []core.ModelView, sym bool) []byte {
 		for n := range v.Queue {
 			k = ticketKey(append(k, 'q'), v, &v.Queue[n])
 		}
-		keys[h] = k
+		binary.BigEndian.PutUint16(k[at:], uint16(len(k)-at-2))
+		b = k
+		spans = append(spans, [2]int{at, len(b)})
 	}
-	if sym {
-		slices.SortFunc(keys, bytes.Compare)
+	for h := range twins {
+		twins[h] = false
+		for x := 0; x < h && class != nil; x++ {
+			if bytes.Equal(b[spans[x][0]:spans[x][1]], b[spans[h][0]:spans[h][1]]) {
+				twins[h] = true
+				break
+			}
+		}
 	}
-	b = append(b, byte(len(vs)), boolByte(d.M.ShuttingDown()), boolByte(d.Sent), byte(len(d.bulks)))
-	for _, bk := range d.bulks {
-		b = append(b, byte(bk.Reason))
-	}
-	for _, k := range keys {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
+	if class != nil && len(spans) > 1 {
+		b = sortSpans(b, start, spans)
 	}
 	return d.Budget.AppendKey(b)
+}
+
+// slotKeyLen is the width of one admitted request's key: 's', phase, rank,
+// and the versions it lags behind as a zero-padded uvarint.
+const slotKeyLen = 3 + binary.MaxVarintLen64
+
+// sortSpans reorders the byte spans of b[start:] (which tile it, in order)
+// by content: symmetry over model identities.
+func sortSpans(b []byte, start int, spans [][2]int) []byte {
+	if slices.IsSortedFunc(spans, func(x, y [2]int) int { return bytes.Compare(b[x[0]:x[1]], b[y[0]:y[1]]) }) {
+		return b
+	}
+	var tmpBuf [1024]byte // the models' keys, on the stack when they fit
+	tmp := append(tmpBuf[:0], b[start:]...)
+	slices.SortFunc(spans, func(x, y [2]int) int {
+		return bytes.Compare(tmp[x[0]-start:x[1]-start], tmp[y[0]-start:y[1]-start])
+	})
+	b = b[:start]
+	for _, x := range spans {
+		b = append(b, tmp[x[0]-start:x[1]-start]...)
+	}
+	return b
 }
 
 func kindByte(k string) byte {

@@ -54,8 +54,8 @@ func TestReplayIsDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k1 := d.AppendKey(nil, d.Views(), false)
-		k2 := again.AppendKey(nil, again.Views(), false)
+		k1 := d.AppendKey(nil, d.Views(), nil)
+		k2 := again.AppendKey(nil, again.Views(), nil)
 		a1 := d.Abstract(d.Views()).AppendExactKey(nil)
 		a2 := again.Abstract(again.Views()).AppendExactKey(nil)
 		if !bytes.Equal(k1, k2) || !bytes.Equal(a1, a2) {
@@ -102,19 +102,25 @@ func TestDisciplineCatchesDoubleRelease(t *testing.T) {
 	}
 }
 
-// TestCloneMatchesReplay: a reflective clone behaves as a replay of the
-// same path, and changing the clone leaves the original alone.
+// TestCloneMatchesReplay: a clone (core's Clone and the shell's copy)
+// behaves as a replay of the same path, clones of clones too (their
+// bookkeeping lives in the parent clone's arena), and changing a clone
+// leaves the state it was cloned from alone.
 func TestCloneMatchesReplay(t *testing.T) {
 	b := bound()
 	setups, _ := b.Setups()
 	rng := rand.New(rand.NewPCG(3, 4))
+	exact := func(x *Driver) []byte {
+		vs := x.Views()
+		return x.Abstract(vs).AppendExactKey(x.AppendKey(nil, vs, nil))
+	}
 	for run := 0; run < 40; run++ {
 		d, err := Replay(b, 0, setups[0], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var path []env.Label
-		walk := func(x *Driver, n int, rec bool) {
+		walk := func(x *Driver, n int) {
 			for step := 0; step < n; step++ {
 				ls := b.Enabled(x.Abstract(x.Views()), x.Budget, nil)
 				if len(ls) == 0 {
@@ -124,27 +130,25 @@ func TestCloneMatchesReplay(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rec {
-					path = append(path, res.Label)
-				}
+				path = append(path, res.Label)
 			}
 		}
-		walk(d, rng.IntN(20), true)
-		before := d.AppendKey(nil, d.Views(), false)
-		c := d.Clone()
-		walk(c, 15, true)
-		if !bytes.Equal(before, d.AppendKey(nil, d.Views(), false)) {
-			t.Fatalf("run %d: the clone changed the original", run)
-		}
-		r, err := Replay(b, 0, setups[0], path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(c.AppendKey(nil, c.Views(), false), r.AppendKey(nil, r.Views(), false)) {
-			t.Fatalf("run %d: clone and replay diverge", run)
-		}
-		if !bytes.Equal(c.Abstract(c.Views()).AppendExactKey(nil), r.Abstract(r.Views()).AppendExactKey(nil)) {
-			t.Fatalf("run %d: clone and replay abstract differently", run)
+		walk(d, rng.IntN(20))
+		for gen := 0; gen < 3; gen++ {
+			before := exact(d)
+			c := d.Clone()
+			walk(c, 1+rng.IntN(8))
+			if !bytes.Equal(before, exact(d)) {
+				t.Fatalf("run %d, generation %d: the clone changed the original", run, gen)
+			}
+			r, err := Replay(b, 0, setups[0], path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(exact(c), exact(r)) {
+				t.Fatalf("run %d, generation %d: clone and replay diverge", run, gen)
+			}
+			d = c
 		}
 	}
 }

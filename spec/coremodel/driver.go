@@ -6,8 +6,9 @@
 // abstraction function from core states to spec states and the canonical
 // key of a core state.
 //
-// core has no Clone method, so a state is rebuilt by replaying the labels
-// that reached it (Replay); replay is deterministic because ticket and job
+// A state is copied by Clone (core's exact (*core.Machine).Clone and the
+// shell's bookkeeping) or rebuilt by replaying the labels that reached it
+// (Replay, the reference); replay is deterministic because ticket and job
 // numbers are.
 //
 // Threading rule: a Driver owns its machine and is used by one goroutine.
@@ -35,13 +36,23 @@ type Bulk struct {
 	ID     core.Ticket
 	Reason core.Reason
 	Result *core.BulkResult
-	Models []string
+	Models []string // shared between copies: never changed
+}
+
+type liveTicket struct {
+	id core.Ticket
+	Ticket
+}
+
+type member struct {
+	id, parent core.Ticket
 }
 
 type job struct {
 	id   core.Job
 	kind core.EffectKind
 	cfg  *core.Config
+	ok   bool // a job runs
 }
 
 // Driver is a core.Machine inside the bounded environment.
@@ -53,15 +64,85 @@ type Driver struct {
 	Sent    bool          // ShutdownComplete was emitted
 	Effects []core.Effect // the effects of the last label, copied
 	Last    core.Event    // the core event of the last label
+	// ExactKey keeps in the canonical key what core leaves dead (see
+	// AppendKey); it is on whenever mutants are.
+	ExactKey bool
 
-	tickets map[core.Ticket]*Ticket
-	members map[core.Ticket]core.Ticket // bulk member -> parent
-	bulks   []*Bulk
-	jobs    map[core.Handle]job
+	// The shell's bookkeeping is kept in small slices (a handful of live
+	// tickets, one entry per model), which are cheap to copy.
+	tickets []liveTicket // live request and manager tickets
+	members []member     // bulk member -> parent, for live bulks
+	bulks   []Bulk
+	models  []modelShell // by handle
+	// arena holds a clone's bookkeeping when it fits, so that Clone
+	// allocates once for all of it (see inArena).
+	arena struct {
+		tickets [8]liveTicket
+		members [4]member
+		bulks   [2]Bulk
+		models  [4]modelShell
+	}
+}
+
+// modelShell is what the shell knows of one model.
+type modelShell struct {
+	job job
 	// failCode: the answer a manager waiting for its failed build's
 	// teardown will get (core keeps it privately; the shell knows which
 	// failure it reported).
-	failCode map[core.Handle]core.Code
+	failCode core.Code
+}
+
+// ticket returns the live ticket id, or nil. The pointer is valid until the
+// next change of the ticket list.
+func (d *Driver) ticket(id core.Ticket) *Ticket {
+	for k := range d.tickets {
+		if d.tickets[k].id == id {
+			return &d.tickets[k].Ticket
+		}
+	}
+	return nil
+}
+
+func (d *Driver) dropTicket(id core.Ticket) {
+	for k := range d.tickets {
+		if d.tickets[k].id == id {
+			d.tickets = append(d.tickets[:k], d.tickets[k+1:]...)
+			return
+		}
+	}
+}
+
+// job returns the job running on model h.
+func (d *Driver) job(h core.Handle) (job, bool) {
+	if int(h) < len(d.models) && d.models[h].job.ok {
+		return d.models[h].job, true
+	}
+	return job{}, false
+}
+
+// shell returns the shell's record of model h.
+func (d *Driver) shell(h core.Handle) *modelShell {
+	for int(h) >= len(d.models) {
+		d.models = append(d.models, modelShell{})
+	}
+	return &d.models[h]
+}
+
+func (d *Driver) failCodeOf(h core.Handle) core.Code {
+	if int(h) < len(d.models) {
+		return d.models[h].failCode
+	}
+	return 0
+}
+
+func (d *Driver) member(id core.Ticket) (core.Ticket, bool) {
+	for _, x := range d.members {
+		if x.id == id {
+			return x.parent, true
+		}
+	}
+	return 0, false
 }
 
 // New returns a driver on a fresh machine with the bound's options and the
@@ -73,8 +154,7 @@ func New(b *env.Bound, mutants core.Mutants) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coremodel: %w", err)
 	}
-	return &Driver{B: b, M: m, Now: 1000, Budget: b.Start(), tickets: map[core.Ticket]*Ticket{},
-		members: map[core.Ticket]core.Ticket{}, jobs: map[core.Handle]job{}, failCode: map[core.Handle]core.Code{}}, nil
+	return &Driver{B: b, M: m, Now: 1000, Budget: b.Start()}, nil
 }
 
 // Replay returns a driver in the state reached by setup then path.
@@ -90,10 +170,8 @@ func Replay(b *env.Bound, mutants core.Mutants, setup, path []env.Label) (*Drive
 	}
 	d.Budget = b.Start()
 	for _, l := range path {
-		for k, x := range d.Micro(l) {
-			if _, err := d.apply(x, k == 0, false); err != nil {
-				return nil, fmt.Errorf("coremodel: replay %s: %w", b.Describe(x), err)
-			}
+		if err := d.Redo(l); err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
@@ -175,7 +253,7 @@ func (d *Driver) apply(l env.Label, spend, check bool) (Result, error) {
 		if h, ok = d.M.Lookup(d.B.Models[l.Model]); !ok {
 			return res, fmt.Errorf("coremodel: %s of unregistered %s", l.Kind, d.B.Models[l.Model])
 		}
-		if j, ok = d.jobs[h]; !ok {
+		if j, ok = d.job(h); !ok {
 			return res, fmt.Errorf("coremodel: %s of %s: no job running", l.Kind, d.B.Models[l.Model])
 		}
 		ev.Job = j.id
@@ -222,25 +300,25 @@ func (d *Driver) apply(l env.Label, spend, check bool) (Result, error) {
 	switch l.Kind {
 	case core.EvSubmitRequest, core.EvSubmitManager, core.EvSubmitBulkUnload:
 		res.Label.Ticket = uint64(tk)
-		if _, live := d.tickets[tk]; live || d.bulk(tk) != nil {
+		if d.ticket(tk) != nil || d.bulk(tk) != nil {
 			bad("submission got ticket %d, which is still live", tk)
 		}
 		switch l.Kind {
 		case core.EvSubmitRequest:
-			d.tickets[tk] = &Ticket{Kind: abstract.KReq}
+			d.tickets = append(d.tickets, liveTicket{id: tk, Ticket: Ticket{Kind: abstract.KReq}})
 		case core.EvSubmitManager:
-			d.tickets[tk] = &Ticket{Kind: abstract.KMgr, Op: ev.Op, Cfg: ev.Config}
+			d.tickets = append(d.tickets, liveTicket{id: tk, Ticket: Ticket{Kind: abstract.KMgr, Op: ev.Op, Cfg: ev.Config}})
 		default:
-			d.bulks = append(d.bulks, &Bulk{ID: tk, Result: d.bulkResult(ev.Models), Models: ev.Models})
+			d.bulks = append(d.bulks, Bulk{ID: tk, Result: d.bulkResult(ev.Models), Models: ev.Models})
 		}
 	case core.EvLoadDone, core.EvCloneDone, core.EvProbeDone, core.EvTeardownDone:
-		delete(d.jobs, h)
+		d.models[h].job = job{}
 	case core.EvRelease:
-		t, ok := d.tickets[ev.Ticket]
-		if !ok || !t.Granted {
+		t := d.ticket(ev.Ticket)
+		if t == nil || !t.Granted {
 			bad("Release of ticket %d, which holds no lease, was accepted", ev.Ticket)
 		} else {
-			delete(d.tickets, ev.Ticket)
+			d.dropTicket(ev.Ticket)
 		}
 	case core.EvCancel:
 		if !cancelled {
@@ -252,9 +330,9 @@ func (d *Driver) apply(l env.Label, spend, check bool) (Result, error) {
 	for _, e := range d.Effects {
 		switch e.Kind {
 		case core.EfGrant:
-			t, ok := d.tickets[e.Ticket]
+			t := d.ticket(e.Ticket)
 			switch {
-			case !ok:
+			case t == nil:
 				bad("Grant for unknown ticket %d", e.Ticket)
 			case t.Kind != abstract.KReq || t.Granted:
 				bad("second answer (Grant) for ticket %d", e.Ticket)
@@ -264,30 +342,31 @@ func (d *Driver) apply(l env.Label, spend, check bool) (Result, error) {
 		case core.EfReject, core.EfDone:
 			if k := d.bulkIndex(e.Ticket); k >= 0 {
 				d.bulks = append(d.bulks[:k], d.bulks[k+1:]...)
+				d.dropMembers(e.Ticket)
 				continue
 			}
-			t, ok := d.tickets[e.Ticket]
+			t := d.ticket(e.Ticket)
 			switch {
-			case !ok:
+			case t == nil:
 				bad("%s for unknown or finished ticket %d", e.Kind, e.Ticket)
 			case t.Granted:
 				bad("%s for ticket %d, which was granted", e.Kind, e.Ticket)
 			case e.Kind == core.EfDone && t.Kind != abstract.KMgr:
 				bad("Done for request ticket %d", e.Ticket)
 			default:
-				delete(d.tickets, e.Ticket)
+				d.dropTicket(e.Ticket)
 			}
 		case core.EfStartLoad, core.EfStartClone, core.EfStartProbe, core.EfStartTeardown:
-			if old, ok := d.jobs[e.Model]; ok {
+			if old, ok := d.job(e.Model); ok {
 				bad("%s for %s while job %d runs", e.Kind, d.M.ID(e.Model), old.id)
 			}
-			d.jobs[e.Model] = job{id: e.Job, kind: e.Kind, cfg: e.Config}
+			d.shell(e.Model).job = job{id: e.Job, kind: e.Kind, cfg: e.Config, ok: true}
 			if e.Kind == core.EfStartTeardown && e.Cause == core.CauseFailedLoad {
 				code := core.CodeBackend // a clone failed
 				if l.Kind == core.EvLoadDone {
 					code = core.CodeInvalid // the primary's capacity is below the slots
 				}
-				d.failCode[e.Model] = code
+				d.shell(e.Model).failCode = code
 			}
 		case core.EfShutdownComplete:
 			if d.Sent {
@@ -297,7 +376,7 @@ func (d *Driver) apply(l env.Label, spend, check bool) (Result, error) {
 		}
 	}
 	if cancelled && l.Kind == core.EvCancel && d.bulk(ev.Ticket) == nil {
-		if _, live := d.tickets[ev.Ticket]; live {
+		if d.ticket(ev.Ticket) != nil {
 			bad("Cancel of ticket %d reported it ended, but it got no answer", ev.Ticket)
 		}
 	}
@@ -321,9 +400,22 @@ func (d *Driver) bulkIndex(id core.Ticket) int {
 
 func (d *Driver) bulk(id core.Ticket) *Bulk {
 	if k := d.bulkIndex(id); k >= 0 {
-		return d.bulks[k]
+		return &d.bulks[k]
 	}
 	return nil
+}
+
+// dropMembers forgets the members of a finished bulk: every one of them has
+// finished before it.
+func (d *Driver) dropMembers(p core.Ticket) {
+	out := d.members[:0]
+	for _, x := range d.members {
+		if x.parent != p {
+			out = append(out, x)
+		}
+	}
+	clear(d.members[len(out):])
+	d.members = out
 }
 
 // bulkResult is the contract's answer of a bulk unload: the registered
@@ -353,13 +445,13 @@ func (d *Driver) attributeMembers(p core.Ticket) {
 	for h := 0; h < d.M.Len(); h++ {
 		v := d.M.Inspect(core.Handle(h))
 		for _, t := range v.Queue {
-			if _, ok := d.members[t.Ticket]; t.Member && !ok {
-				d.members[t.Ticket] = p
+			if _, ok := d.member(t.Ticket); t.Member && !ok {
+				d.members = append(d.members, member{id: t.Ticket, parent: p})
 			}
 		}
 		if t := v.Manager; t != nil {
-			if _, ok := d.members[t.Ticket]; t.Member && !ok {
-				d.members[t.Ticket] = p
+			if _, ok := d.member(t.Ticket); t.Member && !ok {
+				d.members = append(d.members, member{id: t.Ticket, parent: p})
 			}
 		}
 	}
@@ -368,14 +460,14 @@ func (d *Driver) attributeMembers(p core.Ticket) {
 // parentOf returns the bulk of a member barrier. A member the driver never
 // saw queued (a barrier published late) belongs to the newest live bulk
 // that selected its model.
-func (d *Driver) parentOf(member core.Ticket, model string) core.Ticket {
-	if p, ok := d.members[member]; ok {
+func (d *Driver) parentOf(m core.Ticket, model string) core.Ticket {
+	if p, ok := d.member(m); ok {
 		return p
 	}
 	for k := len(d.bulks) - 1; k >= 0; k-- {
 		for _, id := range d.bulks[k].Models {
 			if id == model {
-				d.members[member] = d.bulks[k].ID
+				d.members = append(d.members, member{id: m, parent: d.bulks[k].ID})
 				return d.bulks[k].ID
 			}
 		}

@@ -95,8 +95,12 @@ type Bound struct {
 	// every other event and need not interleave with them. Core only.
 	MergeBuild bool
 
-	Symmetry bool // canonical keys sort models
+	Symmetry bool // canonical keys sort models within their SymmetryClasses
 	Liveness bool // keep the graph and look for cycles
+	// LabelAll labels every client and every model, also those
+	// interchangeable with an earlier one (see sameWaiter and the core
+	// system's twins): it cross-checks those transition reductions.
+	LabelAll bool
 
 	_ struct{}
 }
@@ -234,8 +238,8 @@ func (b *Bound) Enabled(s *abstract.State, u Budget, out []Label) []Label {
 		md := &s.Models[i]
 		mi := uint8(b.modelIndex(md.ID))
 		if u.Cancels > 0 {
-			for _, e := range md.Queue {
-				if e.Kind == abstract.KMember {
+			for k, e := range md.Queue {
+				if e.Kind == abstract.KMember || (!b.LabelAll && k > 0 && sameWaiter(md, &md.Queue[k-1], &e)) {
 					continue
 				}
 				r := core.ReasonDisconnect
@@ -244,14 +248,14 @@ func (b *Bound) Enabled(s *abstract.State, u Budget, out []Label) []Label {
 				}
 				out = append(out, Label{Kind: core.EvCancel, Model: mi, Ticket: e.ID, Reason: r})
 			}
-			for _, h := range md.Holders {
-				if h.Wait {
+			for k, h := range md.Holders {
+				if h.Wait && (b.LabelAll || !sameHolderBefore(md, k)) {
 					out = append(out, Label{Kind: core.EvCancel, Model: mi, Ticket: h.ID, Reason: core.ReasonDisconnect})
 				}
 			}
 		}
-		for _, h := range md.Holders {
-			if !h.Wait {
+		for k, h := range md.Holders {
+			if !h.Wait && (b.LabelAll || !sameHolderBefore(md, k)) {
 				out = append(out, Label{Kind: core.EvRelease, Model: mi, Ticket: h.ID, Fair: true})
 			}
 		}

@@ -5,9 +5,10 @@
 // search for liveness, and the shortest counterexample as a list of labels.
 //
 // Threading rule: Run expands each BFS level on Options.Workers goroutines,
-// calling System.Expand concurrently; merging (deduplication, numbering,
-// edges) is sequential and in a fixed order, so results and counterexamples
-// do not depend on scheduling.
+// calling System.Expand (or a Deriver's Root, Derive and ExpandState)
+// concurrently; merging (deduplication, numbering, edges) is sequential and
+// in a fixed order, so results and counterexamples do not depend on
+// scheduling.
 package mc
 
 import (
@@ -15,7 +16,9 @@ import (
 	"hash/maphash"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/spec/env"
@@ -71,6 +74,21 @@ type System interface {
 	// (st is the state kept in memory, or nil: then the system rebuilds it
 	// from the path).
 	Expand(root int, path []env.Label, st any) (Expansion, error)
+}
+
+// Deriver is implemented by systems that do not keep states in memory but
+// can copy one. Run then rebuilds a state from a copy of its parent's,
+// walking the BFS tree so that the ancestors of one state stay materialized
+// for the next (siblings are numbered consecutively), instead of replaying
+// the whole path from an initial state.
+type Deriver interface {
+	// Root returns initial state k (the index of Roots) materialized.
+	Root(k int) (any, error)
+	// Derive returns the state that l leads to from parent, leaving parent
+	// unchanged. l is a label that Expand reported for parent.
+	Derive(parent any, l env.Label) (any, error)
+	// ExpandState is System.Expand of a materialized state; it may change st.
+	ExpandState(st any) (Expansion, error)
 }
 
 // Options tune a run.
@@ -145,11 +163,13 @@ func Fingerprint(key []byte) uint64 {
 }
 
 type checker struct {
-	sys    System
-	opts   Options
-	table  fpTable
-	parent []int32
-	label  []env.Label
+	sys     System
+	der     Deriver // sys, when it derives states from their parent's
+	walkers []walker
+	opts    Options
+	table   fpTable
+	parent  []int32
+	label   []env.Packed // the label from the parent; a root's holds its index
 	// Liveness graph in CSR form: the successors of state id are
 	// edges[off[id]:off[id+1]].
 	off     []int64
@@ -161,36 +181,39 @@ type checker struct {
 func (c *checker) path(id int32) (int, []env.Label) {
 	var rev []env.Label
 	for c.parent[id] >= 0 {
-		rev = append(rev, c.label[id])
+		rev = append(rev, c.label[id].Label())
 		id = c.parent[id]
 	}
 	out := make([]env.Label, len(rev))
 	for k := range rev {
 		out[k] = rev[len(rev)-1-k]
 	}
-	return int(c.label[id].Model), out // a root's label holds its index
+	return int(c.label[id].Label().Model), out // a root's label holds its index
 }
 
-// node is a state waiting for expansion: its number and, for systems that
-// keep states in memory, the state.
-type node struct {
-	id int32
-	st any
-}
-
-// job is a node being expanded.
+// job is a state being expanded: its number, the state for systems that
+// keep states in memory, and what expanding it found.
 type job struct {
-	node
+	id  int32
+	st  any
 	exp Expansion
 	err error
 }
 
 // Run explores sys breadth-first.
+//
+// States are numbered in the order they are found, so each BFS level is a
+// contiguous range of numbers and the frontier needs no list of its own.
+// Per state the checker keeps its fingerprint, its parent's number and the
+// label from the parent: a state is rebuilt from that path (System.Expand),
+// or, for a Deriver, from a copy of its parent's state.
 func Run(sys System, opts Options) (*Result, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
 	c := &checker{sys: sys, opts: opts}
+	c.der, _ = sys.(Deriver)
+	c.walkers = make([]walker, opts.Workers)
 	c.table.init(1 << 16)
 	res := &Result{table: &c.table, CompleteDepth: -1}
 	start := time.Now()
@@ -199,34 +222,35 @@ func Run(sys System, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var level []node
+	var states []any // the level's states, for systems that keep them
 	for k, r := range roots {
-		id, fresh := c.table.insert(r.FP, int32(len(c.parent)))
+		_, fresh := c.table.insert(r.FP, int32(len(c.parent)))
 		if !fresh {
 			continue
 		}
 		c.parent = append(c.parent, -1)
-		c.label = append(c.label, env.Label{Model: uint8(k)})
+		c.label = append(c.label, env.Label{Model: uint8(k)}.Pack())
 		if opts.Liveness {
 			c.waiting = append(c.waiting, false)
-		}
-		if opts.Liveness {
 			c.fps = append(c.fps, r.FP)
 		}
-		level = append(level, node{id: id, st: r.State})
+		if c.der == nil {
+			states = append(states, r.State)
+		}
 	}
-	res.States = int64(len(level))
-	for depth := 0; len(level) > 0; depth++ {
+	res.States = int64(len(c.parent))
+	part := make([]job, 0, batch)
+	for depth, lo, hi := 0, 0, len(c.parent); lo < hi; depth, lo, hi = depth+1, hi, len(c.parent) {
 		res.Depth = depth
-		var next []node
-		part := make([]job, 0, batch)
-		for lo := 0; lo < len(level); lo += batch {
+		var next []any
+		for b := lo; b < hi; b += batch {
 			part = part[:0]
-			for _, n := range level[lo:min(lo+batch, len(level))] {
-				part = append(part, job{node: n})
-			}
-			for k := lo; k < min(lo+batch, len(level)); k++ {
-				level[k].st = nil // the job holds it now
+			for id := b; id < min(b+batch, hi); id++ {
+				j := job{id: int32(id)}
+				if states != nil {
+					j.st, states[id-lo] = states[id-lo], nil // the job holds it now
+				}
+				part = append(part, j)
 			}
 			c.expand(part)
 			var err error
@@ -238,6 +262,7 @@ func Run(sys System, opts Options) (*Result, error) {
 				break
 			}
 			if !opts.Deadline.IsZero() && time.Now().After(opts.Deadline) {
+				res.States = int64(len(c.parent))
 				return res, nil
 			}
 		}
@@ -245,7 +270,7 @@ func Run(sys System, opts Options) (*Result, error) {
 		res.States = int64(len(c.parent))
 		if c.opts.Progress != nil {
 			fmt.Fprintf(c.opts.Progress, "  depth %d: %d states, %d transitions, frontier %d, %.0fs\n",
-				depth, res.States, res.Transitions, len(next), time.Since(start).Seconds())
+				depth, res.States, res.Transitions, len(c.parent)-hi, time.Since(start).Seconds())
 		}
 		if res.Violation != nil {
 			return res, nil
@@ -253,7 +278,7 @@ func Run(sys System, opts Options) (*Result, error) {
 		if opts.MaxStates > 0 && res.States > int64(opts.MaxStates) {
 			return res, nil
 		}
-		level = next
+		states = next
 	}
 	res.Complete = true
 	if c.opts.Liveness {
@@ -265,11 +290,12 @@ func Run(sys System, opts Options) (*Result, error) {
 
 // batch is how many states are expanded before their successors are merged:
 // it bounds the memory of successors not yet deduplicated.
-const batch = 2048
+const batch = 1 << 14
 
 // merge deduplicates the successors of part in order, numbering new states
-// and recording violations.
-func (c *checker) merge(part []job, next []node, res *Result) ([]node, error) {
+// and recording violations; for systems that keep states it appends the new
+// ones to next.
+func (c *checker) merge(part []job, next []any, res *Result) ([]any, error) {
 	for k := range part {
 		j := &part[k]
 		if j.err != nil {
@@ -317,12 +343,14 @@ func (c *checker) merge(part []job, next []node, res *Result) ([]node, error) {
 			id, fresh := c.table.insert(s.FP, int32(len(c.parent)))
 			if fresh {
 				c.parent = append(c.parent, j.id)
-				c.label = append(c.label, s.Label)
+				c.label = append(c.label, s.Label.Pack())
 				if c.opts.Liveness {
 					c.waiting = append(c.waiting, false)
 					c.fps = append(c.fps, s.FP)
 				}
-				next = append(next, node{id: id, st: s.State})
+				if c.der == nil {
+					next = append(next, s.State)
+				}
 			}
 			if c.opts.Liveness {
 				c.edges = append(c.edges, id)
@@ -334,27 +362,33 @@ func (c *checker) merge(part []job, next []node, res *Result) ([]node, error) {
 	return next, nil
 }
 
-// expand runs System.Expand on every job of a level, in parallel.
-func (c *checker) expand(level []job) {
+// expand expands every job of a batch, in parallel. Workers take
+// contiguous chunks, so a Deriver's walker finds the ancestors of one state
+// still materialized for the next.
+func (c *checker) expand(part []job) {
 	var wg sync.WaitGroup
-	var next int64
-	var mu sync.Mutex
-	const chunk = 64
+	var next atomic.Int64
+	n := int64(len(part))
+	chunk := max(64, n/int64(4*c.opts.Workers))
 	for w := 0; w < c.opts.Workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			wk := &c.walkers[w]
 			for {
-				mu.Lock()
-				lo := next
-				next += chunk
-				mu.Unlock()
-				if lo >= int64(len(level)) {
+				lo := next.Add(chunk) - chunk
+				if lo >= n {
 					return
 				}
-				hi := min(lo+chunk, int64(len(level)))
-				for k := lo; k < hi; k++ {
-					j := &level[k]
+				for k := lo; k < min(lo+chunk, n); k++ {
+					j := &part[k]
+					if c.der != nil {
+						var st any
+						if st, j.err = wk.state(c, j.id); j.err == nil {
+							j.exp, j.err = c.der.ExpandState(st)
+						}
+						continue
+					}
 					root, path := c.path(j.id)
 					j.exp, j.err = c.sys.Expand(root, path, j.st)
 				}
@@ -362,4 +396,47 @@ func (c *checker) expand(level []job) {
 		}()
 	}
 	wg.Wait()
+}
+
+// walker rebuilds states of a Deriver along the BFS tree; one per worker.
+type walker struct {
+	stack []frame // materialized ancestors of the last state, from its root
+	chain []int32
+}
+
+type frame struct {
+	id int32
+	st any
+}
+
+// state returns state id materialized: its ancestors are derived from the
+// deepest one still on the stack, then id itself from its parent. The
+// returned state is the caller's; the stack's states are never handed out.
+func (w *walker) state(c *checker, id int32) (any, error) {
+	w.chain = w.chain[:0]
+	for p := c.parent[id]; p >= 0; p = c.parent[p] {
+		w.chain = append(w.chain, p)
+	}
+	slices.Reverse(w.chain)
+	k := 0
+	for k < len(w.stack) && k < len(w.chain) && w.stack[k].id == w.chain[k] {
+		k++
+	}
+	clear(w.stack[k:])
+	w.stack = w.stack[:k]
+	for ; k < len(w.chain); k++ {
+		st, err := w.derive(c, w.chain[k])
+		if err != nil {
+			return nil, err
+		}
+		w.stack = append(w.stack, frame{id: w.chain[k], st: st})
+	}
+	return w.derive(c, id)
+}
+
+func (w *walker) derive(c *checker, id int32) (any, error) {
+	if c.parent[id] < 0 {
+		return c.der.Root(int(c.label[id].Label().Model))
+	}
+	return c.der.Derive(w.stack[len(w.stack)-1].st, c.label[id].Label())
 }

@@ -2,6 +2,7 @@ package mc
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/sluice-dev/sluice/spec/env"
@@ -93,5 +94,62 @@ func TestTable(t *testing.T) {
 		if id, ok := tb.lookup(uint64(i) * 0x9e3779b97f4a7c15); !ok || id != int32(i) {
 			t.Fatal("lost", i)
 		}
+	}
+}
+
+// tree is a binary counter system that rebuilds states from their parent's
+// (a Deriver): state n steps to 2n+1 and 2n+2 below max, and n itself is
+// checked against the path that reached it.
+type tree struct {
+	max     int
+	derived *int
+}
+
+func (t *tree) Roots() ([]Root, error) { return []Root{{FP: fp(0)}}, nil }
+
+func (t *tree) Expand(_ int, path []env.Label, _ any) (Expansion, error) {
+	n := 0
+	for _, l := range path {
+		n = int(l.Ticket)
+	}
+	return t.ExpandState(n)
+}
+
+func (t *tree) Root(int) (any, error) { return 0, nil }
+
+func (t *tree) Derive(parent any, l env.Label) (any, error) {
+	*t.derived++
+	p := parent.(int)
+	if int(l.Ticket) != 2*p+1 && int(l.Ticket) != 2*p+2 {
+		return nil, fmt.Errorf("label %d is not a child of %d", l.Ticket, p)
+	}
+	return int(l.Ticket), nil
+}
+
+func (t *tree) ExpandState(st any) (Expansion, error) {
+	n := st.(int)
+	e := Expansion{Fair: true}
+	for _, c := range []int{2*n + 1, 2*n + 2} {
+		if c <= t.max {
+			e.Succs = append(e.Succs, Succ{Label: env.Label{Ticket: uint64(c)}, FP: fp(c)})
+		}
+	}
+	return e, nil
+}
+
+// TestDeriverWalksTheTree: a Deriver's states are rebuilt from their
+// parents along the BFS tree, each ancestor derived about once per level.
+func TestDeriverWalksTheTree(t *testing.T) {
+	var derived int
+	res, err := Run(&tree{max: 1<<12 - 2, derived: &derived}, Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.States != 1<<12-1 || res.Verdict() != "ok" || res.Depth != 11 {
+		t.Fatalf("%+v", res)
+	}
+	// A replay from the root would derive sum(depth) ~ 10 per state.
+	if derived > 3*int(res.States) {
+		t.Fatalf("%d derivations for %d states", derived, res.States)
 	}
 }

@@ -53,6 +53,9 @@ func RandomBound(seed uint64) *env.Bound {
 		BoundedRequests: rng.IntN(3) > 0,
 		BoundedManagers: rng.IntN(2) == 0,
 		Capacity:        4,
+		// Random traces pick among every client, also those a model checker
+		// need not tell apart: which of them a mutant mistreats matters.
+		LabelAll: true,
 	}
 	if rng.IntN(3) == 0 {
 		b.Options.MemoryBudgetMB = 250

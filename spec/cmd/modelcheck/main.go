@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -18,7 +20,9 @@ import (
 	"github.com/sluice-dev/sluice/spec/check"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	bounds := flag.String("bound", "small,small3", "comma-separated bounds: small, small3, large")
 	workers := flag.Int("workers", 0, "checker goroutines (0: GOMAXPROCS)")
 	maxStates := flag.Int("max-states", 0, "stop beyond this many states (0: no limit)")
@@ -27,11 +31,38 @@ func main() {
 	specOnly := flag.Bool("spec-only", false, "explore only the spec transcription")
 	coreOnly := flag.Bool("core-only", false, "explore only the core")
 	noSym := flag.Bool("no-symmetry", false, "turn symmetry reduction off")
-	replay := flag.Bool("replay-only", false, "copy core states by replay only, never by reflective clone")
+	replay := flag.Bool("replay-only", false, "rebuild every core state by replay from its initial state, never by cloning")
+	labelAll := flag.Bool("label-all", false, "label interchangeable clients and models too (no transition reduction)")
+	exactKey := flag.Bool("exact-key", false, "keep what core leaves dead in the core's state keys")
 	progress := flag.Bool("progress", false, "print a line per BFS level")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	gcPercent := flag.Int("gogc", 400, "garbage collector target percentage, unless GOGC is set")
+	memLimit := flag.Int64("mem-limit-mb", 6144, "soft memory limit in MiB, unless GOMEMLIMIT is set (0: none)")
 	flag.Parse()
+	// The checker allocates short-lived states at a high rate over a
+	// pointer-free table of fingerprints: collecting less often saves much
+	// of the collector's time; the soft limit keeps the heap inside the
+	// bound's memory budget.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(*gcPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && *memLimit > 0 {
+		debug.SetMemoryLimit(*memLimit << 20)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "modelcheck:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "modelcheck:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	o := check.Options{Workers: *workers, MaxStates: *maxStates, MaxTime: *maxTime, SpecOnly: *specOnly,
-		CoreOnly: *coreOnly, NoSymmetry: *noSym, ReplayOnly: *replay}
+		CoreOnly: *coreOnly, NoSymmetry: *noSym, ReplayOnly: *replay, LabelAll: *labelAll, ExactKey: *exactKey}
 	if *progress {
 		o.Progress = os.Stderr
 	}
@@ -39,7 +70,7 @@ func main() {
 		m, ok := core.ParseMutant(*mutant)
 		if !ok {
 			fmt.Fprintf(os.Stderr, "modelcheck: no mutant %q\n", *mutant)
-			os.Exit(2)
+			return 2
 		}
 		o.Mutants = m
 	}
@@ -49,17 +80,18 @@ func main() {
 		b, err := check.Bound(strings.TrimSpace(name))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "modelcheck:", err)
-			os.Exit(2)
+			return 2
 		}
 		rep, err := check.RunBound(b, os.Stdout, o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "modelcheck:", err)
-			os.Exit(2)
+			return 2
 		}
 		ok = ok && rep.OK()
 	}
 	fmt.Printf("total time %.1fs\n", time.Since(start).Seconds())
 	if !ok {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
