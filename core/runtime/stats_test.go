@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,7 +61,7 @@ func TestAdmissionStats(t *testing.T) {
 		if a.Admissions != 2 || a.WaitSum != 2*time.Second {
 			t.Fatalf("admissions %d, wait %v; want 2 and 2s", a.Admissions, a.WaitSum)
 		}
-		if want := []uint64{1, 1, 2}; !equalU64(a.WaitBuckets, want) {
+		if want := []uint64{1, 1, 2}; !slices.Equal(a.WaitBuckets, want) {
 			t.Fatalf("wait buckets %v, want %v (cumulative)", a.WaitBuckets, want)
 		}
 		if a.Refusals[core.CodeServerBusy] != 1 || a.Refusals[core.CodeCancelled] != 1 || a.Refusals[core.CodeInvalid] != 0 {
@@ -70,18 +71,6 @@ func TestAdmissionStats(t *testing.T) {
 			t.Fatalf("unknown IDs: %+v", unknown)
 		}
 	})
-}
-
-func equalU64(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A lifecycle subscriber sees the backend steps and nothing of warm
