@@ -246,7 +246,7 @@ func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
 	if _, err := resolve(spec); err != nil {
 		return 0, err
 	}
-	return baseMB + perSlotMB*int64(max(1, spec.Slots)), nil
+	return backends.LinearMB(baseMB, perSlotMB, spec.Slots), nil
 }
 
 // Open implements backends.Engine.
@@ -265,11 +265,7 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 // Probe implements backends.Engine: it opens a real session, so a model the
 // runtime rejects fails the probe.
 func (e *Engine) Probe(ctx context.Context, spec backends.Spec) (int, error) {
-	s, n, err := e.Open(ctx, spec)
-	if err != nil {
-		return 0, err
-	}
-	return n, s.Close(ctx)
+	return backends.ProbeByOpening(ctx, spec, e.Open)
 }
 
 type session struct {
