@@ -58,14 +58,15 @@ func (s *State) appendKey(b []byte, class func(string) byte, ids bool) []byte {
 		spans = append(spans, [2]int{at, len(b)})
 	}
 	if class != nil && len(spans) > 1 {
-		b = sortSpans(b, start, spans)
+		b = SortSpans(b, start, spans)
 	}
 	return b
 }
 
-// sortSpans reorders the byte spans of b[start:] (which tile it, in order)
-// by content: symmetry over model identities.
-func sortSpans(b []byte, start int, spans [][2]int) []byte {
+// SortSpans reorders the byte spans of b[start:] (which tile it, in order)
+// by content: symmetry over model identities. The core model's keys use
+// it too.
+func SortSpans(b []byte, start int, spans [][2]int) []byte {
 	if slices.IsSortedFunc(spans, func(x, y [2]int) int { return bytes.Compare(b[x[0]:x[1]], b[y[0]:y[1]]) }) {
 		return b
 	}
@@ -187,7 +188,7 @@ func AppendEffectsKey(b []byte, effs []Effect) []byte {
 		b = effs[k].appendKey(b)
 		spans = append(spans, [2]int{at, len(b)})
 	}
-	return sortSpans(b, start, spans)
+	return SortSpans(b, start, spans)
 }
 
 func (e *Effect) appendKey(b []byte) []byte {

@@ -300,7 +300,7 @@ func (d *Driver) Key(b []byte, vs []core.ModelView, class func(id string) byte, 
 		}
 	}
 	if class != nil && len(spans) > 1 {
-		b = sortSpans(b, start, spans)
+		b = abstract.SortSpans(b, start, spans)
 	}
 	return d.Budget.AppendKey(b)
 }
@@ -308,24 +308,6 @@ func (d *Driver) Key(b []byte, vs []core.ModelView, class func(id string) byte, 
 // slotKeyLen is the width of one admitted request's key: 's', phase, rank,
 // and the versions it lags behind as a zero-padded uvarint.
 const slotKeyLen = 3 + binary.MaxVarintLen64
-
-// sortSpans reorders the byte spans of b[start:] (which tile it, in order)
-// by content: symmetry over model identities.
-func sortSpans(b []byte, start int, spans [][2]int) []byte {
-	if slices.IsSortedFunc(spans, func(x, y [2]int) int { return bytes.Compare(b[x[0]:x[1]], b[y[0]:y[1]]) }) {
-		return b
-	}
-	var tmpBuf [1024]byte // the models' keys, on the stack when they fit
-	tmp := append(tmpBuf[:0], b[start:]...)
-	slices.SortFunc(spans, func(x, y [2]int) int {
-		return bytes.Compare(tmp[x[0]-start:x[1]-start], tmp[y[0]-start:y[1]-start])
-	})
-	b = b[:start]
-	for _, x := range spans {
-		b = append(b, tmp[x[0]-start:x[1]-start]...)
-	}
-	return b
-}
 
 func kindByte(k string) byte {
 	switch k {
