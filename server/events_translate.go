@@ -38,6 +38,16 @@ type translator struct {
 	out  []Event
 }
 
+// Record names of the request path, which only the translator reads (the
+// lifecycle names are beside the metrics feed).
+var (
+	evSubmitRequest = core.EvSubmitRequest.String()
+	evSubmitManager = core.EvSubmitManager.String()
+	efGrant         = core.EfGrant.String()
+	efReject        = core.EfReject.String()
+	efDone          = core.EfDone.String()
+)
+
 type expectedEffect struct {
 	kind   string
 	ticket uint64

@@ -171,11 +171,6 @@ func newFeedState(m *metrics) *feedState {
 }
 
 var (
-	evSubmitRequest = core.EvSubmitRequest.String()
-	evSubmitManager = core.EvSubmitManager.String()
-	efGrant         = core.EfGrant.String()
-	efReject        = core.EfReject.String()
-	efDone          = core.EfDone.String()
 	evLoadDone      = core.EvLoadDone.String()
 	evCloneDone     = core.EvCloneDone.String()
 	evTeardownDone  = core.EvTeardownDone.String()
