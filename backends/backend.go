@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Spec is what a pool is built from: a model's engine, checkpoint, task and
@@ -30,16 +31,28 @@ type Spec struct {
 
 // Request is one inference call.
 type Request struct {
-	ID     string          // request ID, for logs and fixture output
-	Slot   int             // the slot (session index) serving it
-	Input  json.RawMessage // the JSON input of /v1/models/{id}/infer, or engine-specific parameters
-	Data   []byte          // binary payload (for example PCM16 audio), may be nil
-	Stream bool            // the caller consumes chunks through the emit callback
+	ID    string          // request ID, for logs and fixture output
+	Slot  int             // the slot (session index) serving it
+	Input json.RawMessage // the JSON input of /v1/models/{id}/infer, or engine-specific parameters
+	Data  []byte          // binary payload (for example PCM16 audio), may be nil
+	// Body, when set, is the binary payload as a random-access blob (an
+	// upload the server spooled to a temporary file); engines read it
+	// instead of Data, in bounded chunks (backends/audio). It is valid
+	// until Infer returns.
+	Body   Blob
+	Stream bool // the caller consumes chunks through the emit callback
 
 	// Version is the committed config version the request is bound to. It
 	// can be newer than the Spec.Version the session was built with when a
 	// reconfigure changed only admission metadata and kept the pool.
 	Version uint64
+}
+
+// Blob is a request payload that is read in pieces instead of held in
+// memory: an *os.File spooled by the server, or bytes.Reader-like memory.
+type Blob interface {
+	io.ReaderAt
+	Size() int64
 }
 
 // Output is the result of one inference call.
