@@ -61,6 +61,7 @@ type Server struct {
 	hs      *http.Server
 	conns   *connTracker
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
+	auth    *auth    // keys and dashboard sessions (mw_auth.go), built with the routes
 
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
