@@ -20,6 +20,7 @@ type Config struct {
 	Fixture         bool          // the fixture engine and /v1/fixture endpoints
 	APIKey          string        // Bearer key for every endpoint but /healthz and /readyz
 	ManagementKey   string        // Bearer key for management endpoints
+	SignInLimit     int           // failed dashboard sign-ins allowed a minute; 0: DefaultSignInLimit
 	MaxBody         int64         // request body limit in bytes, default 25 MiB
 	ModelsRoot      string        // folder of checkpoints
 	MaxLoadedModels int           // 0: unlimited

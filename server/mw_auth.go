@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,13 +32,21 @@ const APIKeyOnlyWarning = "management needs --management-key when --api-key is s
 // CORS preflight that Sluice never grants.
 const uiHeader = "X-Sluice-UI"
 
-// Sign-in attempts: failed ones are limited to signInRate a second (burst
-// signInBurst) for the whole server; over it every attempt is 429.
-const (
-	signInRate  = 5
-	signInBurst = 5
-	maxKeyLen   = 1024 // a sign-in body's key; longer is 400
-)
+// DefaultSignInLimit is the default of Config.SignInLimit: failed sign-ins
+// allowed a minute for the whole server, at most a second's worth of them
+// at once; over it every sign-in is 429 (CONTRACT.md ui.sign-in-rate).
+const DefaultSignInLimit = 300
+
+const maxKeyLen = 1024 // a sign-in body's key; longer is 400
+
+// signInLimiter is the token bucket of failed sign-ins: perMinute a minute,
+// a burst of a second's worth (at least one).
+func signInLimiter(perMinute int) *rate.Limiter {
+	if perMinute <= 0 {
+		perMinute = DefaultSignInLimit
+	}
+	return rate.NewLimiter(rate.Limit(float64(perMinute)/60), max(1, (perMinute+59)/60))
+}
 
 // credential is what a request presented, resolved once by authenticate.
 type credential struct {
@@ -67,7 +77,7 @@ func newAuth(cfg Config, log *slog.Logger) *auth {
 	}
 	return &auth{apiKey: cfg.APIKey, mgmtKey: cfg.ManagementKey, management: cfg.UIManagement,
 		sessions: newSessionTable(sessionTTL, maxSessions, nil),
-		failures: rate.NewLimiter(signInRate, signInBurst), now: time.Now}
+		failures: signInLimiter(cfg.SignInLimit), now: time.Now}
 }
 
 func sameKey(got, want string) bool {
@@ -245,10 +255,11 @@ func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 		return errNoProof
 	}
 	now := a.now()
-	if a.failures.TokensAt(now) < 1 {
-		w.Header().Set("Retry-After", "1")
+	if tokens := a.failures.TokensAt(now); tokens < 1 {
+		wait := math.Ceil((1 - tokens) / float64(a.failures.Limit()))
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait))))
 		return &Error{Status: http.StatusTooManyRequests, Type: "permission_error", Code: "rate_limited",
-			Message: "too many failed sign-ins: try again in a second"}
+			Message: "too many failed sign-ins: try again later"}
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	var body struct {

@@ -253,13 +253,14 @@ func TestSignInRefusals(t *testing.T) {
 	ts := keyed(t, true)
 	now := time.Unix(1e9, 0)
 	ts.s.auth.now = func() time.Time { return now }
-	ts.s.auth.failures.SetBurstAt(now, signInBurst) // start full at the fake clock
+	burst := ts.s.auth.failures.Burst()
+	ts.s.auth.failures.SetBurstAt(now, burst) // start full at the fake clock
 	try := func(body string) *httptest.ResponseRecorder {
 		return send(ts, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(body)), "X-Sluice-UI", "1")
 	}
 	only := newServer(t, func(c *Config) { c.ManagementKey = "k-mgmt" })
 	msg := ""
-	for i := range signInBurst {
+	for i := range burst {
 		rec := try(`{"key":"wrong"}`)
 		if rec.Code != 401 {
 			t.Fatalf("failure %d: %d %s", i, rec.Code, rec.Body)

@@ -43,6 +43,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.BoolVar(&c.Fixture, "fixture", false, "serve the fixture engine and the /v1/fixture gate endpoints (tests and demos)")
 	fs.StringVar(&c.APIKey, "api-key", os.Getenv("SLUICE_API_KEY"), "Bearer key for every endpoint but /healthz and /readyz (default $SLUICE_API_KEY)")
 	fs.StringVar(&c.ManagementKey, "management-key", os.Getenv("SLUICE_MANAGEMENT_KEY"), "Bearer key for the management endpoints (default $SLUICE_MANAGEMENT_KEY)")
+	fs.IntVar(&c.SignInLimit, "sign-in-limit", server.DefaultSignInLimit, "failed dashboard sign-ins allowed a minute (over it, sign-ins are 429)")
 	maxBody := fs.String("max-body", "25MiB", "request body limit (bytes, or with a unit such as 25MiB)")
 	fs.StringVar(&c.ModelsRoot, "models-root", c.ModelsRoot, "folder of checkpoints; checkpoint paths must stay inside it")
 	fs.IntVar(&c.MaxLoadedModels, "max-loaded-models", 0, "most resident models at once (0: unlimited)")
