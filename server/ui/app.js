@@ -479,7 +479,7 @@
     document.body.classList.toggle("management", cfg.management);
     for (const el of document.querySelectorAll(".mgmt")) el.hidden = !cfg.management;
     $("mode-hint").textContent = !cfg.management ? "read-only (start the server with --ui-management for actions)"
-      : cfg.can_manage ? "management enabled" : "read-only: management needs the management key";
+      : cfg.can_manage ? "management enabled" : "read-only for this session";
     showAuth();
     $("root-form").addEventListener("submit", setRoot);
     try {
