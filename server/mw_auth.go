@@ -254,13 +254,22 @@ func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if !sameOrigin(r) {
 		return errNoProof
 	}
+	// Every attempt takes a token at once, so concurrent failures cannot
+	// pass the limit together; an attempt that does not fail gives it back.
 	now := a.now()
-	if tokens := a.failures.TokensAt(now); tokens < 1 {
-		wait := math.Ceil((1 - tokens) / float64(a.failures.Limit()))
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait))))
+	res := a.failures.ReserveN(now, 1)
+	if wait := res.DelayFrom(now); !res.OK() || wait > 0 {
+		res.CancelAt(now)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 		return &Error{Status: http.StatusTooManyRequests, Type: "permission_error", Code: "rate_limited",
 			Message: "too many failed sign-ins: try again later"}
 	}
+	failed := true
+	defer func() {
+		if !failed {
+			res.CancelAt(now)
+		}
+	}()
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	var body struct {
 		Key string `json:"key"`
@@ -273,9 +282,9 @@ func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	}
 	sc := a.scopeOfKey(body.Key)
 	if sc == scopeNone {
-		a.failures.AllowN(now, 1)
 		return Unauthorized("wrong key")
 	}
+	failed = false
 	token, exp, err := a.sessions.create(sc)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -311,5 +312,33 @@ func TestSessionTable(t *testing.T) {
 	tab.remove(d)
 	if tab.lookup(d) != scopeNone || tab.size() != 2 {
 		t.Fatal("remove")
+	}
+}
+
+// TestSignInRateConcurrent: concurrent failures never pass the limit
+// together: with the clock stopped, exactly a burst of them is 401 and the
+// rest 429 (CONTRACT.md ui.sign-in-rate).
+func TestSignInRateConcurrent(t *testing.T) {
+	ts := keyed(t, true)
+	now := time.Unix(1e9, 0)
+	ts.s.auth.now = func() time.Time { return now }
+	burst := ts.s.auth.failures.Burst()
+	ts.s.auth.failures.SetBurstAt(now, burst)
+	const n = 40
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			codes <- send(ts, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"wrong"}`)), "X-Sluice-UI", "1").Code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[401] != burst || count[429] != n-burst {
+		t.Fatalf("codes %v, want %d×401 and %d×429", count, burst, n-burst)
 	}
 }
