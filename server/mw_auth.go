@@ -13,7 +13,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Keys, sessions and who may do what (CONTRACT.md err.auth, auth.*, ui.*).
+// Keys, sessions and who may do what (CONTRACT.md err.auth, ui.*).
 //
 // A request proves itself with one "Authorization: Bearer TOKEN" header or,
 // without one, with a dashboard session cookie (session.go). A Bearer
@@ -24,7 +24,7 @@ import (
 // needs a same-origin proof, so a cookie alone never acts cross-site.
 
 // APIKeyOnlyWarning is logged once at start when --api-key is set without
-// --management-key (CONTRACT.md auth.api-key-only).
+// --management-key (CONTRACT.md ui.api-key-only).
 const APIKeyOnlyWarning = "management needs --management-key when --api-key is set: every management request is refused (403)"
 
 // uiHeader is the dashboard's same-origin proof: a custom header, which a
@@ -124,7 +124,7 @@ func parseBearer(r *http.Request) (token string, ok bool, err error) {
 
 // authenticate resolves the request's credential for the route guards
 // below; a malformed or repeated Authorization header is 400 on every route
-// (CONTRACT.md auth.header).
+// (CONTRACT.md ui.auth-header).
 func (a *auth) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := parseBearer(r)
@@ -184,7 +184,7 @@ func (a *auth) readOK(c credential, sessionsOK bool) *Error {
 }
 
 // manageOK is the management check of a route (CONTRACT.md err.permission,
-// err.auth, auth.api-key-only, ui.session-scope).
+// err.auth, ui.api-key-only, ui.session-scope).
 func (a *auth) manageOK(c credential, sessionsOK bool) *Error {
 	if err := a.readOK(c, sessionsOK); err != nil {
 		return err
@@ -249,7 +249,7 @@ type SessionAnswer struct {
 
 // handleSignIn answers POST /v1/ui/session {"key": KEY}: a session cookie
 // for a valid key, 401 for any other, without saying which keys exist; 429
-// once failures pass the limit (CONTRACT.md ui.sign-in, auth.sign-in-rate).
+// once failures pass the limit (CONTRACT.md ui.sign-in, ui.sign-in-rate).
 func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if !sameOrigin(r) {
 		return errNoProof

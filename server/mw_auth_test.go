@@ -93,7 +93,7 @@ func TestAuth(t *testing.T) {
 }
 
 // TestAuthHeaderShape: a repeated Authorization header, or one that is not
-// exactly one Bearer token, is 400 (CONTRACT.md auth.header). On the old
+// exactly one Bearer token, is 400 (CONTRACT.md ui.auth-header). On the old
 // code the first of two headers won and the others were 401.
 func TestAuthHeaderShape(t *testing.T) {
 	ts := keyed(t, true)
@@ -112,7 +112,7 @@ func TestAuthHeaderShape(t *testing.T) {
 
 // TestAPIKeyOnlyCannotManage: --api-key without --management-key refuses
 // every management request with 403 and says so once at start (CONTRACT.md
-// auth.api-key-only). On the old code the API key could manage.
+// ui.api-key-only). On the old code the API key could manage.
 func TestAPIKeyOnlyCannotManage(t *testing.T) {
 	ts := keyed(t, false)
 	for _, c := range []struct{ method, path, body string }{
@@ -249,7 +249,7 @@ func TestSignOut(t *testing.T) {
 
 // TestSignInRefusals: a wrong key is 401 with one message whatever keys
 // exist, failures are limited (429 with Retry-After), and a sign-in body is
-// bounded (CONTRACT.md ui.sign-in, auth.sign-in-rate).
+// bounded (CONTRACT.md ui.sign-in, ui.sign-in-rate).
 func TestSignInRefusals(t *testing.T) {
 	ts := keyed(t, true)
 	now := time.Unix(1e9, 0)
@@ -289,7 +289,7 @@ func TestSignInRefusals(t *testing.T) {
 }
 
 // TestSessionTable: sessions expire after the TTL and the table holds at
-// most max, evicting the oldest (CONTRACT.md ui.session-expiry).
+// most max, evicting the oldest (CONTRACT.md ui.session-lifetime).
 func TestSessionTable(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	tab := newSessionTable(time.Hour, 3, func() time.Time { return now })

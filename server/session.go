@@ -12,7 +12,7 @@ import (
 )
 
 // Dashboard sessions (CONTRACT.md ui.sign-in, ui.session-scope,
-// ui.sign-out, ui.session-expiry): a browser exchanges a key for a random
+// ui.sign-out, ui.session-lifetime): a browser exchanges a key for a random
 // token in an HttpOnly, SameSite=Strict cookie. The table keeps a hash of
 // each token, never the token, with its scope and expiry; it is bounded,
 // and the oldest session makes room for a new one.
