@@ -273,6 +273,7 @@
       say(r.msg, what + ": done", "ok");
     } catch (e) {
       say(r.msg, (e.status ? e.status + " " : "") + e.message, "error");
+      if (e.status === 401) sessionEnded();
     }
   }
 
@@ -339,7 +340,11 @@
     if (source) source.close();
     source = new EventSource("/v1/events?backlog=40");
     source.addEventListener("open", () => setConn("live", "live"));
-    source.addEventListener("error", () => setConn("down", "reconnecting…"));
+    source.addEventListener("error", () => {
+      setConn("down", "reconnecting…");
+      // A stream refused for want of a key (the session ended) would retry forever.
+      api("GET", "/v1/ui/config").catch((e) => { if (e.status === 401) sessionEnded(); });
+    });
     for (const t of EVENT_TYPES) source.addEventListener(t, onEvent);
     source.addEventListener("reset", (e) => {
       let ev = { type: "reset" };
@@ -415,6 +420,12 @@
   }
 
   // ---- sign-in ----
+  function sessionEnded() {
+    if (source) source.close();
+    setConn("down", "signed out");
+    showSignIn("Your session has ended: sign in again.");
+  }
+
   function showSignIn(why) {
     $("signin").hidden = false;
     if (why) $("signin-hint").textContent = why;

@@ -212,6 +212,14 @@ async function signInMode(ctx, a, errors) {
   await row(q, "kappa").getByRole("button", { name: "Unload", exact: true }).click();
   await expectText(stateOf(q, "kappa"), /^unloaded$/, "management session: unload works, kappa becomes unloaded");
   await expectText(row(q, "kappa").locator(".msg"), /unload: done/, "management session: the row says done");
+  // The session ends behind the page's back: its next action is 401 and
+  // the page asks for the key again.
+  const st = await q.evaluate(async () => (await fetch("/v1/ui/session", { method: "DELETE", headers: { "X-Sluice-UI": "1" } })).status);
+  check(st === 200, "the session is deleted on the server");
+  await row(q, "kappa").getByRole("button", { name: "Load", exact: true }).click();
+  await expectText(q.locator("#signin-hint"), /session has ended/, "an ended session brings the sign-in form back");
+  await signIn(q, "k-mgmt");
+  await expectText(stateOf(q, "kappa"), /^unloaded$/, "signed in again: kappa is still unloaded");
   await q.getByRole("button", { name: "Sign out", exact: true }).click();
   await q.locator("#signin").waitFor({ timeout: WAIT });
   console.log("ok   sign-out returns to the sign-in form");
