@@ -41,7 +41,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.BoolVar(&c.ParallelJobs, "parallel-jobs", false, "use the parallel runtime (experimental); without it the legacy single-session mode refuses any slots field")
 	fs.BoolVar(&c.UIManagement, "ui-management", false, "enable the management endpoints (register, load, unload); 403 without it")
 	fs.BoolVar(&c.Fixture, "fixture", false, "serve the fixture engine and the /v1/fixture gate endpoints (tests and demos)")
-	fs.StringVar(&c.APIKey, "api-key", os.Getenv("SLUICE_API_KEY"), "Bearer key for every endpoint but /healthz and /readyz (default $SLUICE_API_KEY)")
+	fs.StringVar(&c.APIKey, "api-key", os.Getenv("SLUICE_API_KEY"), "Bearer key for every endpoint but /healthz, /readyz and the dashboard shell; the dashboard signs in with it (default $SLUICE_API_KEY)")
 	fs.StringVar(&c.ManagementKey, "management-key", os.Getenv("SLUICE_MANAGEMENT_KEY"), "Bearer key for the management endpoints (default $SLUICE_MANAGEMENT_KEY)")
 	fs.IntVar(&c.SignInLimit, "sign-in-limit", server.DefaultSignInLimit, "failed dashboard sign-ins allowed a minute (over it, sign-ins are 429)")
 	maxBody := fs.String("max-body", "25MiB", "request body limit (bytes, or with a unit such as 25MiB)")
