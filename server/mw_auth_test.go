@@ -288,6 +288,15 @@ func TestSignInRefusals(t *testing.T) {
 	}
 }
 
+// A negative --sign-in-limit is refused at start, not read as the default.
+func TestSignInLimitFlag(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SignInLimit = -1
+	if _, err := New(cfg, Options{}); err == nil {
+		t.Fatal("New accepted --sign-in-limit -1")
+	}
+}
+
 // TestSessionTable: sessions expire after the TTL and the table holds at
 // most max, evicting the oldest (CONTRACT.md ui.session-lifetime).
 func TestSessionTable(t *testing.T) {

@@ -138,6 +138,8 @@ func (c *Config) validate() error {
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
 		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0:
 		return errors.New("server: durations must not be negative")
+	case c.SignInLimit < 0:
+		return errors.New("server: --sign-in-limit must not be negative")
 	}
 	return nil
 }
