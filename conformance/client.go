@@ -77,7 +77,17 @@ type request struct {
 	method string
 	path   string
 	body   []byte
-	header map[string]string
+	header map[string][]string // each value a header line
+}
+
+// setHeaders puts req's header lines on h.
+func setHeaders(h http.Header, req request) {
+	for k, vs := range req.header {
+		h.Del(k)
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
 }
 
 // exchange performs req against base with client, reading the whole answer
@@ -97,9 +107,7 @@ func exchange(ctx context.Context, client *http.Client, base string, req request
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range req.header {
-		hr.Header.Set(k, v)
-	}
+	setHeaders(hr.Header, req)
 	resp, err := client.Do(hr)
 	if err != nil {
 		a.err, a.got = err, time.Now()
@@ -161,9 +169,7 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range req.header {
-		hr.Header.Set(k, v)
-	}
+	setHeaders(hr.Header, req)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, hr)
 	res := rec.Result()

@@ -101,6 +101,7 @@ func (sp *ServerSpec) config(root string) server.Config {
 	cfg.UIManagement = boolOr(sp.UIManagement, true)
 	cfg.Fixture = boolOr(sp.Fixture, true)
 	cfg.APIKey, cfg.ManagementKey = sp.APIKey, sp.ManagementKey
+	cfg.SignInLimit = sp.SignInLimit
 	cfg.MaxLoadedModels = sp.MaxLoadedModels
 	cfg.MemoryBudgetMB = sp.MemoryBudgetMB
 	cfg.IdleTimeout = time.Duration(sp.IdleTimeoutMS) * time.Millisecond
@@ -135,6 +136,9 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	}
 	if sp.ManagementKey != "" {
 		a = append(a, "--management-key", sp.ManagementKey)
+	}
+	if sp.SignInLimit > 0 {
+		a = append(a, "--sign-in-limit", strconv.Itoa(sp.SignInLimit))
 	}
 	if sp.MaxLoadedModels > 0 {
 		a = append(a, "--max-loaded-models", strconv.Itoa(sp.MaxLoadedModels))

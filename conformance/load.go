@@ -268,6 +268,9 @@ func (c *Case) validate() error {
 			err = def(st, a.As)
 		case *HTTPStep:
 			err = def(st, a.As)
+			if err == nil && a.Jar != "" && a.As != "" {
+				err = fmt.Errorf("line %d: an http step with a jar is synchronous (no `as`)", st.Line)
+			}
 		case *StallStep:
 			err = def(st, a.As)
 		case *[]string:

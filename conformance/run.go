@@ -33,8 +33,9 @@ type caseRun struct {
 	models map[string]bool // model symbols
 	gates  map[string]bool // gate symbols
 	calls  map[string]*call
-	order  []string          // call names in start order
-	dirs   map[string]string // folder symbols -> paths (folder steps)
+	order  []string                     // call names in start order
+	dirs   map[string]string            // folder symbols -> paths (folder steps)
+	jars   map[string]map[string]string // cookie jars of http steps: name -> cookie name -> value
 	wg     sync.WaitGroup
 	line   int // of the running step
 }
@@ -44,7 +45,7 @@ func newCaseRun(c *Case, base string, inst Instance, tag string, stepTimeout tim
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &caseRun{c: c, base: base, inst: inst, tr: tr, client: &http.Client{Transport: tr}, ctx: ctx, cancel: cancel,
 		stepTimeout: stepTimeout, slack: slack, tag: tag, models: map[string]bool{}, gates: map[string]bool{},
-		calls: map[string]*call{}, dirs: map[string]string{}}
+		calls: map[string]*call{}, dirs: map[string]string{}, jars: map[string]map[string]string{}}
 	r.collectSymbols()
 	return r
 }

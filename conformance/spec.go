@@ -89,6 +89,7 @@ type ServerSpec struct {
 	Fixture            *bool  `yaml:"fixture"`
 	APIKey             string `yaml:"api_key"`
 	ManagementKey      string `yaml:"management_key"`
+	SignInLimit        int    `yaml:"sign_in_limit"`
 	MaxLoadedModels    int    `yaml:"max_loaded_models"`
 	MemoryBudgetMB     int64  `yaml:"memory_budget_mb"`
 	IdleTimeoutMS      int64  `yaml:"idle_timeout_ms"`
@@ -277,17 +278,40 @@ type BulkStep struct {
 }
 
 // HTTPStep is any request: method, path (symbols written $NAME mapped),
-// a raw body or a JSON body, headers. Via "handler" it goes to the
-// in-process server's handler instead of the listener (the window after
-// the listener closed; in-process only).
+// a raw body or a JSON body, headers (a list value is sent as that many
+// header lines). Via "handler" it goes to the in-process server's handler
+// instead of the listener (the window after the listener closed;
+// in-process only). Jar names a cookie jar of the case, like one browser:
+// the step sends the cookies the jar holds and keeps those its answer sets
+// (a synchronous step only); with KeepJar the jar stays as it was, as a
+// copy of the cookies taken before the step would.
 type HTTPStep struct {
-	Method  string            `yaml:"method"`
-	Path    string            `yaml:"path"`
-	Body    string            `yaml:"body"`
-	JSON    any               `yaml:"json"`
-	Headers map[string]string `yaml:"headers"`
-	Via     string            `yaml:"via"`
+	Method  string                  `yaml:"method"`
+	Path    string                  `yaml:"path"`
+	Body    string                  `yaml:"body"`
+	JSON    any                     `yaml:"json"`
+	Headers map[string]HeaderValues `yaml:"headers"`
+	Via     string                  `yaml:"via"`
+	Jar     string                  `yaml:"jar"`
+	KeepJar bool                    `yaml:"keep_jar"`
 	Call    `yaml:",inline"`
+}
+
+// HeaderValues are one header's values: a string, or a list of them.
+type HeaderValues []string
+
+// UnmarshalYAML reads a scalar as one value and a sequence as several.
+func (h *HeaderValues) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*h = HeaderValues{n.Value}
+		return nil
+	}
+	var vs []string
+	if err := n.Decode(&vs); err != nil {
+		return fmt.Errorf("header values: %w", err)
+	}
+	*h = vs
+	return nil
 }
 
 // GateStep waits until exactly Waiting steps wait at Gate (default 1).

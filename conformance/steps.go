@@ -3,9 +3,13 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,7 +78,7 @@ func (r *caseRun) infer(a *InferStep) error {
 	}
 	rq := request{method: "POST", path: "/v1/models/" + r.model(a.Model) + "/infer", body: b}
 	if a.HeaderTimeout != nil {
-		rq.header = map[string]string{"Sluice-Admission-Timeout-Ms": *a.HeaderTimeout}
+		rq.header = map[string][]string{"Sluice-Admission-Timeout-Ms": {*a.HeaderTimeout}}
 	}
 	return r.send(rq, a.Call, "")
 }
@@ -85,7 +89,10 @@ func (r *caseRun) httpRequest(a *HTTPStep) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
-	rq := request{method: strings.ToUpper(a.Method), path: p, header: a.Headers}
+	rq := request{method: strings.ToUpper(a.Method), path: p, header: map[string][]string{}}
+	for k, vs := range a.Headers {
+		rq.header[k] = vs
+	}
 	if rq.method == "" {
 		rq.method = "GET"
 	}
@@ -111,7 +118,44 @@ func (r *caseRun) raw(a *HTTPStep) error {
 	if err != nil {
 		return err
 	}
-	return r.send(rq, a.Call, a.Via)
+	if a.Jar == "" {
+		return r.send(rq, a.Call, a.Via)
+	}
+	// A jar's step: its cookies go out, the answer's come back into it.
+	jar := r.jars[a.Jar]
+	if jar == nil {
+		jar = map[string]string{}
+		r.jars[a.Jar] = jar
+	}
+	var cs []string
+	for _, k := range slices.Sorted(maps.Keys(jar)) {
+		cs = append(cs, (&http.Cookie{Name: k, Value: jar[k]}).String())
+	}
+	if len(cs) > 0 {
+		rq.header["Cookie"] = []string{strings.Join(cs, "; ")}
+	}
+	var ans answer
+	if a.Via == "handler" && !r.viaHandler() {
+		if r.inst == nil || r.inst.Handler() == nil {
+			return errors.New("via handler needs the case's own in-process server")
+		}
+		ctx, cancel := r.bounded()
+		ans = exchangeHandler(ctx, r.inst.Handler(), rq)
+		cancel()
+	} else {
+		ans = r.do(rq)
+	}
+	for _, c := range (&http.Response{Header: ans.header}).Cookies() {
+		if a.KeepJar {
+			break
+		}
+		if c.MaxAge < 0 || c.Value == "" {
+			delete(jar, c.Name)
+		} else {
+			jar[c.Name] = c.Value
+		}
+	}
+	return r.check(&ans, a.Expect)
 }
 
 // stall opens a stalled connection.

@@ -18,8 +18,9 @@ type Config struct {
 	ParallelJobs    bool          // the parallel runtime; without it the legacy single-session mode
 	UIManagement    bool          // management endpoints enabled
 	Fixture         bool          // the fixture engine and /v1/fixture endpoints
-	APIKey          string        // Bearer key for every endpoint but /healthz and /readyz
+	APIKey          string        // Bearer key for every endpoint but /healthz, /readyz, the dashboard shell and its sign-in
 	ManagementKey   string        // Bearer key for management endpoints
+	SignInLimit     int           // failed dashboard sign-ins allowed a minute; 0: DefaultSignInLimit
 	MaxBody         int64         // request body limit in bytes, default 25 MiB
 	ModelsRoot      string        // folder of checkpoints
 	MaxLoadedModels int           // 0: unlimited

@@ -1,39 +1,219 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
+	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// bearer returns the token of an "Authorization: Bearer" header.
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
+// Keys, sessions and who may do what (CONTRACT.md err.auth, ui.*).
+//
+// A request proves itself with one "Authorization: Bearer TOKEN" header or,
+// without one, with a dashboard session cookie (session.go). A Bearer
+// token is accepted wherever its key is; a session only on the routes the
+// dashboard itself calls (routes.go: the dashboard's reads, and for a
+// session made with the management key the management routes its buttons
+// use), never on inference; and a session's state-changing request also
+// needs a same-origin proof, so a cookie alone never acts cross-site.
+
+// APIKeyOnlyWarning is logged once at start when --api-key is set without
+// --management-key (CONTRACT.md ui.api-key-only).
+const APIKeyOnlyWarning = "management needs --management-key when --api-key is set: every management request is refused (403)"
+
+// uiHeader is the dashboard's same-origin proof: a custom header, which a
+// cross-site form cannot send and a cross-site fetch cannot send without a
+// CORS preflight that Sluice never grants.
+const uiHeader = "X-Sluice-UI"
+
+// DefaultSignInLimit is the default of Config.SignInLimit: failed sign-ins
+// allowed a minute for the whole server, at most a second's worth of them
+// at once; over it every sign-in is 429 (CONTRACT.md ui.sign-in-rate).
+const DefaultSignInLimit = 300
+
+const maxKeyLen = 1024 // a sign-in body's key; longer is 400
+
+// signInLimiter is the token bucket of failed sign-ins: perMinute a minute,
+// a burst of a second's worth (at least one).
+func signInLimiter(perMinute int) *rate.Limiter {
+	if perMinute <= 0 {
+		perMinute = DefaultSignInLimit
 	}
-	return ""
+	return rate.NewLimiter(rate.Limit(float64(perMinute)/60), max(1, (perMinute+59)/60))
+}
+
+// credential is what a request presented, resolved once by authenticate.
+type credential struct {
+	bearer bool  // an Authorization header (the cookie is then ignored)
+	cookie bool  // a session cookie and no Authorization header
+	scope  scope // what it grants; scopeNone: no valid key or session
+}
+
+type credKey struct{}
+
+func credOf(r *http.Request) credential {
+	c, _ := r.Context().Value(credKey{}).(credential)
+	return c
+}
+
+// auth holds the keys, the session table and the sign-in limiter.
+type auth struct {
+	apiKey, mgmtKey string
+	management      bool // --ui-management
+	sessions        *sessionTable
+	failures        *rate.Limiter
+	now             func() time.Time
+}
+
+func newAuth(cfg Config, log *slog.Logger) *auth {
+	if cfg.APIKey != "" && cfg.ManagementKey == "" {
+		log.Warn(APIKeyOnlyWarning)
+	}
+	return &auth{apiKey: cfg.APIKey, mgmtKey: cfg.ManagementKey, management: cfg.UIManagement,
+		sessions: newSessionTable(sessionTTL, maxSessions, nil),
+		failures: signInLimiter(cfg.SignInLimit), now: time.Now}
 }
 
 func sameKey(got, want string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// requireAPIKey refuses requests without the API key (401), except health
-// and readiness probes; the management key, when set, is accepted too. An
-// empty API key disables the check.
-func requireAPIKey(key, managementKey string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		if key == "" {
-			return next
+// scopeOfKey is what key grants; both keys are always compared, so the
+// time taken does not say which one matched.
+func (a *auth) scopeOfKey(key string) scope {
+	api, mgmt := sameKey(key, a.apiKey), sameKey(key, a.mgmtKey)
+	switch {
+	case mgmt:
+		return scopeManage
+	case api:
+		return scopeAPI
+	}
+	return scopeNone
+}
+
+// parseBearer returns the token of the one Authorization header, which
+// must be exactly "Bearer TOKEN" (the scheme in any case, one space, a
+// token of visible ASCII); ok is false when there is none.
+func parseBearer(r *http.Request) (token string, ok bool, err error) {
+	vals := r.Header.Values("Authorization")
+	switch len(vals) {
+	case 0:
+		return "", false, nil
+	case 1:
+	default:
+		return "", false, Invalid("repeated Authorization header: send exactly one")
+	}
+	h := vals[0]
+	if len(h) < 8 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false, Invalid("Authorization must be exactly one Bearer token")
+	}
+	token = h[7:]
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c > '~' {
+			return "", false, Invalid("Authorization must be exactly one Bearer token")
 		}
+	}
+	return token, true, nil
+}
+
+// authenticate resolves the request's credential for the route guards
+// below; a malformed or repeated Authorization header is 400 on every route
+// (CONTRACT.md ui.auth-header).
+func (a *auth) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok, err := parseBearer(r)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		var c credential
+		switch {
+		case ok:
+			c = credential{bearer: true, scope: a.scopeOfKey(token)}
+		default:
+			if ck, err := r.Cookie(sessionCookie); err == nil {
+				c = credential{cookie: true, scope: a.sessions.lookup(ck.Value)}
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credKey{}, c)))
+	})
+}
+
+// sameOrigin reports whether r carries the dashboard's same-origin proof:
+// no foreign Origin, and either the X-Sluice-UI header or an Origin equal
+// to the request's own scheme and host (CONTRACT.md ui.same-origin).
+func sameOrigin(r *http.Request) bool {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" && origin != scheme+r.Host {
+		return false
+	}
+	return origin != "" || r.Header.Get(uiHeader) == "1"
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+var errNoProof = Forbidden("a dashboard session needs the %s: 1 header or a same-origin Origin for this request", uiHeader)
+
+// readOK is the API-key check of a route: open without --api-key; else a
+// valid Bearer key, or a session where sessions are accepted.
+func (a *auth) readOK(c credential, sessionsOK bool) *Error {
+	if a.apiKey == "" {
+		return nil
+	}
+	switch {
+	case c.scope != scopeNone && c.bearer:
+		return nil
+	case c.scope != scopeNone && c.cookie && sessionsOK:
+		return nil
+	case c.scope != scopeNone && c.cookie:
+		return Unauthorized("a dashboard session is accepted only on the dashboard's routes: send the API key as a Bearer token")
+	}
+	return Unauthorized("missing or wrong API key")
+}
+
+// manageOK is the management check of a route (CONTRACT.md err.permission,
+// err.auth, ui.api-key-only, ui.session-scope).
+func (a *auth) manageOK(c credential, sessionsOK bool) *Error {
+	if err := a.readOK(c, sessionsOK); err != nil {
+		return err
+	}
+	switch {
+	case !a.management:
+		return Forbidden("management is disabled: start the server with --ui-management")
+	case a.apiKey != "" && a.mgmtKey == "":
+		return Forbidden("management needs --management-key when --api-key is set")
+	case a.mgmtKey == "":
+		return nil
+	case c.scope == scopeManage && (c.bearer || c.cookie && sessionsOK):
+		return nil
+	}
+	return Unauthorized("missing or wrong management key")
+}
+
+// guard wraps a route group with check; a session's state-changing request
+// also needs the same-origin proof.
+func (a *auth) guard(check func(credential, bool) *Error, sessionsOK bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-				next.ServeHTTP(w, r)
+			c := credOf(r)
+			if err := check(c, sessionsOK); err != nil {
+				writeError(w, r, err)
 				return
 			}
-			if got := bearer(r); !sameKey(got, key) && (managementKey == "" || !sameKey(got, managementKey)) {
-				writeError(w, r, Unauthorized("missing or wrong API key"))
+			if c.cookie && c.scope != scopeNone && sessionsOK && !safeMethod(r.Method) && !sameOrigin(r) {
+				writeError(w, r, errNoProof)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -41,20 +221,88 @@ func requireAPIKey(key, managementKey string) func(http.Handler) http.Handler {
 	}
 }
 
-// requireManagement guards management endpoints: 403 permission_error unless
-// management is enabled; with a management key, 401 unless it is presented.
-func requireManagement(enabled bool, key string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !enabled {
-				writeError(w, r, Forbidden("management is disabled: start the server with --ui-management"))
-				return
-			}
-			if key != "" && !sameKey(bearer(r), key) {
-				writeError(w, r, Unauthorized("missing or wrong management key"))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+// The guards of routes.go.
+func (a *auth) dashboardRead() func(http.Handler) http.Handler   { return a.guard(a.readOK, true) }
+func (a *auth) apiRead() func(http.Handler) http.Handler         { return a.guard(a.readOK, false) }
+func (a *auth) dashboardManage() func(http.Handler) http.Handler { return a.guard(a.manageOK, true) }
+func (a *auth) apiManage() func(http.Handler) http.Handler       { return a.guard(a.manageOK, false) }
+
+// canManage says whether r's credential would pass the management check on
+// the dashboard's management routes, and if not, why (for /v1/ui/config).
+func (a *auth) canManage(r *http.Request) (bool, string) {
+	if err := a.manageOK(credOf(r), true); err != nil {
+		if err.Status == http.StatusUnauthorized {
+			return false, "management needs the management key: sign in with it"
+		}
+		return false, err.Message
 	}
+	return true, ""
+}
+
+// SessionAnswer is the answer of POST and DELETE /v1/ui/session.
+type SessionAnswer struct {
+	Object    string     `json:"object"` // "session"
+	SignedIn  bool       `json:"signed_in"`
+	Scope     string     `json:"scope,omitempty"` // "api" or "management"
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// handleSignIn answers POST /v1/ui/session {"key": KEY}: a session cookie
+// for a valid key, 401 for any other, without saying which keys exist; 429
+// once failures pass the limit (CONTRACT.md ui.sign-in, ui.sign-in-rate).
+func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
+	if !sameOrigin(r) {
+		return errNoProof
+	}
+	// Every attempt takes a token at once, so concurrent failures cannot
+	// pass the limit together; an attempt that does not fail gives it back.
+	now := a.now()
+	res := a.failures.ReserveN(now, 1)
+	if wait := res.DelayFrom(now); !res.OK() || wait > 0 {
+		res.CancelAt(now)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		return &Error{Status: http.StatusTooManyRequests, Type: "permission_error", Code: "rate_limited",
+			Message: "too many failed sign-ins: try again later"}
+	}
+	failed := true
+	defer func() {
+		if !failed {
+			res.CancelAt(now)
+		}
+	}()
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	var body struct {
+		Key string `json:"key"`
+	}
+	if err := decodeStrict(r, &body); err != nil {
+		return err
+	}
+	if body.Key == "" || len(body.Key) > maxKeyLen {
+		return Invalid("key must be 1 to %d bytes", maxKeyLen)
+	}
+	sc := a.scopeOfKey(body.Key)
+	if sc == scopeNone {
+		return Unauthorized("wrong key")
+	}
+	failed = false
+	token, exp, err := a.sessions.create(sc)
+	if err != nil {
+		return err
+	}
+	http.SetCookie(w, sessionCookieFor(r, token, exp, sessionTTL))
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, SessionAnswer{Object: "session", SignedIn: true, Scope: sc.String(), ExpiresAt: &exp})
+}
+
+// handleSignOut answers DELETE /v1/ui/session: the cookie's session is
+// deleted and the cookie cleared (CONTRACT.md ui.sign-out).
+func (a *auth) handleSignOut(w http.ResponseWriter, r *http.Request) error {
+	if !sameOrigin(r) {
+		return errNoProof
+	}
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		a.sessions.remove(ck.Value)
+	}
+	http.SetCookie(w, clearedCookie(r))
+	return writeJSON(w, SessionAnswer{Object: "session"})
 }

@@ -1,47 +1,353 @@
 package server
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
-func TestAuth(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
-	api := requireAPIKey("k1", "mk")(ok)
-	for _, c := range []struct {
-		path, auth string
-		want       int
-	}{
-		{"/healthz", "", 200}, {"/readyz", "", 200}, {"/v1/models", "", 401},
-		{"/v1/models", "Bearer k1", 200}, {"/v1/models", "bearer k1", 200}, {"/v1/models", "Bearer k2", 401},
-		{"/v1/models", "Bearer mk", 200},
-	} {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", c.path, nil)
-		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
+// keyed is a server with --api-key k-api and --management-key k-mgmt (or
+// only the API key) and a ready fixture model m.
+func keyed(t *testing.T, mgmt bool) *tserver {
+	ts := newServer(t, func(c *Config) {
+		c.APIKey = "k-api"
+		if mgmt {
+			c.ManagementKey = "k-mgmt"
 		}
-		api.ServeHTTP(rec, req)
-		if rec.Code != c.want {
-			t.Fatalf("%s %q: %d", c.path, c.auth, rec.Code)
+	})
+	if mgmt {
+		ts.must(200, "PUT", "/v1/models/m", `{"engine":"fixture","slots":1}`, "Authorization", "Bearer k-mgmt")
+	}
+	return ts
+}
+
+// send serves one request through the handler with the given header lines
+// (repeated names are sent repeatedly).
+func send(ts *tserver, req *http.Request, hdr ...string) *httptest.ResponseRecorder {
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	ts.s.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+func errTypeOf(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	return resp{status: rec.Code, body: rec.Body.Bytes()}.errType(t)
+}
+
+// signIn exchanges key for a session cookie.
+func signIn(t *testing.T, ts *tserver, key string) *http.Cookie {
+	t.Helper()
+	rec := send(ts, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"`+key+`"}`)),
+		"Content-Type", "application/json", "X-Sluice-UI", "1")
+	if rec.Code != 200 {
+		t.Fatalf("sign-in with %q: %d %s", key, rec.Code, rec.Body)
+	}
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == sessionCookie {
+			return c
 		}
 	}
+	t.Fatalf("sign-in set no session cookie: %v", rec.Header())
+	return nil
+}
+
+func withCookie(req *http.Request, c *http.Cookie) *http.Request {
+	req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	return req
+}
+
+// TestAuth: the keys as Bearer tokens (CONTRACT.md err.auth,
+// err.permission).
+func TestAuth(t *testing.T) {
+	ts := keyed(t, true)
 	for _, c := range []struct {
-		enabled   bool
-		key, auth string
-		want      int
+		method, path, auth string
+		want               int
 	}{
-		{false, "", "", 403}, {true, "", "", 200}, {true, "m", "", 401}, {true, "m", "Bearer m", 200},
+		{"GET", "/healthz", "", 200}, {"GET", "/readyz", "", 200}, {"GET", "/v1/models", "", 401},
+		{"GET", "/v1/models", "Bearer k-api", 200}, {"GET", "/v1/models", "bearer k-api", 200},
+		{"GET", "/v1/models", "Bearer k2", 401}, {"GET", "/v1/models", "Bearer k-mgmt", 200},
+		{"GET", "/no/such/route", "", 401}, {"GET", "/no/such/route", "Bearer k-api", 404},
+		{"POST", "/v1/models/m/load", "Bearer k-api", 401}, {"POST", "/v1/models/m/load", "Bearer k-mgmt", 200},
+		{"GET", "/", "", 200}, // the shell is open (ui.shell)
 	} {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("POST", "/v1/models/a/load", nil)
+		var hdr []string
 		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
+			hdr = []string{"Authorization", c.auth}
 		}
-		requireManagement(c.enabled, c.key)(ok).ServeHTTP(rec, req)
+		if rec := send(ts, httptest.NewRequest(c.method, c.path, nil), hdr...); rec.Code != c.want {
+			t.Errorf("%s %s %q: %d, want %d: %s", c.method, c.path, c.auth, rec.Code, c.want, rec.Body)
+		}
+	}
+	off := newServer(t, func(c *Config) { c.UIManagement = false })
+	if rec := send(off, httptest.NewRequest("POST", "/v1/models/m/load", nil)); rec.Code != 403 {
+		t.Errorf("management disabled: %d", rec.Code)
+	}
+}
+
+// TestAuthHeaderShape: a repeated Authorization header, or one that is not
+// exactly one Bearer token, is 400 (CONTRACT.md ui.auth-header). On the old
+// code the first of two headers won and the others were 401.
+func TestAuthHeaderShape(t *testing.T) {
+	ts := keyed(t, true)
+	for _, hdr := range [][]string{
+		{"Authorization", "Bearer k-api", "Authorization", "Bearer k-api"},
+		{"Authorization", "Bearer k-api", "Authorization", "Bearer wrong"},
+		{"Authorization", "Basic azphcGk="}, {"Authorization", "Bearer"}, {"Authorization", "Bearer "},
+		{"Authorization", "Bearer k-api extra"}, {"Authorization", "Bearer  k-api"}, {"Authorization", "k-api"},
+	} {
+		rec := send(ts, httptest.NewRequest("GET", "/v1/models", nil), hdr...)
+		if rec.Code != 400 || errTypeOf(t, rec) != "invalid_request_error" {
+			t.Errorf("%q: %d %s, want 400 invalid_request_error", hdr, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestAPIKeyOnlyCannotManage: --api-key without --management-key refuses
+// every management request with 403 and says so once at start (CONTRACT.md
+// ui.api-key-only). On the old code the API key could manage.
+func TestAPIKeyOnlyCannotManage(t *testing.T) {
+	ts := keyed(t, false)
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/v1/models/m", `{"engine":"fixture"}`}, {"POST", "/v1/models/m/load", ""},
+		{"POST", "/v1/models/unload", `{"models":["m"]}`}, {"GET", "/v1/fixture/gates", ""},
+	} {
+		rec := send(ts, httptest.NewRequest(c.method, c.path, strings.NewReader(c.body)),
+			"Authorization", "Bearer k-api", "Content-Type", "application/json")
+		if rec.Code != 403 || !strings.Contains(rec.Body.String(), "management needs --management-key when --api-key is set") {
+			t.Errorf("%s %s: %d %s", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+	cookie := signIn(t, ts, "k-api")
+	rec := send(ts, withCookie(httptest.NewRequest("GET", "/v1/ui/config", nil), cookie))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"can_manage":false`) ||
+		!strings.Contains(rec.Body.String(), "management needs --management-key") {
+		t.Errorf("config: %d %s", rec.Code, rec.Body)
+	}
+	if n := strings.Count(ts.logs.String(), APIKeyOnlyWarning); n != 1 || !strings.Contains(ts.logs.String(), "level=WARN") {
+		t.Errorf("the warning is logged %d times, want once at WARN:\n%s", n, ts.logs)
+	}
+	if n := strings.Count(newServer(t, nil).logs.String(), APIKeyOnlyWarning); n != 0 {
+		t.Errorf("warned without --api-key")
+	}
+}
+
+// TestSessionScope: a session is accepted on the dashboard's routes only,
+// and a management one on the dashboard's management routes too
+// (CONTRACT.md ui.sign-in, ui.session-scope).
+func TestSessionScope(t *testing.T) {
+	ts := keyed(t, true)
+	api, mgmt := signIn(t, ts, "k-api"), signIn(t, ts, "k-mgmt")
+	if !api.HttpOnly || api.SameSite != http.SameSiteStrictMode || api.Path != "/" || api.Secure || len(api.Value) != tokenLen ||
+		api.MaxAge != int(sessionTTL/time.Second) {
+		t.Errorf("cookie attributes: %+v", api)
+	}
+	if api.Value == mgmt.Value {
+		t.Fatal("two sign-ins, one token")
+	}
+	proof := []string{"X-Sluice-UI", "1"}
+	for _, c := range []struct {
+		method, path string
+		cookie       *http.Cookie
+		want         int
+	}{
+		{"GET", "/v1/models", api, 200}, {"GET", "/v1/catalogue", api, 200}, {"GET", "/v1/ui/config", api, 200},
+		{"GET", "/v1/models/m", api, 401}, {"POST", "/v1/models/m/infer", api, 401}, {"GET", "/metrics", api, 401},
+		{"POST", "/v1/models/m/infer", mgmt, 401}, {"POST", "/v1/models/m/load", api, 401},
+		{"GET", "/v1/models/m/spec", api, 401}, {"GET", "/v1/models/m/spec", mgmt, 200},
+		{"POST", "/v1/models/m/unload", mgmt, 200}, {"POST", "/v1/models/m/load", mgmt, 200},
+		{"POST", "/v1/models/unload", mgmt, 401}, {"GET", "/v1/fixture/gates", mgmt, 401},
+		{"GET", "/v1/models", &http.Cookie{Name: sessionCookie, Value: strings.Repeat("A", tokenLen)}, 401},
+	} {
+		body := ""
+		if c.method == "POST" {
+			body = `{"input":{},"models":["m"]}`
+			if strings.HasSuffix(c.path, "load") && c.path != "/v1/models/unload" {
+				body = ""
+			}
+		}
+		rec := send(ts, withCookie(httptest.NewRequest(c.method, c.path, strings.NewReader(body)), c.cookie),
+			append([]string{"Content-Type", "application/json"}, proof...)...)
 		if rec.Code != c.want {
-			t.Fatalf("%+v: %d %s", c, rec.Code, rec.Body)
+			t.Errorf("%s %s with the %s session: %d, want %d: %s", c.method, c.path, c.cookie.Value[:4], rec.Code, c.want, rec.Body)
 		}
+	}
+	rec := send(ts, withCookie(httptest.NewRequest("GET", "/v1/ui/config", nil), mgmt))
+	if !strings.Contains(rec.Body.String(), `"can_manage":true`) || !strings.Contains(rec.Body.String(), `"session":"management"`) {
+		t.Errorf("config of a management session: %s", rec.Body)
+	}
+	// Over TLS the cookie is Secure.
+	req := httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"k-api"}`))
+	req.TLS = &tls.ConnectionState{}
+	if rec := send(ts, req, "X-Sluice-UI", "1"); rec.Code != 200 || !rec.Result().Cookies()[0].Secure {
+		t.Errorf("sign-in over TLS: %d %v", rec.Code, rec.Header())
+	}
+}
+
+// TestSessionSameOrigin: a session's state-changing request needs the
+// X-Sluice-UI header or a same-origin Origin; a foreign Origin is refused
+// even with the header (CONTRACT.md ui.same-origin).
+func TestSessionSameOrigin(t *testing.T) {
+	ts := keyed(t, true)
+	mgmt := signIn(t, ts, "k-mgmt")
+	for _, c := range []struct {
+		hdr  []string
+		want int
+	}{
+		{nil, 403}, {[]string{"X-Sluice-UI", "0"}, 403}, {[]string{"Origin", "http://evil.example"}, 403},
+		{[]string{"Origin", "http://evil.example", "X-Sluice-UI", "1"}, 403}, {[]string{"Origin", "null"}, 403},
+		{[]string{"Origin", "https://example.com"}, 403}, // the scheme counts
+		{[]string{"Origin", "http://example.com"}, 200}, {[]string{"X-Sluice-UI", "1"}, 200},
+	} {
+		rec := send(ts, withCookie(httptest.NewRequest("POST", "/v1/models/m/load", nil), mgmt), c.hdr...)
+		if rec.Code != c.want {
+			t.Errorf("%q: %d, want %d: %s", c.hdr, rec.Code, c.want, rec.Body)
+		}
+	}
+	// A Bearer request needs no proof; a read with a session neither.
+	if rec := send(ts, httptest.NewRequest("POST", "/v1/models/m/load", nil), "Authorization", "Bearer k-mgmt"); rec.Code != 200 {
+		t.Errorf("bearer: %d", rec.Code)
+	}
+	if rec := send(ts, withCookie(httptest.NewRequest("GET", "/v1/models", nil), mgmt)); rec.Code != 200 {
+		t.Errorf("session read: %d", rec.Code)
+	}
+	// Sign-in and sign-out need it too.
+	if rec := send(ts, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"k-mgmt"}`))); rec.Code != 403 {
+		t.Errorf("sign-in without proof: %d", rec.Code)
+	}
+	if rec := send(ts, withCookie(httptest.NewRequest("DELETE", "/v1/ui/session", nil), mgmt)); rec.Code != 403 {
+		t.Errorf("sign-out without proof: %d", rec.Code)
+	}
+}
+
+// TestSignOut: sign-out deletes the session and clears the cookie
+// (CONTRACT.md ui.sign-out).
+func TestSignOut(t *testing.T) {
+	ts := keyed(t, true)
+	a, b := signIn(t, ts, "k-mgmt"), signIn(t, ts, "k-mgmt")
+	rec := send(ts, withCookie(httptest.NewRequest("DELETE", "/v1/ui/session", nil), a), "X-Sluice-UI", "1")
+	if rec.Code != 200 || rec.Result().Cookies()[0].MaxAge >= 0 {
+		t.Fatalf("sign-out: %d %v", rec.Code, rec.Header())
+	}
+	if rec := send(ts, withCookie(httptest.NewRequest("GET", "/v1/models", nil), a)); rec.Code != 401 {
+		t.Errorf("a signed-out session still reads: %d", rec.Code)
+	}
+	if rec := send(ts, withCookie(httptest.NewRequest("GET", "/v1/models", nil), b)); rec.Code != 200 {
+		t.Errorf("the other session was lost: %d", rec.Code)
+	}
+	if n := ts.s.auth.sessions.size(); n != 1 {
+		t.Errorf("%d sessions left, want 1", n)
+	}
+}
+
+// TestSignInRefusals: a wrong key is 401 with one message whatever keys
+// exist, failures are limited (429 with Retry-After), and a sign-in body is
+// bounded (CONTRACT.md ui.sign-in, ui.sign-in-rate).
+func TestSignInRefusals(t *testing.T) {
+	ts := keyed(t, true)
+	now := time.Unix(1e9, 0)
+	ts.s.auth.now = func() time.Time { return now }
+	burst := ts.s.auth.failures.Burst()
+	ts.s.auth.failures.SetBurstAt(now, burst) // start full at the fake clock
+	try := func(body string) *httptest.ResponseRecorder {
+		return send(ts, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(body)), "X-Sluice-UI", "1")
+	}
+	only := newServer(t, func(c *Config) { c.ManagementKey = "k-mgmt" })
+	msg := ""
+	for i := range burst {
+		rec := try(`{"key":"wrong"}`)
+		if rec.Code != 401 {
+			t.Fatalf("failure %d: %d %s", i, rec.Code, rec.Body)
+		}
+		msg = rec.Body.String()
+	}
+	other := send(only, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"wrong"}`)), "X-Sluice-UI", "1")
+	if other.Body.String() != msg {
+		t.Errorf("the refusal differs by the keys configured: %s vs %s", other.Body, msg)
+	}
+	rec := try(`{"key":"k-mgmt"}`)
+	if rec.Code != 429 || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("over the limit: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	now = now.Add(time.Second)
+	if rec := try(`{"key":"k-mgmt"}`); rec.Code != 200 {
+		t.Errorf("a second later: %d %s", rec.Code, rec.Body)
+	}
+	for _, body := range []string{`{"key":""}`, `{"key":"` + strings.Repeat("k", maxKeyLen+1) + `"}`, `{"key":1}`, `{"key":"k","x":1}`,
+		`{"key":"` + strings.Repeat("k", 8<<10) + `"}`} {
+		if rec := try(body); rec.Code != 400 && rec.Code != 413 {
+			t.Errorf("%.40s: %d, want 400/413", body, rec.Code)
+		}
+	}
+}
+
+// A negative --sign-in-limit is refused at start, not read as the default.
+func TestSignInLimitFlag(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SignInLimit = -1
+	if _, err := New(cfg, Options{}); err == nil {
+		t.Fatal("New accepted --sign-in-limit -1")
+	}
+}
+
+// TestSessionTable: sessions expire after the TTL and the table holds at
+// most max, evicting the oldest (CONTRACT.md ui.session-lifetime).
+func TestSessionTable(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	tab := newSessionTable(time.Hour, 3, func() time.Time { return now })
+	a, _, _ := tab.create(scopeAPI)
+	now = now.Add(30 * time.Minute)
+	b, _, _ := tab.create(scopeManage)
+	if tab.lookup(a) != scopeAPI || tab.lookup(b) != scopeManage || tab.lookup("x") != scopeNone {
+		t.Fatal("lookup")
+	}
+	now = now.Add(30 * time.Minute) // a's hour is up
+	if tab.lookup(a) != scopeNone || tab.lookup(b) != scopeManage {
+		t.Fatal("a outlived its TTL")
+	}
+	c, _, _ := tab.create(scopeAPI)
+	d, _, _ := tab.create(scopeAPI)
+	e, _, _ := tab.create(scopeAPI) // full: b, the oldest, goes
+	if tab.size() != 3 || tab.lookup(b) != scopeNone || tab.lookup(c) == scopeNone || tab.lookup(d) == scopeNone || tab.lookup(e) == scopeNone {
+		t.Fatalf("eviction: size %d", tab.size())
+	}
+	tab.remove(d)
+	if tab.lookup(d) != scopeNone || tab.size() != 2 {
+		t.Fatal("remove")
+	}
+}
+
+// TestSignInRateConcurrent: concurrent failures never pass the limit
+// together: with the clock stopped, exactly a burst of them is 401 and the
+// rest 429 (CONTRACT.md ui.sign-in-rate).
+func TestSignInRateConcurrent(t *testing.T) {
+	ts := keyed(t, true)
+	now := time.Unix(1e9, 0)
+	ts.s.auth.now = func() time.Time { return now }
+	burst := ts.s.auth.failures.Burst()
+	ts.s.auth.failures.SetBurstAt(now, burst)
+	const n = 40
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			codes <- send(ts, httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"wrong"}`)), "X-Sluice-UI", "1").Code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[401] != burst || count[429] != n-burst {
+		t.Fatalf("codes %v, want %d×401 and %d×429", count, burst, n-burst)
 	}
 }

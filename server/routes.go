@@ -10,51 +10,73 @@ import (
 // error through adapt (issue 5, "Endpoints").
 //
 // Middleware, outermost first: the connection tracker (shutdown deadlines),
-// the request ID and request-scoped logger, the API key, the body limit.
-// Management and fixture routes add the management check (403 without
-// --ui-management, 401 without the management key). No timeout middleware:
-// streams run as long as they are read.
+// the request ID and request-scoped logger, the credential (one Bearer
+// header or a dashboard session: mw_auth.go), the body limit. Each route
+// group then names who may use it: the dashboard's reads take the API key
+// or any dashboard session; the rest of the API the API key alone; the
+// management routes the dashboard's buttons use the management key or a
+// session made with it; other management routes the management key alone
+// (403 without --ui-management, 401 without the key). No timeout
+// middleware: streams run as long as they are read.
 func (s *Server) routes() http.Handler {
+	a := newAuth(s.cfg, s.log)
+	s.auth = a
 	r := chi.NewRouter()
-	r.Use(trackRequest, requestID(s.log), requireAPIKey(s.cfg.APIKey, s.cfg.ManagementKey), s.limitBody)
-	r.NotFound(adapt(func(w http.ResponseWriter, r *http.Request) error {
+	r.Use(trackRequest, requestID(s.log), a.authenticate, s.limitBody)
+	// Unknown routes and methods need the API key too, so they say nothing
+	// to a client without one.
+	r.NotFound(a.dashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
 		return NotFound("no route for %s %s", r.Method, r.URL.Path)
-	}))
-	r.MethodNotAllowed(adapt(func(w http.ResponseWriter, r *http.Request) error {
+	})).ServeHTTP)
+	r.MethodNotAllowed(a.dashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 			Message: r.Method + " is not allowed on " + r.URL.Path}
-	}))
+	})).ServeHTTP)
 
-	// Status: always open.
+	// Always open: probes, the dashboard's static shell (it holds no data;
+	// CONTRACT.md ui.shell) and the sign-in itself.
 	r.Get("/healthz", adapt(s.handleHealth))
 	r.Get("/readyz", adapt(s.handleReady))
-	r.Get("/metrics", s.met.handler().ServeHTTP)
-	r.Get("/v1/models", adapt(s.handleListModels))
-	r.Get("/v1/models/{id}", adapt(s.handleGetModel))
-	r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
-	r.Get("/v1/catalogue", adapt(s.handleCatalogue))
-	r.Get("/v1/ui/config", adapt(s.handleUIConfig))
-
-	// The dashboard (issue 9): embedded static files.
 	ui := uiHandler()
 	r.Get("/", ui.ServeHTTP)
 	r.Get("/ui/*", ui.ServeHTTP)
+	r.Post("/v1/ui/session", adapt(a.handleSignIn))
+	r.Delete("/v1/ui/session", adapt(a.handleSignOut))
 
-	// Inference.
-	r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
-	r.Post("/v1/audio/speech", adapt(s.handleSpeech))
-	r.Post("/v1/audio/transcriptions", adapt(s.handleTranscription))
-	r.Post("/v1/audio/voice-activity", adapt(s.handleVoiceActivity))
-
-	// Management.
+	// The dashboard's reads: the API key or a dashboard session.
 	r.Group(func(r chi.Router) {
-		r.Use(requireManagement(s.cfg.UIManagement, s.cfg.ManagementKey))
+		r.Use(a.dashboardRead())
+		r.Get("/v1/models", adapt(s.handleListModels))
+		r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
+		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
+		r.Get("/v1/ui/config", adapt(s.handleUIConfig))
+	})
+
+	// The rest of the API: the API key as a Bearer token only.
+	r.Group(func(r chi.Router) {
+		r.Use(a.apiRead())
+		r.Get("/metrics", s.met.handler().ServeHTTP)
+		r.Get("/v1/models/{id}", adapt(s.handleGetModel))
+		r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
+		r.Post("/v1/audio/speech", adapt(s.handleSpeech))
+		r.Post("/v1/audio/transcriptions", adapt(s.handleTranscription))
+		r.Post("/v1/audio/voice-activity", adapt(s.handleVoiceActivity))
+	})
+
+	// Management the dashboard's buttons use: the management key or a
+	// session made with it.
+	r.Group(func(r chi.Router) {
+		r.Use(a.dashboardManage())
 		r.Put("/v1/models/{id}", adapt(s.handleApply))
 		r.Post("/v1/models/{id}/load", adapt(s.handleLoad))
 		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
-		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
 		r.Get("/v1/models/{id}/spec", adapt(s.handleGetSpec))
 		r.Put("/v1/settings/models-root", adapt(s.handleSetModelsRoot))
+	})
+	// Other management: the management key only.
+	r.Group(func(r chi.Router) {
+		r.Use(a.apiManage())
+		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
 		if s.fx != nil {
 			r.Get("/v1/fixture/gates", adapt(s.handleListGates))
 			r.Post("/v1/fixture/gates/{name}/open", adapt(s.handleOpenGate))

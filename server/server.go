@@ -61,6 +61,7 @@ type Server struct {
 	hs      *http.Server
 	conns   *connTracker
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
+	auth    *auth    // keys and dashboard sessions (mw_auth.go), built with the routes
 
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
@@ -137,6 +138,8 @@ func (c *Config) validate() error {
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
 		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0:
 		return errors.New("server: durations must not be negative")
+	case c.SignInLimit < 0:
+		return errors.New("server: --sign-in-limit must not be negative")
 	}
 	return nil
 }

@@ -29,12 +29,27 @@ type UIConfig struct {
 	ParallelJobs bool `json:"parallel_jobs"` // slot counts may be set
 	Fixture      bool `json:"fixture"`
 	MaxSlots     int  `json:"max_slots"`
+	// CanManage says whether this request's key or session passes the
+	// management check on the dashboard's management routes; when it does
+	// not, ManagementNote says why (the buttons show disabled with it).
+	CanManage      bool   `json:"can_manage"`
+	ManagementNote string `json:"management_note,omitempty"`
+	// Session is the scope of this request's dashboard session: "api",
+	// "management", or "" (none: a Bearer key, or no key needed).
+	Session string `json:"session"`
 }
 
 // handleUIConfig answers GET /v1/ui/config.
 func (s *Server) handleUIConfig(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, UIConfig{Management: s.cfg.UIManagement, ParallelJobs: s.cfg.ParallelJobs,
-		Fixture: s.cfg.Fixture, MaxSlots: 16})
+	c := UIConfig{Management: s.cfg.UIManagement, ParallelJobs: s.cfg.ParallelJobs, Fixture: s.cfg.Fixture, MaxSlots: 16}
+	if s.cfg.UIManagement {
+		c.CanManage, c.ManagementNote = s.auth.canManage(r)
+	}
+	if cr := credOf(r); cr.cookie {
+		c.Session = cr.scope.String()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, c)
 }
 
 // uiHandler serves the embedded dashboard: / is index.html, /ui/NAME the

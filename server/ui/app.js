@@ -2,6 +2,14 @@
 // GET /v1/models and is kept live by the /v1/events stream; each event
 // carries its model's status right after the scheduler step that caused it.
 // On `reset` (events were lost) the page reloads the state.
+//
+// With a key set on the server, a 401 from the first call shows the sign-in
+// form: a key is exchanged for an HttpOnly session cookie (POST
+// /v1/ui/session) and the page reloads. Every request carries X-Sluice-UI: 1,
+// the same-origin proof that a session's state-changing request needs, and
+// every request with a method other than GET says Content-Type:
+// application/json. With management enabled but a session that cannot
+// manage (the API key's), the buttons show disabled with the server's note.
 "use strict";
 
 (() => {
@@ -14,7 +22,7 @@
     "state", "status", "shutdown", "shutdown_complete",
   ];
 
-  const cfg = { management: false, parallel_jobs: false, max_slots: 16 };
+  const cfg = { management: false, parallel_jobs: false, max_slots: 16, can_manage: false, management_note: "", session: "" };
   const models = new Map();   // id -> model object (as GET /v1/models)
   const rows = new Map();     // id -> row view
   const hist = new Map();     // id -> {queue: [], wait: [], waitNow: []}
@@ -47,11 +55,9 @@
   }
 
   async function api(method, path, body) {
-    const init = { method, headers: {} };
-    if (body !== undefined) {
-      init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
+    const init = { method, headers: { "X-Sluice-UI": "1" }, credentials: "same-origin" };
+    if (method !== "GET") init.headers["Content-Type"] = "application/json";
+    if (body !== undefined) init.body = JSON.stringify(body);
     let res;
     try {
       res = await fetch(path, init);
@@ -176,6 +182,7 @@
       const form = h("form", { class: "slots-form", onsubmit: (e) => { e.preventDefault(); setSlots(r); } },
         h("label", { for: inputId }, "Slots"), r.slotInput, h("button", { type: "submit" }, "Apply"));
       if (!cfg.parallel_jobs) form.hidden = true;
+      if (!cfg.can_manage) for (const el of form.elements) el.disabled = true;
       r.actions = h("td", { class: "actions", "data-label": "Actions" },
         h("div", { class: "buttons", role: "group", "aria-label": "Actions for " + m.id }, r.loadBtn, r.unloadBtn), form, r.msg);
       r.tr.append(r.actions);
@@ -198,8 +205,8 @@
     r.ver.textContent = "v" + m.config_version;
     r.tr.className = "state-" + m.state;
     if (r.actions) {
-      r.loadBtn.disabled = m.loaded || m.state === "loading";
-      r.unloadBtn.disabled = m.state === "unloaded";
+      r.loadBtn.disabled = !cfg.can_manage || m.loaded || m.state === "loading";
+      r.unloadBtn.disabled = !cfg.can_manage || m.state === "unloaded";
       if (r.syncedSlots !== m.slots && document.activeElement !== r.slotInput) {
         r.slotInput.value = m.slots;
         r.syncedSlots = m.slots;
@@ -266,6 +273,7 @@
       say(r.msg, what + ": done", "ok");
     } catch (e) {
       say(r.msg, (e.status ? e.status + " " : "") + e.message, "error");
+      if (e.status === 401) sessionEnded();
     }
   }
 
@@ -332,7 +340,11 @@
     if (source) source.close();
     source = new EventSource("/v1/events?backlog=40");
     source.addEventListener("open", () => setConn("live", "live"));
-    source.addEventListener("error", () => setConn("down", "reconnecting…"));
+    source.addEventListener("error", () => {
+      setConn("down", "reconnecting…");
+      // A stream refused for want of a key (the session ended) would retry forever.
+      api("GET", "/v1/ui/config").catch((e) => { if (e.status === 401) sessionEnded(); });
+    });
     for (const t of EVENT_TYPES) source.addEventListener(t, onEvent);
     source.addEventListener("reset", (e) => {
       let ev = { type: "reset" };
@@ -389,6 +401,7 @@
     h("label", { for: idIn }, "Model id"), idInput,
     cfg.parallel_jobs ? h("label", { for: slotIn }, "Slots") : null, cfg.parallel_jobs ? slotInput : null,
     h("button", { type: "submit" }, "Register"));
+    if (!cfg.can_manage) for (const el of form.elements) el.disabled = true;
     li.append(form, msg);
     return li;
   }
@@ -406,17 +419,79 @@
     }
   }
 
+  // ---- sign-in ----
+  function sessionEnded() {
+    if (source) source.close();
+    setConn("down", "signed out");
+    showSignIn("Your session has ended: sign in again.");
+  }
+
+  function showSignIn(why) {
+    $("signin").hidden = false;
+    if (why) $("signin-hint").textContent = why;
+    $("signin-key").focus();
+  }
+
+  async function signIn(e) {
+    e.preventDefault();
+    const key = $("signin-key").value;
+    say($("signin-msg"), "signing in…", "busy");
+    try {
+      await api("POST", "/v1/ui/session", { key });
+    } catch (err) {
+      $("signin-key").value = "";
+      say($("signin-msg"), (err.status ? err.status + " " : "") + err.message, "error");
+      return;
+    }
+    location.reload();
+  }
+
+  async function signOut() {
+    try {
+      await api("DELETE", "/v1/ui/session");
+    } catch (err) {
+      setConn("down", err.message);
+      return;
+    }
+    location.reload();
+  }
+
+  function showAuth() {
+    const signedIn = cfg.session !== "";
+    const mayUpgrade = cfg.management && !cfg.can_manage && /sign in/.test(cfg.management_note);
+    $("auth").hidden = !signedIn && !mayUpgrade;
+    $("auth-text").textContent = signedIn ? "signed in with the " + (cfg.session === "management" ? "management" : "API") + " key" : "";
+    $("sign-out").hidden = !signedIn;
+    $("sign-in-show").hidden = !mayUpgrade;
+    const note = cfg.management && !cfg.can_manage ? cfg.management_note : "";
+    $("mgmt-note").textContent = note;
+    $("mgmt-note").hidden = !note;
+    if (!cfg.can_manage) for (const el of $("root-form").elements) el.disabled = true;
+  }
+
   // ---- start ----
   async function start() {
+    $("signin-form").addEventListener("submit", signIn);
+    $("sign-out").addEventListener("click", signOut);
+    $("sign-in-show").addEventListener("click", () => showSignIn("Sign in with the management key to load, unload and register models."));
     try {
       Object.assign(cfg, await api("GET", "/v1/ui/config"));
     } catch (e) {
+      if (e.status === 401) {
+        $("main").hidden = true;
+        $("summary").hidden = true;
+        setConn("down", "signed out");
+        showSignIn();
+        return;
+      }
       setConn("down", e.message);
       return;
     }
     document.body.classList.toggle("management", cfg.management);
     for (const el of document.querySelectorAll(".mgmt")) el.hidden = !cfg.management;
-    $("mode-hint").textContent = cfg.management ? "management enabled" : "read-only (start the server with --ui-management for actions)";
+    $("mode-hint").textContent = !cfg.management ? "read-only (start the server with --ui-management for actions)"
+      : cfg.can_manage ? "management enabled" : "read-only for this session";
+    showAuth();
     $("root-form").addEventListener("submit", setRoot);
     try {
       await reloadModels();

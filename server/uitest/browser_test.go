@@ -53,14 +53,24 @@ type tserver struct {
 	url    string
 	served chan error
 	client *http.Client
+	key    string // Bearer key of do, if any
 }
 
 func startServer(t *testing.T, management bool, root string) *tserver {
+	t.Helper()
+	return startServerWith(t, management, root, nil)
+}
+
+// startServerWith is startServer with cfg changed by mutate (keys).
+func startServerWith(t *testing.T, management bool, root string, mutate func(*server.Config)) *tserver {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.ParallelJobs, cfg.UIManagement, cfg.Fixture = true, management, true
 	cfg.ModelsRoot = root
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	cfg.ShutdownTimeout = 20 * time.Second
 	logLevel := slog.LevelError
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
@@ -91,12 +101,16 @@ func startServer(t *testing.T, management bool, root string) *tserver {
 	return ts
 }
 
-// do sends a request and returns the status and body.
+// do sends a request and returns the status and body, with the
+// server's management key when it has one.
 func (ts *tserver) do(method, path, body string) (int, string) {
 	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
 	if err != nil {
 		ts.t.Error(err)
 		return 0, ""
+	}
+	if ts.key != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.key)
 	}
 	res, err := ts.client.Do(req)
 	if err != nil {
@@ -193,7 +207,10 @@ func nodeCmd(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
 
 // TestDashboardBrowser opens the dashboard in headless chromium against a
 // management server with three fixture models (alpha and beta ready, gamma
-// unloaded) and a read-only server, and checks it (see dashboard.cjs).
+// unloaded), a read-only server, and two servers with keys (CONTRACT.md
+// ui.shell, ui.sign-in, ui.api-key-only, ui.sign-out): one with
+// --api-key and --management-key, one with --api-key alone; and checks it
+// (see dashboard.cjs).
 func TestDashboardBrowser(t *testing.T) {
 	if os.Getenv("SLUICE_UI_TEST") == "" {
 		t.Skip("set SLUICE_UI_TEST=1 (make ui-test) to run the browser test")
@@ -214,9 +231,17 @@ func TestDashboardBrowser(t *testing.T) {
 	if err := ro.s.RegisterModels(context.Background(), []server.ModelEntry{{ID: "ro-model", Spec: server.ModelSpec{Engine: "fixture"}}}); err != nil {
 		t.Fatal(err)
 	}
+	keyed := startServerWith(t, true, t.TempDir(), func(c *server.Config) { c.APIKey, c.ManagementKey = "k-api", "k-mgmt" })
+	keyed.key = "k-mgmt"
+	keyed.must("PUT", "/v1/models/kappa", `{"engine":"fixture","task":"tts","slots":1}`)
+	apiOnly := startServerWith(t, true, t.TempDir(), func(c *server.Config) { c.APIKey = "k-api" })
+	if err := apiOnly.s.RegisterModels(context.Background(), []server.ModelEntry{{ID: "lambda", Spec: server.ModelSpec{Engine: "fixture"}}}); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := nodeCmd(t, ctx, "test", "--url", ts.url+"/", "--ro-url", ro.url+"/", "--out", out)
+	cmd := nodeCmd(t, ctx, "test", "--url", ts.url+"/", "--ro-url", ro.url+"/", "--keyed-url", keyed.url+"/",
+		"--api-only-url", apiOnly.url+"/", "--out", out)
 	b, err := cmd.CombinedOutput()
 	t.Logf("dashboard.cjs:\n%s", b)
 	if err != nil {

@@ -2,11 +2,15 @@
 // playwright-core (never a downloaded browser). The Go harness
 // (browser_test.go) starts the servers and runs this script:
 //
-//   node dashboard.cjs test --url URL --ro-url URL --out DIR
+//   node dashboard.cjs test --url URL --ro-url URL --keyed-url URL --api-only-url URL --out DIR
 //     opens the dashboard of a management server with fixture models and
 //     checks it: rows, unload and load (by keyboard), a refused slot count
 //     with its 400 message, a catalogue registration, the narrow layout,
-//     no console errors; then the read-only server shows no buttons.
+//     no console errors; then the read-only server shows no buttons; then
+//     the servers with keys: the page asks for a key, a wrong one is
+//     refused, the API key shows the models with the buttons disabled and
+//     a note, the management key's session unloads a model, sign-out
+//     returns to the sign-in form.
 //
 //   node dashboard.cjs screenshot --url URL --out FILE
 //     opens the page, prints READY, waits for a line on stdin (the harness
@@ -52,10 +56,12 @@ async function launch(viewport) {
   };
 }
 
-function watchErrors(page, errors) {
+function watchErrors(page, errors, expected) {
+  // The refused slot count is a 400 on purpose (and, with keys, the 401 of
+  // a signed-out page and a wrong key); Chromium logs every failed fetch.
+  const ok = expected || /status of 400 \(Bad Request\)/;
   page.on("console", (m) => {
-    // The refused slot count is a 400 on purpose; Chromium logs every failed fetch.
-    if (m.type() === "error" && !/status of 400 \(Bad Request\)/.test(m.text())) errors.push("console: " + m.text());
+    if (m.type() === "error" && !ok.test(m.text())) errors.push("console: " + m.text());
   });
   page.on("pageerror", (e) => errors.push("page error: " + e.message));
 }
@@ -153,9 +159,73 @@ async function testMode(a) {
     check(!(await ro.locator("th", { hasText: "Actions" }).isVisible()), "read-only: no actions column");
     await ro.screenshot({ path: path.join(a.out, "dashboard-readonly.png") });
     check(errors.length === 0, "no console errors" + (errors.length ? ": " + errors.join("; ") : ""));
+    await ro.close();
+
+    await signInMode(b.ctx, a, errors);
   } finally {
     await b.close();
   }
+}
+
+// The servers with keys (CONTRACT.md ui.shell, ui.sign-in,
+// ui.api-key-only, ui.session-scope, ui.sign-out). Cookies are per host,
+// not per port, so each server starts from a cleared jar.
+async function signInMode(ctx, a, errors) {
+  const expected = /status of (400 \(Bad Request\)|401 \(Unauthorized\))/;
+  const signIn = async (page, key) => {
+    await page.getByLabel("Key", { exact: true }).fill(key);
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
+  };
+
+  // --api-key alone: sign in with the API key; management is refused.
+  await ctx.clearCookies();
+  const p = await ctx.newPage();
+  watchErrors(p, errors, expected);
+  await p.goto(a["api-only-url"]);
+  await p.locator("#signin").waitFor({ timeout: WAIT });
+  console.log("ok   api-key server: / shows the sign-in form");
+  check(await p.locator("#main").isHidden(), "api-key server: no models before sign-in");
+  await p.screenshot({ path: path.join(a.out, "dashboard-sign-in.png") });
+  await signIn(p, "not-the-key");
+  await expectText(p.locator("#signin-msg.error"), /^401 wrong key$/, "a wrong key is refused with 401");
+  await signIn(p, "k-api");
+  await expectText(stateOf(p, "lambda"), /^ready$/, "signed in with the API key: the model is shown");
+  await p.locator("#conn.live").waitFor({ timeout: WAIT });
+  console.log("ok   the event stream is live with the session cookie");
+  const unload = row(p, "lambda").getByRole("button", { name: "Unload", exact: true });
+  check(await unload.isVisible() && await unload.isDisabled(), "api-key session: the buttons are shown disabled");
+  await expectText(p.locator("#mgmt-note"), /management needs --management-key when --api-key is set/, "the note says why");
+  await expectText(p.locator("#auth-text"), /signed in with the API key/, "the header says which key");
+  await p.screenshot({ path: path.join(a.out, "dashboard-api-key.png") });
+  await p.close();
+
+  // --api-key and --management-key: the management key's session manages.
+  await ctx.clearCookies();
+  const q = await ctx.newPage();
+  watchErrors(q, errors, expected);
+  await q.goto(a["keyed-url"]);
+  await q.locator("#signin").waitFor({ timeout: WAIT });
+  await signIn(q, "k-mgmt");
+  await expectText(stateOf(q, "kappa"), /^ready$/, "signed in with the management key: the model is shown");
+  await q.locator("#conn.live").waitFor({ timeout: WAIT });
+  check(await q.locator("#mgmt-note").isHidden(), "management session: no note");
+  await row(q, "kappa").getByRole("button", { name: "Unload", exact: true }).click();
+  await expectText(stateOf(q, "kappa"), /^unloaded$/, "management session: unload works, kappa becomes unloaded");
+  await expectText(row(q, "kappa").locator(".msg"), /unload: done/, "management session: the row says done");
+  // The session ends behind the page's back: its next action is 401 and
+  // the page asks for the key again.
+  const st = await q.evaluate(async () => (await fetch("/v1/ui/session", { method: "DELETE", headers: { "X-Sluice-UI": "1" } })).status);
+  check(st === 200, "the session is deleted on the server");
+  await row(q, "kappa").getByRole("button", { name: "Load", exact: true }).click();
+  await expectText(q.locator("#signin-hint"), /session has ended/, "an ended session brings the sign-in form back");
+  await signIn(q, "k-mgmt");
+  await expectText(stateOf(q, "kappa"), /^unloaded$/, "signed in again: kappa is still unloaded");
+  await q.getByRole("button", { name: "Sign out", exact: true }).click();
+  await q.locator("#signin").waitFor({ timeout: WAIT });
+  console.log("ok   sign-out returns to the sign-in form");
+  check((await ctx.cookies()).every((c) => c.name !== "sluice_session"), "sign-out cleared the session cookie");
+  await q.close();
+  check(errors.length === 0, "no console errors" + (errors.length ? ": " + errors.join("; ") : ""));
 }
 
 async function screenshotMode(a) {
