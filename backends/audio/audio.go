@@ -46,21 +46,11 @@ func (a Audio) To(rate int) Audio {
 	return Audio{Rate: rate, Samples: Resample(a.Samples, a.Rate, rate)}
 }
 
-// Decode reads a request payload: a WAV file when data starts with a RIFF
-// header, otherwise raw little-endian mono PCM16 at rawRate. Errors wrap
-// backends.ErrInvalid.
+// Decode reads an in-memory payload at its own rate: a WAV file, or raw
+// little-endian mono PCM16 at rawRate when rawRate is declared (non-zero);
+// anything else is refused. Errors wrap backends.ErrInvalid.
 func Decode(data []byte, rawRate int) (Audio, error) {
-	if IsWAV(data) {
-		return ParseWAV(data)
-	}
-	if err := checkRate(rawRate); err != nil {
-		return Audio{}, err
-	}
-	s, err := PCM16(data)
-	if err != nil {
-		return Audio{}, err
-	}
-	return Audio{Rate: rawRate, Samples: s}, nil
+	return decodeAll(data, rawRate)
 }
 
 // PCM16 converts little-endian 16-bit samples to int16s. An odd length is

@@ -152,6 +152,14 @@ func NewResampler(from, to int) *Resampler {
 	return &Resampler{k: kernelFor(from, to)}
 }
 
+// Reserve sizes the window for chunks of up to n samples, so the first
+// Write does not grow it step by step.
+func (r *Resampler) Reserve(n int) {
+	if !r.same && cap(r.buf) < r.k.taps+n {
+		r.buf = append(make([]float64, 0, r.k.taps+n), r.buf...)
+	}
+}
+
 // OutLen returns the number of samples n input samples resample to:
 // ceil(n*to/from).
 func (r *Resampler) OutLen(n int64) int64 {
