@@ -114,9 +114,21 @@ func (k *kernel) at(x []float64, phase int64) float64 {
 		p = k.phases - 1
 	}
 	t := pos - float64(p)
-	a := dot(k.table[p*k.taps:(p+1)*k.taps], x)
-	b := dot(k.table[(p+1)*k.taps:(p+2)*k.taps], x)
+	a, b := dot2(k.table[p*k.taps:(p+1)*k.taps], k.table[(p+1)*k.taps:(p+2)*k.taps], x)
 	return a + t*(b-a)
+}
+
+// dot2 returns the dot products of w0 and w1 (of equal length) with x in
+// one pass over x.
+func dot2(w0, w1, x []float64) (float64, float64) {
+	x = x[:len(w0)]
+	w1 = w1[:len(w0)]
+	var a, b float64
+	for i, v := range w0 {
+		a += v * x[i]
+		b += w1[i] * x[i]
+	}
+	return a, b
 }
 
 func dot(w, x []float64) float64 {
@@ -255,7 +267,11 @@ func Resample(samples []int16, from, to int) []int16 {
 	}
 	r := NewResampler(from, to)
 	out := make([]int16, 0, r.OutLen(int64(len(samples))))
-	out = r.Write(samples, out)
+	const chunk = decodeChunk / 2 // samples: the window stays small
+	r.Reserve(min(chunk, len(samples)))
+	for off := 0; off < len(samples); off += chunk {
+		out = r.Write(samples[off:min(off+chunk, len(samples))], out)
+	}
 	return r.Flush(out)
 }
 

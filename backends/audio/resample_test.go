@@ -1,9 +1,12 @@
 package audio
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/sluice-dev/sluice/backends"
 )
 
 // snrAgainstTone measures out (at rate to) against the ideal tone of freq
@@ -125,5 +128,51 @@ func BenchmarkResample(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// oldDecodeInput is the pre-issue-13 path of pocketsphinx: parse the whole
+// WAV, resample all of it, only then compare with the limit.
+func oldDecodeInput(data []byte, rate int) []int16 {
+	a, err := ParseWAV(data)
+	if err != nil {
+		panic(err)
+	}
+	return oldResample(a.Samples, a.Rate, rate)
+}
+
+// BenchmarkIssueInputs measures the inputs of issue 13, new beside old: a
+// 256 KiB and a 1 MiB 16-bit mono WAV at 1009 Hz decoded to 16 kHz, and
+// 3 s of 16 kHz speech output resampled to 383999 Hz.
+// go test -run '^$' -bench IssueInputs -benchtime 1x ./backends/audio/
+func BenchmarkIssueInputs(b *testing.B) {
+	for _, size := range []int{256 << 10, 1 << 20} {
+		wav := WAV(1009, sine(1009, 200, float64(size/2)/1009, 8000))
+		b.Run(fmt.Sprintf("decode-%dKiB-1009-16000/new", size>>10), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodeInput(context.Background(), backends.Request{Data: wav}, Want{Rate: 16000, MaxSeconds: 3600}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("decode-%dKiB-1009-16000/old", size>>10), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				oldDecodeInput(wav, 16000)
+			}
+		})
+	}
+	speech := sine(16000, 300, 3, 9000)
+	for _, impl := range []struct {
+		name string
+		f    func([]int16, int, int) []int16
+	}{{"new", Resample}, {"old", oldResample}} {
+		b.Run("output-3s-16000-383999/"+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				impl.f(speech, 16000, 383999)
+			}
+		})
 	}
 }
