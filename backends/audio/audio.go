@@ -1,8 +1,16 @@
 // Package audio owns the audio formats the speech engines exchange with
 // clients: WAV parsing (PCM 8/16/24/32-bit and 32-bit float, any rate and
-// channel count, downmixed to mono PCM16), raw little-endian PCM16, WAV
-// writing (whole files and streaming headers) and a deterministic
-// band-limited resampler to the engine's rate.
+// channel count, downmixed to mono PCM16), raw little-endian PCM16 at a
+// declared rate, WAV writing (whole files and streaming headers) and a
+// deterministic band-limited resampler to the engine's rate.
+//
+// Engines read request audio with DecodeInput, which bounds the work before
+// doing it (CONTRACT.md "Audio input and output"): the duration the header
+// states is checked against the engine's limit before any sample is
+// decoded, samples are decoded and resampled in chunks under the request's
+// context, and unrecognised formats are refused. The resampler costs time
+// linear in its input (or output, when upsampling) for every pair of rates
+// in MinRate..MaxRate and streams (Resampler).
 //
 // Every error about unreadable input wraps backends.ErrInvalid, so the HTTP
 // layer answers 400 invalid_request_error.
