@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -156,6 +157,12 @@ func BenchmarkIssueInputs(b *testing.B) {
 				}
 			}
 		})
+		b.Run(fmt.Sprintf("decode-%dKiB-1009-16000-max300s/new", size>>10), func(b *testing.B) {
+			b.ReportAllocs() // pocketsphinx's default limit: 1 MiB (520 s) is refused from the header
+			for b.Loop() {
+				_, _ = DecodeInput(context.Background(), backends.Request{Data: wav}, Want{Rate: 16000, MaxSeconds: 300})
+			}
+		})
 		b.Run(fmt.Sprintf("decode-%dKiB-1009-16000/old", size>>10), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -174,5 +181,42 @@ func BenchmarkIssueInputs(b *testing.B) {
 				impl.f(speech, 16000, 383999)
 			}
 		})
+	}
+}
+
+// Resamplers of many rate pairs at once share the bounded table cache
+// safely (run with -race): more pairs than the cache holds, each result
+// equal to a fresh single-threaded computation.
+func TestResampleConcurrentPairs(t *testing.T) {
+	in := sine(8000, 300, 0.05, 8000)
+	pairs := make([][2]int, 0, 2*maxKernels)
+	for i := range 2 * maxKernels {
+		pairs = append(pairs, [2]int{8000, 11025 + 997*i})
+	}
+	want := make([][]int16, len(pairs))
+	for i, p := range pairs {
+		want[i] = Resample(in, p[0], p[1])
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, len(pairs)*4)
+	for range 4 {
+		for i, p := range pairs {
+			wg.Go(func() {
+				if got := Resample(in, p[0], p[1]); !equal(got, want[i]) {
+					errs <- fmt.Sprintf("%d->%d differs when run concurrently", p[0], p[1])
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	kernels.Lock()
+	n := len(kernels.m)
+	kernels.Unlock()
+	if n > maxKernels {
+		t.Fatalf("%d cached tables, want at most %d", n, maxKernels)
 	}
 }
