@@ -234,7 +234,6 @@ func (h *stream) decode(ctx context.Context, src io.ReaderAt, rate int) ([]int16
 	per := max(1, decodeChunk/frame)
 	buf := make([]byte, per*frame)
 	mono := make([]int16, per)
-	rs.Reserve(int(per))
 	bytesPer := h.bits / 8
 	for done := int64(0); done < frames; {
 		if err := ctx.Err(); err != nil {

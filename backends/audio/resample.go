@@ -142,8 +142,9 @@ func dot(w, x []float64) float64 {
 
 // Resampler converts a stream of samples from one rate to another, chunk
 // by chunk, with the same windowed-sinc filter and output as Resample on
-// the whole stream. Its memory is the kernel's window plus the last chunk;
-// after the first chunks of a given size it allocates nothing. Not safe
+// the whole stream. Its memory is the kernel's window plus windowPiece
+// samples, whatever the chunk sizes; after its first Write it allocates
+// nothing. Not safe
 // for concurrent use.
 type Resampler struct {
 	k     *kernel
@@ -164,14 +165,6 @@ func NewResampler(from, to int) *Resampler {
 	return &Resampler{k: kernelFor(from, to)}
 }
 
-// Reserve sizes the window for chunks of up to n samples, so the first
-// Write does not grow it step by step.
-func (r *Resampler) Reserve(n int) {
-	if !r.same && cap(r.buf) < r.k.taps+n {
-		r.buf = append(make([]float64, 0, r.k.taps+n), r.buf...)
-	}
-}
-
 // OutLen returns the number of samples n input samples resample to:
 // ceil(n*to/from).
 func (r *Resampler) OutLen(n int64) int64 {
@@ -188,12 +181,29 @@ func (r *Resampler) Write(in []int16, out []int16) []int16 {
 		r.in += int64(len(in))
 		return append(out, in...)
 	}
+	// In pieces, so the window holds at most the kernel plus one piece
+	// whatever the caller's chunk size.
+	for len(in) > 0 {
+		n := min(len(in), windowPiece)
+		out = r.write(in[:n], out)
+		in = in[n:]
+	}
+	return out
+}
+
+// windowPiece is the most input samples the window takes at a time.
+const windowPiece = 4096
+
+func (r *Resampler) write(in []int16, out []int16) []int16 {
 	// Drop the samples no pending output needs any more.
 	if first := r.firstTap(r.next); first > r.start {
 		drop := min(first-r.start, int64(len(r.buf)))
 		n := copy(r.buf, r.buf[drop:])
 		r.buf = r.buf[:n]
 		r.start += drop
+	}
+	if r.buf == nil {
+		r.buf = make([]float64, 0, r.k.taps+windowPiece)
 	}
 	// buf always ends at r.in: consecutive outputs are from/to input
 	// samples apart, less than the kernel, so no sample is skipped.
@@ -267,12 +277,7 @@ func Resample(samples []int16, from, to int) []int16 {
 	}
 	r := NewResampler(from, to)
 	out := make([]int16, 0, r.OutLen(int64(len(samples))))
-	const chunk = decodeChunk / 2 // samples: the window stays small
-	r.Reserve(min(chunk, len(samples)))
-	for off := 0; off < len(samples); off += chunk {
-		out = r.Write(samples[off:min(off+chunk, len(samples))], out)
-	}
-	return r.Flush(out)
+	return r.Flush(r.Write(samples, out))
 }
 
 // weights fills w (2*half taps) for an output at fractional offset frac
