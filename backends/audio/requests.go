@@ -2,6 +2,7 @@ package audio
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -140,15 +141,20 @@ func PCMContentType(rate int) string {
 }
 
 // EncodeTTS turns synthesised samples at rate into the Output asked for by
-// r (format, output rate).
-func EncodeTTS(r TTSRequest, rate int, samples []int16) backends.Output {
+// r (format, output rate). Resampling a long synthesis stops when ctx
+// ends, with an error wrapping ctx's.
+func EncodeTTS(ctx context.Context, r TTSRequest, rate int, samples []int16) (backends.Output, error) {
 	if r.SampleRate != 0 && r.SampleRate != rate {
-		samples, rate = Resample(samples, rate, r.SampleRate), r.SampleRate
+		var err error
+		if samples, err = ResampleContext(ctx, samples, rate, r.SampleRate); err != nil {
+			return backends.Output{}, err
+		}
+		rate = r.SampleRate
 	}
 	if r.Format == "pcm" {
-		return backends.Output{Data: PCM16Bytes(samples), ContentType: PCMContentType(rate)}
+		return backends.Output{Data: PCM16Bytes(samples), ContentType: PCMContentType(rate)}, nil
 	}
-	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}
+	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}, nil
 }
 
 // EmitChunk sends samples at rate (resampled as r asks) as Chunk index.

@@ -1,6 +1,8 @@
 package audio
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"sync"
 )
@@ -278,6 +280,24 @@ func Resample(samples []int16, from, to int) []int16 {
 	r := NewResampler(from, to)
 	out := make([]int16, 0, r.OutLen(int64(len(samples))))
 	return r.Flush(r.Write(samples, out))
+}
+
+// ResampleContext is Resample in pieces of decodeChunk samples, checking
+// ctx between them: for long outputs (a whole synthesis) whose caller may
+// leave. It returns an error wrapping ctx's when ctx ends first.
+func ResampleContext(ctx context.Context, samples []int16, from, to int) ([]int16, error) {
+	if from == to || len(samples) == 0 {
+		return append([]int16(nil), samples...), nil
+	}
+	r := NewResampler(from, to)
+	out := make([]int16, 0, r.OutLen(int64(len(samples))))
+	for off := 0; off < len(samples); off += decodeChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("audio: resampling stopped: %w", err)
+		}
+		out = r.Write(samples[off:min(off+decodeChunk, len(samples))], out)
+	}
+	return r.Flush(out), nil
 }
 
 // weights fills w (2*half taps) for an output at fractional offset frac

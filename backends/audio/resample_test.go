@@ -2,6 +2,7 @@ package audio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -218,5 +219,23 @@ func TestResampleConcurrentPairs(t *testing.T) {
 	kernels.Unlock()
 	if n > maxKernels {
 		t.Fatalf("%d cached tables, want at most %d", n, maxKernels)
+	}
+}
+
+// A synthesis resampled for its output stops when its caller has left.
+func TestEncodeTTSStopsWhenContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	samples := sine(22050, 300, 1, 8000)
+	if _, err := EncodeTTS(ctx, TTSRequest{SampleRate: 48000}, 22050, samples); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	out, err := EncodeTTS(context.Background(), TTSRequest{SampleRate: 48000, Format: "pcm"}, 22050, samples)
+	if err != nil || len(out.Data) != 2*48000 {
+		t.Fatalf("%d bytes, %v", len(out.Data), err)
+	}
+	got, err := ResampleContext(context.Background(), samples, 22050, 48000)
+	if err != nil || !equal(got, Resample(samples, 22050, 48000)) {
+		t.Fatalf("ResampleContext differs from Resample: %v", err)
 	}
 }
