@@ -30,14 +30,16 @@ import (
 // runtimeChecks maps a case's `runtime` name to its check.
 var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"custom-listener": checkCustomListener,
+	"decode-cancel":   checkDecodeCancel,
 }
 
 func runtimeCheckNames() []string { return slices.Sorted(maps.Keys(runtimeChecks)) }
 
 // runtimeRun is one run of a runtime check.
 type runtimeRun struct {
-	tag     string // unique to the run and the case: model IDs, gate names, the goroutine label
-	timeout time.Duration
+	tag        string // unique to the run and the case: model IDs, gate names, the goroutine label
+	timeout    time.Duration
+	modelsRoot string // the real engines' models root ("" when there is none)
 }
 
 // goroutineLabel is the pprof label every goroutine of a runtime check
@@ -47,7 +49,7 @@ const goroutineLabel = "sluice-conformance-case"
 
 // runRuntimeCheck runs c's runtime check under its goroutine label.
 func runRuntimeCheck(c *Case, o Options, tag string) error {
-	rr := &runtimeRun{tag: fmt.Sprintf("c%d.%s", c.index, tag), timeout: o.StepTimeout}
+	rr := &runtimeRun{tag: fmt.Sprintf("c%d.%s", c.index, tag), timeout: o.StepTimeout, modelsRoot: o.ModelsRoot}
 	var err error
 	pprof.Do(context.Background(), pprof.Labels(goroutineLabel, rr.tag), func(ctx context.Context) {
 		err = runtimeChecks[c.Runtime](ctx, rr)

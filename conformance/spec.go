@@ -278,23 +278,36 @@ type BulkStep struct {
 }
 
 // HTTPStep is any request: method, path (symbols written $NAME mapped),
-// a raw body or a JSON body, headers (a list value is sent as that many
-// header lines). Via "handler" it goes to the in-process server's handler
-// instead of the listener (the window after the listener closed;
-// in-process only). Jar names a cookie jar of the case, like one browser:
-// the step sends the cookies the jar holds and keeps those its answer sets
-// (a synchronous step only); with KeepJar the jar stays as it was, as a
-// copy of the cookies taken before the step would.
+// a raw body, a JSON body or a generated audio body, headers (a list value
+// is sent as that many header lines). Via "handler" it goes to the
+// in-process server's handler instead of the listener (the window after
+// the listener closed; in-process only). Jar names a cookie jar of the
+// case, like one browser: the step sends the cookies the jar holds and
+// keeps those its answer sets (a synchronous step only); with KeepJar the
+// jar stays as it was, as a copy of the cookies taken before the step would.
 type HTTPStep struct {
 	Method  string                  `yaml:"method"`
 	Path    string                  `yaml:"path"`
 	Body    string                  `yaml:"body"`
 	JSON    any                     `yaml:"json"`
+	Audio   *AudioBody              `yaml:"audio"`
 	Headers map[string]HeaderValues `yaml:"headers"`
 	Via     string                  `yaml:"via"`
 	Jar     string                  `yaml:"jar"`
 	KeepJar bool                    `yaml:"keep_jar"`
 	Call    `yaml:",inline"`
+}
+
+// AudioBody is a generated audio request body (binary, so a YAML string
+// cannot carry it): Seconds of a 300 Hz tone as mono PCM16 at Rate, in a
+// WAV file, or with Raw the bare PCM16LE samples. StatedSeconds, when set,
+// is the duration the WAV header's data size states instead of the real
+// one: a header claiming more than the body holds.
+type AudioBody struct {
+	Rate          int     `yaml:"rate"`
+	Seconds       float64 `yaml:"seconds"`
+	StatedSeconds float64 `yaml:"stated_seconds"`
+	Raw           bool    `yaml:"raw"`
 }
 
 // HeaderValues are one header's values: a string, or a list of them.

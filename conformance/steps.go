@@ -2,10 +2,12 @@ package conformance
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/backends/audio"
 )
 
 // put sends PUT /v1/models/{id} with the step's spec.
@@ -109,8 +113,39 @@ func (r *caseRun) httpRequest(a *HTTPStep) (request, error) {
 			return request{}, err
 		}
 		rq.body = b
+	case a.Audio != nil:
+		b, err := a.Audio.bytes()
+		if err != nil {
+			return request{}, err
+		}
+		rq.body = b
 	}
 	return rq, nil
+}
+
+// bytes generates the body an AudioBody describes.
+func (a *AudioBody) bytes() ([]byte, error) {
+	if a.Rate < 1 || a.Seconds < 0 || a.Seconds > 600 || a.StatedSeconds < 0 {
+		return nil, fmt.Errorf("audio body: rate %d, seconds %v: want a positive rate and 0..600 s", a.Rate, a.Seconds)
+	}
+	s := make([]int16, int(float64(a.Rate)*a.Seconds))
+	for i := range s {
+		s[i] = int16(8000 * math.Sin(2*math.Pi*300*float64(i)/float64(a.Rate)))
+	}
+	pcm := audio.PCM16Bytes(s)
+	if a.Raw {
+		return pcm, nil
+	}
+	w := audio.WAV(a.Rate, s)
+	if a.StatedSeconds > 0 {
+		stated := 2 * int64(float64(a.Rate)*a.StatedSeconds)
+		if stated > 0xFFFFF000-1 {
+			return nil, fmt.Errorf("audio body: stated_seconds %v does not fit a WAV header", a.StatedSeconds)
+		}
+		binary.LittleEndian.PutUint32(w[40:], uint32(stated)) // the data chunk's size
+		binary.LittleEndian.PutUint32(w[4:], uint32(36+stated))
+	}
+	return w, nil
 }
 
 func (r *caseRun) raw(a *HTTPStep) error {

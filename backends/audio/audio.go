@@ -1,8 +1,16 @@
 // Package audio owns the audio formats the speech engines exchange with
 // clients: WAV parsing (PCM 8/16/24/32-bit and 32-bit float, any rate and
-// channel count, downmixed to mono PCM16), raw little-endian PCM16, WAV
-// writing (whole files and streaming headers) and a deterministic
-// band-limited resampler to the engine's rate.
+// channel count, downmixed to mono PCM16), raw little-endian PCM16 at a
+// declared rate, WAV writing (whole files and streaming headers) and a
+// deterministic band-limited resampler to the engine's rate.
+//
+// Engines read request audio with DecodeInput, which bounds the work before
+// doing it (CONTRACT.md "Audio input and output"): the duration the header
+// states is checked against the engine's limit before any sample is
+// decoded, samples are decoded and resampled in chunks under the request's
+// context, and unrecognised formats are refused. The resampler costs time
+// linear in its input (or output, when upsampling) for every pair of rates
+// in MinRate..MaxRate and streams (Resampler).
 //
 // Every error about unreadable input wraps backends.ErrInvalid, so the HTTP
 // layer answers 400 invalid_request_error.
@@ -46,21 +54,11 @@ func (a Audio) To(rate int) Audio {
 	return Audio{Rate: rate, Samples: Resample(a.Samples, a.Rate, rate)}
 }
 
-// Decode reads a request payload: a WAV file when data starts with a RIFF
-// header, otherwise raw little-endian mono PCM16 at rawRate. Errors wrap
-// backends.ErrInvalid.
+// Decode reads an in-memory payload at its own rate: a WAV file, or raw
+// little-endian mono PCM16 at rawRate when rawRate is declared (non-zero);
+// anything else is refused. Errors wrap backends.ErrInvalid.
 func Decode(data []byte, rawRate int) (Audio, error) {
-	if IsWAV(data) {
-		return ParseWAV(data)
-	}
-	if err := checkRate(rawRate); err != nil {
-		return Audio{}, err
-	}
-	s, err := PCM16(data)
-	if err != nil {
-		return Audio{}, err
-	}
-	return Audio{Rate: rawRate, Samples: s}, nil
+	return decodeAll(data, rawRate)
 }
 
 // PCM16 converts little-endian 16-bit samples to int16s. An odd length is

@@ -2,6 +2,7 @@ package audio
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -19,16 +20,28 @@ import (
 // Request.Stream each synthesised sentence goes through emit as a Chunk
 // (raw PCM16LE, base64) and the final Output is empty.
 //
-// ASR (engine pocketsphinx): Data is the audio, a WAV file (any rate,
-// resampled) or raw PCM16LE mono at Input's sample_rate (default: the
-// engine's rate); Input is an optional AudioRequest. Output.JSON is an
-// ASRResult.
+// ASR (engine pocketsphinx): Body (or else Data) is the audio, a WAV file
+// (any rate, resampled) or raw PCM16LE mono when Input's sample_rate
+// declares its rate (there is no default: undeclared non-WAV audio is
+// refused); Input is an optional AudioRequest. Engines read it with
+// DecodeInput. Output.JSON is an ASRResult.
 //
 // VAD (engine onnx, Silero): Data as for ASR; Input is an optional
 // VADRequest. Output.JSON is a VADResult with segments in seconds.
 
 // MaxTextLen bounds a TTS request (characters), like OpenAI's 4096.
 const MaxTextLen = 4096
+
+// The output rates a TTS request may ask for (sample_rate; cell
+// audio.output-rate): telephony's 8 kHz up to 48 kHz, the highest rate
+// playback devices and codecs commonly take. The voices synthesise at
+// 16..22.05 kHz, so a higher rate adds no content, only bytes: the output
+// grows linearly with the rate (48 kHz keeps a MaxTextLen request's WAV
+// within tens of megabytes), and rates below 8 kHz cut speech's formants.
+const (
+	MinOutputRate = 8000
+	MaxOutputRate = 48000
+)
 
 // TTSRequest is the Input of a TTS request.
 type TTSRequest struct {
@@ -41,13 +54,13 @@ type TTSRequest struct {
 
 // AudioRequest is the optional Input of an ASR request.
 type AudioRequest struct {
-	SampleRate int `json:"sample_rate,omitempty"` // rate of raw PCM16 Data; ignored for WAV
+	SampleRate int `json:"sample_rate,omitempty"` // declares raw PCM16LE Data at this rate; ignored for WAV
 }
 
 // VADRequest is the optional Input of a VAD request; zero fields take the
 // checkpoint's defaults.
 type VADRequest struct {
-	SampleRate   int     `json:"sample_rate,omitempty"`
+	SampleRate   int     `json:"sample_rate,omitempty"` // as AudioRequest's
 	Threshold    float64 `json:"threshold,omitempty"`
 	MinSpeechMS  int     `json:"min_speech_ms,omitempty"`
 	MinSilenceMS int     `json:"min_silence_ms,omitempty"`
@@ -113,8 +126,8 @@ func ParseTTS(in json.RawMessage) (TTSRequest, error) {
 		return r, backends.Invalidf("tts: format %q (wav or pcm)", r.Format)
 	case r.Speed != 0 && (r.Speed < 0.25 || r.Speed > 4):
 		return r, backends.Invalidf("tts: speed %v outside 0.25..4", r.Speed)
-	case r.SampleRate != 0 && (r.SampleRate < MinRate || r.SampleRate > MaxRate):
-		return r, backends.Invalidf("tts: sample_rate %d outside %d..%d", r.SampleRate, MinRate, MaxRate)
+	case r.SampleRate != 0 && (r.SampleRate < MinOutputRate || r.SampleRate > MaxOutputRate):
+		return r, backends.Invalidf("tts: sample_rate %d outside %d..%d", r.SampleRate, MinOutputRate, MaxOutputRate)
 	}
 	if r.Speed == 0 {
 		r.Speed = 1
@@ -128,15 +141,20 @@ func PCMContentType(rate int) string {
 }
 
 // EncodeTTS turns synthesised samples at rate into the Output asked for by
-// r (format, output rate).
-func EncodeTTS(r TTSRequest, rate int, samples []int16) backends.Output {
+// r (format, output rate). Resampling a long synthesis stops when ctx
+// ends, with an error wrapping ctx's.
+func EncodeTTS(ctx context.Context, r TTSRequest, rate int, samples []int16) (backends.Output, error) {
 	if r.SampleRate != 0 && r.SampleRate != rate {
-		samples, rate = Resample(samples, rate, r.SampleRate), r.SampleRate
+		var err error
+		if samples, err = ResampleContext(ctx, samples, rate, r.SampleRate); err != nil {
+			return backends.Output{}, err
+		}
+		rate = r.SampleRate
 	}
 	if r.Format == "pcm" {
-		return backends.Output{Data: PCM16Bytes(samples), ContentType: PCMContentType(rate)}
+		return backends.Output{Data: PCM16Bytes(samples), ContentType: PCMContentType(rate)}, nil
 	}
-	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}
+	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}, nil
 }
 
 // EmitChunk sends samples at rate (resampled as r asks) as Chunk index.
@@ -159,25 +177,6 @@ func DecodeChunk(b json.RawMessage) ([]byte, int, error) {
 	}
 	pcm, err := base64.StdEncoding.DecodeString(c.Audio)
 	return pcm, c.SampleRate, err
-}
-
-// DecodeInputAudio decodes request Data (WAV, or raw PCM16 at sampleRate or
-// else engineRate) and resamples it to engineRate. Empty audio is invalid.
-func DecodeInputAudio(data []byte, sampleRate, engineRate int) (Audio, error) {
-	if len(data) == 0 {
-		return Audio{}, backends.Invalidf("audio: request has no audio data")
-	}
-	if sampleRate == 0 {
-		sampleRate = engineRate
-	}
-	a, err := Decode(data, sampleRate)
-	if err != nil {
-		return Audio{}, err
-	}
-	if len(a.Samples) == 0 {
-		return Audio{}, backends.Invalidf("audio: no samples")
-	}
-	return a.To(engineRate), nil
 }
 
 // SplitSentences cuts text into sentence-sized pieces (at . ! ? ; : and

@@ -19,85 +19,14 @@ func IsWAV(b []byte) bool {
 
 // ParseWAV decodes a WAV file: integer PCM of 8, 16, 24 or 32 bits or
 // 32-bit float, any rate in MinRate..MaxRate and up to MaxChannels channels,
-// averaged to mono PCM16. Errors wrap backends.ErrInvalid.
+// averaged to mono PCM16, at the file's own rate and without a duration
+// limit (for payloads already in memory, such as engine outputs; requests
+// go through DecodeInput). Errors wrap backends.ErrInvalid.
 func ParseWAV(b []byte) (Audio, error) {
 	if !IsWAV(b) {
 		return Audio{}, invalid("not a RIFF/WAVE file")
 	}
-	var (
-		haveFmt            bool
-		format, channels   int
-		rate, bits, blockA int
-		data               []byte
-		haveData           bool
-	)
-	for off := 12; off+8 <= len(b); {
-		id := string(b[off : off+4])
-		size := int(binary.LittleEndian.Uint32(b[off+4:]))
-		body := b[off+8:]
-		if size > len(body) {
-			if id != "data" {
-				return Audio{}, invalid("chunk %q overruns the file", id)
-			}
-			// Streamed WAVs carry an unknown (0xFFFFFFFF) or short size:
-			// take what is there.
-			size = len(body)
-		}
-		body = body[:size]
-		switch id {
-		case "fmt ":
-			if size < 16 {
-				return Audio{}, invalid("fmt chunk too short (%d bytes)", size)
-			}
-			format = int(binary.LittleEndian.Uint16(body[0:]))
-			channels = int(binary.LittleEndian.Uint16(body[2:]))
-			rate = int(binary.LittleEndian.Uint32(body[4:]))
-			blockA = int(binary.LittleEndian.Uint16(body[12:]))
-			bits = int(binary.LittleEndian.Uint16(body[14:]))
-			if format == formatExtensible {
-				if size < 26 {
-					return Audio{}, invalid("extensible fmt chunk too short (%d bytes)", size)
-				}
-				format = int(binary.LittleEndian.Uint16(body[24:]))
-			}
-			haveFmt = true
-		case "data":
-			data, haveData = body, true
-		}
-		off += 8 + size + size%2
-	}
-	switch {
-	case !haveFmt:
-		return Audio{}, invalid("no fmt chunk")
-	case !haveData:
-		return Audio{}, invalid("no data chunk")
-	case channels < 1 || channels > MaxChannels:
-		return Audio{}, invalid("%d channels (1..%d supported)", channels, MaxChannels)
-	}
-	if err := checkRate(rate); err != nil {
-		return Audio{}, err
-	}
-	bytesPer := bits / 8
-	switch {
-	case format == formatPCM && (bits == 8 || bits == 16 || bits == 24 || bits == 32):
-	case format == formatFloat && bits == 32:
-	default:
-		return Audio{}, invalid("unsupported encoding (format %d, %d bits): PCM 8/16/24/32-bit or float32 only", format, bits)
-	}
-	frame := bytesPer * channels
-	if blockA != 0 && blockA != frame {
-		return Audio{}, invalid("block align %d does not match %d channels of %d bits", blockA, channels, bits)
-	}
-	n := len(data) / frame
-	out := make([]int16, n)
-	for i := range n {
-		var sum float64
-		for c := range channels {
-			sum += sample(data[i*frame+c*bytesPer:], format, bits)
-		}
-		out[i] = toPCM16(sum / float64(channels))
-	}
-	return Audio{Rate: rate, Samples: out}, nil
+	return decodeAll(b, 0)
 }
 
 // sample returns one sample scaled to PCM16 units.

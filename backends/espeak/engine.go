@@ -334,7 +334,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if req.Stream && emit != nil {
 		return backends.Output{}, nil
 	}
-	return audio.EncodeTTS(r, s.lib.rate, all), nil
+	return audio.EncodeTTS(ctx, r, s.lib.rate, all)
 }
 
 // sentencePause is the silence that ends every synthesised sentence.

@@ -243,7 +243,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if req.Stream && emit != nil {
 		return backends.Output{}, nil
 	}
-	return audio.EncodeTTS(r, rate, all), nil
+	return audio.EncodeTTS(ctx, r, rate, all)
 }
 
 // voiceMatches accepts the model's own voice, "" and OpenAI's stock voice

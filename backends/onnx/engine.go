@@ -5,8 +5,9 @@
 // bit-identical output; a request's context terminates its run through
 // OrtRunOptions.
 //
-// Requests: see backends/audio (VAD). Data is a WAV file (any rate,
-// resampled to 16 kHz) or raw PCM16LE mono at Input's sample_rate; Input
+// Requests: see backends/audio (VAD). Body or Data is a WAV file (any rate,
+// resampled to 16 kHz) or raw PCM16LE mono at Input's declared
+// sample_rate (required for raw PCM), read with audio.DecodeInput; Input
 // may override threshold, min_speech_ms, min_silence_ms and speech_pad_ms.
 // The output is JSON {"segments":[{"start","end"}],"duration"} in seconds.
 //
@@ -14,8 +15,9 @@
 // the path of a .onnx file. Options: model ("silero-vad-v5"), file (the
 // .onnx inside the checkpoint), provider ("cpu" or "cuda"; cuda fails with
 // a clear error where the runtime has no usable CUDA provider),
-// intra_op_threads (default 1, so slots scale across cores) and the
-// segmentation defaults above.
+// intra_op_threads (default 1, so slots scale across cores), max_seconds
+// (the longest accepted audio, 1..3600, default 300, checked against the
+// WAV header before decoding) and the segmentation defaults above.
 //
 // Threading rule: the Engine is safe for concurrent use; a session is used
 // by one goroutine at a time. One ONNX Runtime environment serves the
@@ -98,15 +100,25 @@ type Options struct {
 	MinSpeechMS    int     `json:"min_speech_ms,omitempty"`
 	MinSilenceMS   int     `json:"min_silence_ms,omitempty"`
 	SpeechPadMS    int     `json:"speech_pad_ms,omitempty"`
+	MaxSeconds     int     `json:"max_seconds,omitempty"`
 }
 
+// Bounds of the max_seconds option: like pocketsphinx's, five minutes by
+// default (a request's audio is decoded into memory, 32 KB per second at
+// 16 kHz, and Silero runs over all of it) and at most an hour.
+const (
+	defaultMaxSeconds = 300
+	maxMaxSeconds     = 3600
+)
+
 type config struct {
-	name     string
-	model    string // absolute .onnx path
-	provider string
-	threads  int
-	vad      vadParams
-	maxSlots int
+	name       string
+	model      string // absolute .onnx path
+	provider   string
+	threads    int
+	vad        vadParams
+	maxSlots   int
+	maxSeconds int
 }
 
 // resolve checks spec and the model file without loading the runtime.
@@ -161,6 +173,12 @@ func resolve(spec backends.Spec) (config, error) {
 	}
 	if c.threads < 1 || c.threads > 64 {
 		return config{}, backends.Invalidf("onnx: intra_op_threads %d outside 1..64", c.threads)
+	}
+	if c.maxSeconds = o.MaxSeconds; c.maxSeconds == 0 {
+		c.maxSeconds = defaultMaxSeconds
+	}
+	if c.maxSeconds < 1 || c.maxSeconds > maxMaxSeconds {
+		return config{}, backends.Invalidf("onnx: max_seconds %d outside 1..%d", c.maxSeconds, maxMaxSeconds)
 	}
 	c.vad = vadParams{Threshold: 0.5, MinSpeechMS: 250, MinSilenceMS: 100, SpeechPadMS: 30}
 	if err := overlayVAD(&c.vad, o.Threshold, o.MinSpeechMS, o.MinSilenceMS, o.SpeechPadMS); err != nil {
@@ -315,9 +333,10 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err := overlayVAD(&p, r.Threshold, r.MinSpeechMS, r.MinSilenceMS, r.SpeechPadMS); err != nil {
 		return backends.Output{}, err
 	}
-	a, err := audio.DecodeInputAudio(req.Data, r.SampleRate, sileroRate)
+	// audio.duration-limit: max_seconds from the header, before decoding.
+	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: sileroRate, MaxSeconds: float64(s.cfg.maxSeconds), RawRate: r.SampleRate})
 	if err != nil {
-		return backends.Output{}, err
+		return backends.Output{}, fmt.Errorf("onnx: %w", err)
 	}
 	probs, err := s.vad.probabilities(ctx, audio.Float32(a.Samples))
 	if err != nil {

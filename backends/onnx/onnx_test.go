@@ -294,12 +294,14 @@ func TestValidateAndRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, sp := range map[string]backends.Spec{
-		"17 slots":   spec(dir, 17, ""),
-		"wrong task": {Task: "asr", Checkpoint: dir, Slots: 1},
-		"bad model":  spec(dir, 1, `{"model":"yolo"}`),
-		"threads":    spec(dir, 1, `{"intra_op_threads":-1}`),
-		"threshold":  spec(dir, 1, `{"threshold":1.5}`),
-		"escape":     spec(dir, 1, `{"file":"../x.onnx"}`),
+		"17 slots":      spec(dir, 17, ""),
+		"wrong task":    {Task: "asr", Checkpoint: dir, Slots: 1},
+		"bad model":     spec(dir, 1, `{"model":"yolo"}`),
+		"threads":       spec(dir, 1, `{"intra_op_threads":-1}`),
+		"threshold":     spec(dir, 1, `{"threshold":1.5}`),
+		"escape":        spec(dir, 1, `{"file":"../x.onnx"}`),
+		"max_seconds":   spec(dir, 1, `{"max_seconds":3601}`),
+		"max_seconds<1": spec(dir, 1, `{"max_seconds":-1}`),
 	} {
 		if err := e.Validate(sp); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
@@ -314,5 +316,31 @@ func TestValidateAndRequests(t *testing.T) {
 	est, err := e.EstimateMB(spec(dir, 4, ""))
 	if err != nil || est <= 0 {
 		t.Fatalf("estimate %d %v", est, err)
+	}
+}
+
+// TestInputAudioBounds (audio.duration-limit, audio.raw-declared): audio
+// longer than max_seconds is refused from its header; raw PCM decodes only
+// at a declared sample_rate; other formats are refused.
+func TestInputAudioBounds(t *testing.T) {
+	dir := checkpoint(t)
+	s, _, err := New(Config{}).Open(context.Background(), spec(dir, 1, `{"max_seconds":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.Infer(context.Background(), backends.Request{Data: audio.WAV(16000, make([]int16, 32000))}, nil); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("2 s with max_seconds 1: got %v, want ErrInvalid", err)
+	}
+	raw := audio.PCM16Bytes(make([]int16, 8000))
+	if _, err := s.Infer(context.Background(), backends.Request{Data: raw}, nil); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("undeclared raw PCM: got %v, want ErrInvalid", err)
+	}
+	out, err := s.Infer(context.Background(), backends.Request{Data: raw, Input: json.RawMessage(`{"sample_rate":8000}`)}, nil)
+	if err != nil || !strings.Contains(string(out.JSON), `"duration":1`) {
+		t.Errorf("declared raw PCM: %s %v", out.JSON, err)
+	}
+	if _, err := s.Infer(context.Background(), backends.Request{Data: []byte("ID3\x04\x00\x00\x00\x00\x00\x00 not audio")}, nil); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("mp3: got %v, want ErrInvalid", err)
 	}
 }

@@ -3,14 +3,15 @@
 // purego. A decoder is not thread-safe, so every session owns one; sessions
 // decode in parallel.
 //
-// Requests: see backends/audio (ASR). Data is a WAV file (any rate,
-// resampled to 16 kHz) or raw PCM16LE mono at Input's sample_rate (default
-// 16000); the output is JSON {"text","duration"}.
+// Requests: see backends/audio (ASR). Body or Data is a WAV file (any rate,
+// resampled to 16 kHz) or raw PCM16LE mono at Input's declared sample_rate
+// (required for raw PCM), read with audio.DecodeInput; the output is JSON {"text","duration"}.
 //
 // Checkpoints: a catalogue folder whose manifest names engine
 // "pocketsphinx"; options hmm (acoustic model folder), lm (language model),
 // dict (dictionary), all relative to the checkpoint, and max_seconds (the
-// longest accepted audio, default 300). Validate checks every file (hash
+// longest accepted audio, 1..3600, default 300, checked against the WAV
+// header before decoding). Validate checks every file (hash
 // via the catalogue, then each format's magic) before the library reads it,
 // because sphinxbase aborts the process on some malformed models.
 //
@@ -251,12 +252,11 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
-	a, err := audio.DecodeInputAudio(req.Data, r.SampleRate, SampleRate)
+	// audio.duration-limit: max_seconds is checked against the header
+	// before decoding; decoding stops when ctx ends.
+	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(s.cfg.maxSeconds), RawRate: r.SampleRate})
 	if err != nil {
-		return backends.Output{}, err
-	}
-	if a.Seconds() > float64(s.cfg.maxSeconds) {
-		return backends.Output{}, backends.Invalidf("pocketsphinx: %.0f s of audio, longer than max_seconds %d", a.Seconds(), s.cfg.maxSeconds)
+		return backends.Output{}, fmt.Errorf("pocketsphinx: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err

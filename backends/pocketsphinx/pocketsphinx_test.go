@@ -1,6 +1,7 @@
 package pocketsphinx
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -157,7 +159,12 @@ func TestRawPCMAndResampling(t *testing.T) {
 	if got := transcribe(t, s, up).Text; !strings.Contains(got, "music") {
 		t.Fatalf("44.1 kHz input: %q", got)
 	}
-	for _, bad := range [][]byte{nil, []byte("garbage!!"), []byte("RIFF\x10\x00\x00\x00WAVEfmt ")} {
+	// audio.raw-declared: the same PCM without a declared rate is refused,
+	// not decoded at the engine's rate.
+	if _, err := s.Infer(context.Background(), backends.Request{Data: audio.PCM16Bytes(a.Samples)}, nil); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("undeclared raw PCM: got %v, want ErrInvalid", err)
+	}
+	for _, bad := range [][]byte{nil, []byte("garbage!!"), []byte("RIFF\x10\x00\x00\x00WAVEfmt "), []byte("ID3\x04\x00\x00\x00\x00\x00\x00\xff\xfb\x90\x64")} {
 		if _, err := s.Infer(context.Background(), backends.Request{Data: bad}, nil); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("audio %q: got %v, want ErrInvalid", bad, err)
 		}
@@ -223,5 +230,44 @@ func TestValidateSlotsAndTask(t *testing.T) {
 		if err := e.Validate(s); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("%s: got %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// countingBlob is a request Body that counts the bytes read from it.
+type countingBlob struct {
+	*bytes.Reader
+	read atomic.Int64
+}
+
+func (c *countingBlob) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.Reader.ReadAt(p, off)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// TestMaxSecondsBeforeDecoding (audio.duration-limit): audio longer than
+// max_seconds is refused from its WAV header, reading only the header of
+// the upload; a cancelled request stops before decoding.
+func TestMaxSecondsBeforeDecoding(t *testing.T) {
+	dir := checkpoint(t)
+	sp := spec(dir, 1)
+	sp.Options = json.RawMessage(`{"max_seconds":2}`)
+	s, _, err := New().Open(context.Background(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	long := &countingBlob{Reader: bytes.NewReader(audio.WAV(1009, make([]int16, 3*1009)))}
+	_, err = s.Infer(context.Background(), backends.Request{Body: long}, nil)
+	if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "limit of 2 s") {
+		t.Fatalf("3 s with max_seconds 2: got %v, want ErrInvalid naming the limit", err)
+	}
+	if n := long.read.Load(); n > 64 {
+		t.Fatalf("read %d bytes before refusing, want the header only", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Infer(ctx, backends.Request{Data: speak(t, "Play some jazz music.")}, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: got %v, want context.Canceled", err)
 	}
 }
