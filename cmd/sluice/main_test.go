@@ -18,7 +18,10 @@ import (
 	"github.com/sluice-dev/sluice/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	crashServeMain() // the crash loop re-executes this binary as `sluice serve`
+	goleak.VerifyTestMain(m)
+}
 
 const waitLimit = 20 * time.Second
 
