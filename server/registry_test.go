@@ -314,3 +314,26 @@ func TestTraceFileKeptAcrossRestarts(t *testing.T) {
 		t.Errorf("one rotation too many: %v", err)
 	}
 }
+
+// A recorded model that no longer validates stops the start with an error
+// naming the state file and the model, rather than being dropped from the
+// registry by the next write (CONTRACT.md persist.restore).
+func TestRegistryRestoreInvalidModel(t *testing.T) {
+	rs := newRestartable(t)
+	a := rs.start()
+	a.put("a", `{"engine":"fixture"}`)
+	a.close()
+	cfg := rs.config()
+	cfg.Fixture = false // the fixture engine is no longer served
+	s, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		_ = s.Shutdown(context.Background())
+		t.Fatal("a model whose engine is gone was restored")
+	}
+	if file := filepath.Join(rs.dir, registryName); !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("error %v, want one naming %s and the model", err, file)
+	}
+	if err := rs.startErr(); err != nil { // the lock was released and the file kept
+		t.Fatalf("restart with the fixture again: %v", err)
+	}
+}

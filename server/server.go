@@ -61,7 +61,8 @@ type Server struct {
 	hs      *http.Server
 	conns   *connTracker
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
-	reg     *registry // --state-dir, nil without it; its lock is released after shutdown
+
+	reg *registry // --state-dir, nil without it; its lock is released after shutdown
 	// restored lists the models restored from the registry and whether each
 	// is to be loaded (LoadRestored); written only in New.
 	restored map[string]bool
@@ -74,7 +75,9 @@ type Server struct {
 
 // New builds a Server from cfg: it starts the runtime (call Shutdown to stop
 // it) but does not listen yet (see Serve and Run). With cfg.ParallelJobs it
-// logs ParallelWarning once.
+// logs ParallelWarning once. With cfg.StateDir it locks the state dir and
+// registers the models recorded there, unloaded; LoadRestored then loads
+// those recorded as loaded, before RegisterModels and serving.
 func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
