@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/sluice-dev/sluice/core"
 )
 
 // The management endpoints (issue 5, "Management"). The router's management
@@ -26,13 +28,20 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, before, unknown := s.rt.ConfigOf(id)
+	var before core.ModelStatus
+	var unknown error
+	if s.reg != nil {
+		_, before, unknown = s.rt.ConfigOf(id)
+	}
 	st, err := s.rt.Apply(r.Context(), id, spec)
 	if err != nil {
 		// A registration commits before its first load, and a reconfigure
 		// before its load: what committed is recorded even though the
 		// answer is an error; nothing is recorded when nothing committed
 		// (CONTRACT.md persist.committed-only).
+		if s.reg == nil {
+			return fromRuntime(err)
+		}
 		if _, after, aerr := s.rt.ConfigOf(id); aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {
 			return fromRuntime(err)
 		}

@@ -278,6 +278,10 @@ func TestRegistryRecordsOnlyCommitted(t *testing.T) {
 	if r := a.do("PUT", "/v1/models/f", `{"engine":"fixture","options":{"fail_load":true}}`); r.status == 200 {
 		t.Fatalf("first load should fail: %s", r.body)
 	}
+	// A reconfigure that commits and then fails its load: the new spec at v2.
+	if r := a.do("PUT", "/v1/models/a", `{"engine":"fixture","slots":1,"options":{"fail_load":true}}`); r.status == 200 {
+		t.Fatalf("load after the commit should fail: %s", r.body)
+	}
 	a.close()
 	st, err := readRegistry(file)
 	if err != nil {
@@ -285,6 +289,9 @@ func TestRegistryRecordsOnlyCommitted(t *testing.T) {
 	}
 	if m, ok := st.get("f"); !ok || m.Loaded || m.ConfigVersion != 1 {
 		t.Errorf("failed first load recorded as %+v (present %v), want registered unloaded v1", m, ok)
+	}
+	if m, _ := st.get("a"); m.ConfigVersion != 2 || m.Slots != 1 || string(m.Options) != `{"fail_load":true}` {
+		t.Errorf("reconfigure committed before its failed load recorded as %+v", m)
 	}
 }
 
