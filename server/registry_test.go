@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -342,5 +343,33 @@ func TestRegistryRestoreInvalidModel(t *testing.T) {
 	}
 	if err := rs.startErr(); err != nil { // the lock was released and the file kept
 		t.Fatalf("restart with the fixture again: %v", err)
+	}
+}
+
+// BenchmarkRegistryWrite is the cost of one durable change with 1024
+// registered models (the default --max-models): the whole snapshot is
+// encoded, written, fsynced and renamed, and the folder fsynced.
+func BenchmarkRegistryWrite(b *testing.B) {
+	for _, n := range []int{1, 1024} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			g, err := openRegistry(b.TempDir(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.close()
+			st := registryState{}
+			for k := range n {
+				st.Models = append(st.Models, registryModel{ID: "model-" + strconv.Itoa(k), ConfigVersion: 1, Loaded: true,
+					Task: "tts", Engine: "fixture", Checkpoint: "/srv/models/voice-" + strconv.Itoa(k),
+					Options: json.RawMessage(`{"capacity":4}`), Slots: 2, AdmissionTimeoutNS: -1})
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				st.Models[i%n].ConfigVersion++
+				if err := g.write(st); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
