@@ -86,6 +86,7 @@ type crashLoop struct {
 	rootIn *string // a root change in flight
 
 	acks, lost, kills int
+	inFlight, applied int // changes in flight at a kill, and those found applied after it
 }
 
 func TestCrashLoop(t *testing.T) {
@@ -152,8 +153,10 @@ func TestCrashLoop(t *testing.T) {
 		cancel()
 		wg.Wait()
 	}
-	t.Logf("crash loop: %d kills, %d acknowledged changes, %d lost, %s", cl.kills, cl.acks, cl.lost, time.Since(start).Round(time.Millisecond))
-	fmt.Fprintf(os.Stderr, "crash loop: seed %d: %d kills, %d acknowledged changes, %d changes lost\n", seed, cl.kills, cl.acks, cl.lost)
+	t.Logf("crash loop: %d kills, %d acknowledged changes, %d lost, %d in flight at a kill (%d of them found applied), %s",
+		cl.kills, cl.acks, cl.lost, cl.inFlight, cl.applied, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "crash loop: seed %d: %d kills, %d acknowledged changes, %d changes lost (%d in flight at a kill, %d of them applied)\n",
+		seed, cl.kills, cl.acks, cl.lost, cl.inFlight, cl.applied)
 	if cl.lost != 0 {
 		t.Fatalf("%d acknowledged changes lost", cl.lost)
 	}
@@ -294,6 +297,12 @@ func (cl *crashLoop) check(p *proc, round int) {
 		want := []mstate{m.acked}
 		if f := m.inFly; f != nil {
 			want = append(want, m.acked.after(f))
+		}
+		if m.inFly != nil {
+			cl.inFlight++
+			if got != m.acked && got == want[1] {
+				cl.applied++
+			}
 		}
 		if !slices.Contains(want, got) {
 			cl.lost++
