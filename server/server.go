@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,7 +213,10 @@ func (s *Server) LoadRestored(ctx context.Context) error {
 	if s.reg == nil {
 		return nil
 	}
-	for _, m := range s.reg.st.Models {
+	s.reg.mu.Lock()
+	models := slices.Clone(s.reg.st.Models) // handlers may already be recording changes
+	s.reg.mu.Unlock()
+	for _, m := range models {
 		if !s.restored[m.ID] {
 			continue
 		}
