@@ -10,10 +10,23 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+
+# STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
+STATE_DIR ?= out/state
+CRASH_KILLS ?= 200
 
 run: models
-	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture
+	$(GO) build -o bin/sluice ./cmd/sluice && exec ./bin/sluice serve --parallel-jobs --ui-management --fixture --state-dir $(STATE_DIR)
+
+# crash-loop kills a real `sluice serve --state-dir` under management traffic
+# with SIGKILL $(CRASH_KILLS) times, restarting it each time, and checks that
+# no acknowledged change is lost (CONTRACT.md persist.crash-loop). `make test`
+# runs a 20-kill loop as the ordinary test cmd/sluice TestCrashLoop.
+# SLUICE_CRASHLOOP_SEED=N reproduces a run.
+crash-loop:
+	$(GO) build -o bin/sluice ./cmd/sluice
+	SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_CRASHLOOP_KILLS=$(CRASH_KILLS) $(GO) test -count=1 -run '^TestCrashLoop$$' -v -timeout 30m ./cmd/sluice/
 
 test: deps models lint unit race cover ui-test
 

@@ -109,6 +109,7 @@ func (sp *ServerSpec) config(root string) server.Config {
 	cfg.AdmissionCeiling = time.Duration(sp.AdmissionCeilingMS) * time.Millisecond
 	cfg.SerializeColdLoads = sp.SerializeColdLoads
 	cfg.ShutdownTimeout = sp.shutdownTimeout()
+	cfg.StateDir = sp.stateDir
 	if sp.MaxBody > 0 {
 		cfg.MaxBody = sp.MaxBody
 	}
@@ -121,6 +122,9 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 		"--shutdown-timeout", sp.shutdownTimeout().String()}
 	if p := sp.tracePath(root); p != "" {
 		a = append(a, "--trace", p)
+	}
+	if sp.stateDir != "" {
+		a = append(a, "--state-dir", sp.stateDir)
 	}
 	on := func(b bool, flag string) {
 		if b {
@@ -209,6 +213,11 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("conformance: start server: %w", err)
+	}
+	if err := s.LoadRestored(context.Background()); err != nil { // as `sluice serve` does before it serves
+		_ = s.Shutdown(context.Background())
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("conformance: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -444,6 +453,15 @@ func (b *binproc) Signal(sig string) error {
 	if err := b.cmd.Process.Signal(signalOf(sig)); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("conformance: signal: %w", err)
 	}
+	return nil
+}
+
+// Kill ends the process with SIGKILL (a restart step's crash).
+func (b *binproc) Kill() error {
+	if err := b.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("conformance: kill: %w", err)
+	}
+	<-b.done
 	return nil
 }
 

@@ -47,7 +47,7 @@ var (
 
 // ownServerSteps can run only on a server the runner started for the case.
 var ownServerSteps = map[string]bool{"shutdown": true, "exited": true, "log": true, "refused": true, "sessions": true,
-	"signal": true, "teardowns": true, "folder": true}
+	"signal": true, "teardowns": true, "folder": true, "restart": true}
 
 // LoadFS reads every *.yaml file of fsys as one matrix file.
 func LoadFS(fsys fs.FS) (*Suite, error) {
@@ -255,6 +255,9 @@ func (c *Case) validate() error {
 		}
 		if ownServerSteps[st.Kind] && c.Server == nil {
 			return fmt.Errorf("line %d: step %s needs the case's own server (set `server:`)", st.Line, st.Kind)
+		}
+		if rs, ok := st.Arg.(*RestartStep); ok && (!c.Server.StateDir || rs.Kill && !c.Server.Binary) {
+			return fmt.Errorf("line %d: restart needs `server: {state_dir: true}`, and kill: true also binary: true", st.Line)
 		}
 		var err error
 		switch a := st.Arg.(type) {

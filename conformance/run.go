@@ -38,6 +38,10 @@ type caseRun struct {
 	jars   map[string]map[string]string // cookie jars of http steps: name -> cookie name -> value
 	wg     sync.WaitGroup
 	line   int // of the running step
+
+	// restart starts the case's own server again on the same flags and
+	// state dir (restart steps); nil on the shared one.
+	restart func() (Instance, error)
 }
 
 func newCaseRun(c *Case, base string, inst Instance, tag string, stepTimeout time.Duration, slack float64) *caseRun {
@@ -316,6 +320,8 @@ func (r *caseRun) step(st Step) error {
 		return r.teardowns(a)
 	case *FolderStep:
 		return r.folder(a)
+	case *RestartStep:
+		return r.restartServer(a)
 	case *string:
 		switch st.Kind {
 		case "open":
@@ -429,4 +435,31 @@ func (r *caseRun) callNamed(name string) (*call, error) {
 		return nil, fmt.Errorf("no call %q", name)
 	}
 	return c, nil
+}
+
+// restartServer stops the case's own server (cleanly, or by SIGKILL) and
+// starts it again; later steps talk to the new one.
+func (r *caseRun) restartServer(a *RestartStep) error {
+	if a.Kill {
+		k, ok := r.inst.(interface{ Kill() error })
+		if !ok {
+			return fmt.Errorf("restart: kill needs a binary server")
+		}
+		if err := k.Kill(); err != nil {
+			return err
+		}
+	} else if err := r.inst.Shutdown("TERM"); err != nil {
+		return err
+	}
+	err := r.inst.Close()
+	if !a.Kill && err != nil {
+		return fmt.Errorf("restart: the old server: %w", err)
+	}
+	r.tr.CloseIdleConnections()
+	inst, err := r.restart()
+	if err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	r.inst, r.base = inst, inst.URL()
+	return nil
 }

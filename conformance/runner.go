@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"runtime/debug"
 	"sync"
@@ -155,6 +156,7 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 	}
 	base := shared
 	var inst Instance
+	var restart func() (Instance, error)
 	if c.Server != nil {
 		l := o.Launcher
 		if c.NeedsBinary() {
@@ -177,6 +179,16 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 				return res
 			}
 		}
+		if spec.StateDir {
+			dir, err := os.MkdirTemp("", "sluice-conformance-state-")
+			if err != nil {
+				res.Verdict, res.Error = Fail, err.Error()
+				return res
+			}
+			defer os.RemoveAll(dir)
+			spec.stateDir = dir
+		}
+		restart = func() (Instance, error) { return l.Start(spec) }
 		var err error
 		if inst, err = l.Start(spec); err != nil {
 			res.Verdict, res.Error = Fail, err.Error()
@@ -188,8 +200,10 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 		base, res.Server = inst.URL(), l.Kind()
 	}
 	cr := newCaseRun(c, base, inst, fmt.Sprintf("c%d.%s", c.index, tag), o.StepTimeout, o.Slack)
+	cr.restart = restart
 	err := cr.run()
 	cr.finish()
+	inst = cr.inst // a restart step replaced the first one
 	if inst != nil {
 		if cerr := inst.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("own server: %w", cerr))

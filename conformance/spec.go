@@ -110,9 +110,13 @@ type ServerSpec struct {
 	// --models-root. The case is skipped when that root is missing or, in
 	// process, an engine's native library does not load.
 	Engines []string `yaml:"engines"`
+	// StateDir gives the server a --state-dir of the case's own, kept
+	// across its restart steps (CONTRACT.md persist.*).
+	StateDir bool `yaml:"state_dir"`
 
 	trace      bool   // the server writes its scheduler trace (the case reads it: teardowns steps)
 	modelsRoot string // the real engines' models root (Engines)
+	stateDir   string // the case's state dir (StateDir), outside every server's own folder
 }
 
 func boolOr(p *bool, def bool) bool {
@@ -190,6 +194,15 @@ var stepKinds = map[string]func() any{
 	"signal":       func() any { return new(string) },
 	"teardowns":    func() any { return new(TeardownStep) },
 	"folder":       func() any { return new(FolderStep) },
+	"restart":      func() any { return new(RestartStep) },
+}
+
+// RestartStep stops the case's own server and starts it again with the
+// same flags and state dir: cleanly (SIGTERM, or in process the shutdown
+// a signal begins), or with kill: true by SIGKILL, which needs a binary.
+// Later steps talk to the new server.
+type RestartStep struct {
+	Kill bool `yaml:"kill"`
 }
 
 func stepKindNames() []string { return slices.Sorted(maps.Keys(stepKinds)) }

@@ -169,9 +169,9 @@ func (m *Machine) Advance() {
 func (m *Machine) mut(x Mutants) bool { return m.opts.Mutants&x != 0 }
 
 // register publishes a new entry with its first committed config.
-func (m *Machine) register(id string, cfg *Config) Handle {
+func (m *Machine) register(id string, cfg *Config, version uint64) Handle {
 	h := Handle(len(m.models))
-	m.models = append(m.models, model{id: id, state: Unloaded, cfg: cfg, version: 1, head: -1, tail: -1, mgr: -1})
+	m.models = append(m.models, model{id: id, state: Unloaded, cfg: cfg, version: version, head: -1, tail: -1, mgr: -1})
 	m.index[id] = h
 	return h
 }

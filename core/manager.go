@@ -34,9 +34,14 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 			m.finish(i, EfReject, CodeNotFound)
 			return tid
 		}
-		h = m.register(id, cfg)
-		t.op = OpLoad // the entry already carries cfg as version 1
+		h = m.register(id, cfg.registration(), max(cfg.BaseVersion, 1))
+		t.op = OpLoad // the entry already carries cfg as its first version
+		if cfg.RegisterOnly {
+			t.op = OpUnload // a restored unloaded model: granted at once, nothing to tear down
+		}
 		timeout = 0
+	} else if op == OpApply {
+		t.cfg = cfg.registration() // a reconfigure ignores the registration fields
 	}
 	t.model = h
 	if d := m.effectiveTimeout(&m.models[h], timeout); d > 0 {

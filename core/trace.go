@@ -47,6 +47,8 @@ type TraceConfig struct {
 	AdmissionTimeout int64  `json:"admission_timeout,omitempty"`
 	MaxQueue         int    `json:"max_queue,omitempty"`
 	MemoryMB         int64  `json:"memory_mb,omitempty"`
+	BaseVersion      uint64 `json:"base_version,omitempty"`
+	RegisterOnly     bool   `json:"register_only,omitempty"`
 }
 
 func traceConfig(c *Config) *TraceConfig {
@@ -54,7 +56,8 @@ func traceConfig(c *Config) *TraceConfig {
 		return nil
 	}
 	return &TraceConfig{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
-		AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB}
+		AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB,
+		BaseVersion: c.BaseVersion, RegisterOnly: c.RegisterOnly}
 }
 
 func (tc *TraceConfig) config() *Config {
@@ -62,7 +65,8 @@ func (tc *TraceConfig) config() *Config {
 		return nil
 	}
 	return &Config{Task: tc.Task, Engine: tc.Engine, Checkpoint: tc.Checkpoint, Options: tc.Options, Slots: tc.Slots,
-		AdmissionTimeout: tc.AdmissionTimeout, MaxQueue: tc.MaxQueue, MemoryMB: tc.MemoryMB}
+		AdmissionTimeout: tc.AdmissionTimeout, MaxQueue: tc.MaxQueue, MemoryMB: tc.MemoryMB,
+		BaseVersion: tc.BaseVersion, RegisterOnly: tc.RegisterOnly}
 }
 
 // EventRecord returns the trace record of ev; ticket is what a submission

@@ -114,6 +114,10 @@ type Job uint64
 // MaxSlots is the largest slot count the contract allows.
 const MaxSlots = 16
 
+// MaxBaseVersion bounds Config.BaseVersion, leaving room for every later
+// reconfigure to count on without wrapping.
+const MaxBaseVersion = 1 << 62
+
 // NoTimeout in a timeout field means "not set: use the next default" (the
 // model's for a request, the server's for a model).
 const NoTimeout int64 = -1
@@ -138,6 +142,27 @@ type Config struct {
 	// pool, charged against Options.MemoryBudgetMB from load start until
 	// teardown completes.
 	MemoryMB int64
+
+	// BaseVersion and RegisterOnly matter only to an OpApply that registers
+	// an unknown ID, which is how the server's persistent registry restores
+	// a model (server/registry.go, CONTRACT.md persist.version-continues):
+	// the entry starts at config version BaseVersion (0 means 1) and, with
+	// RegisterOnly, stays unloaded instead of loading. The machine commits
+	// the config without them and a reconfigure ignores them, so they never
+	// make two configs differ. The spec and the model checker only ever
+	// register at version 1 with a load.
+	BaseVersion  uint64
+	RegisterOnly bool
+}
+
+// registration returns c without its registration-only fields.
+func (c *Config) registration() *Config {
+	if c.BaseVersion == 0 && !c.RegisterOnly {
+		return c
+	}
+	cp := *c
+	cp.BaseVersion, cp.RegisterOnly = 0, false
+	return &cp
 }
 
 // SessionKey reports whether two configs build identical sessions, so that a
@@ -162,6 +187,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryMB < 0 {
 		return fmt.Errorf("config: memory estimate must not be negative")
+	}
+	if c.BaseVersion > MaxBaseVersion {
+		return fmt.Errorf("config: base version must be at most %d", uint64(MaxBaseVersion))
 	}
 	return nil
 }

@@ -21,6 +21,10 @@ import (
 // blocks no reader.
 type modelsRoot struct {
 	engines backends.Registry // immutable
+	// commit, when set, makes a new root durable (--state-dir) after its
+	// scan and before the swap; its failure keeps the old pair (CONTRACT.md
+	// persist.models-root). Set once before serving.
+	commit func(root string) error
 
 	swap sync.Mutex
 
@@ -75,6 +79,11 @@ func (m *modelsRoot) set(root string) (*catalogue.Catalogue, error) {
 	cat, err := scanModelsRoot(root, m.engines)
 	if err != nil {
 		return nil, err
+	}
+	if m.commit != nil {
+		if err := m.commit(cat.Root); err != nil {
+			return nil, errNotDurable{err}
+		}
 	}
 	m.mu.Lock()
 	m.root, m.cat, m.err, m.scanned = cat.Root, cat, nil, true
@@ -162,9 +171,18 @@ func catalogueList(root string, cat *catalogue.Catalogue, scanErr error) Catalog
 	return out
 }
 
+// errNotDurable is a models root that scanned but could not be recorded.
+type errNotDurable struct{ err error }
+
+func (e errNotDurable) Error() string { return "recording the models root: " + e.err.Error() }
+func (e errNotDurable) Unwrap() error { return e.err }
+
 // scanError maps a failed scan to the API: the folder's fault is 400
 // invalid_request_error with the scan's reasons, anything else 500.
 func scanError(err error) *Error {
+	if errors.As(err, new(errNotDurable)) {
+		return &Error{Status: 500, Type: "internal_error", Message: "the models root could not be made durable in --state-dir; nothing changed", Err: err}
+	}
 	if errors.Is(err, backends.ErrInvalid) {
 		return Invalid("models root refused, nothing changed: %v", err)
 	}

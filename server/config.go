@@ -33,10 +33,14 @@ type Config struct {
 	AdmissionCeiling   time.Duration
 	SerializeColdLoads bool
 	ShutdownTimeout    time.Duration // bounds the whole exit; 0: wait for finite work
-	TraceFile          string        // ndjson trace of every scheduler event
+	TraceFile          string        // ndjson trace of every scheduler event; an earlier run's is moved to FILE.N
 	Models             []ModelEntry  // registered at start
 	ReadHeaderTimeout  time.Duration
 	IdleConnTimeout    time.Duration
+
+	// StateDir keeps the persistent registry (server/registry.go): every
+	// committed management change, restored at start; "" keeps nothing.
+	StateDir string
 
 	_ struct{}
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/sluice-dev/sluice/core"
 )
 
 // The management endpoints (issue 5, "Management"). The router's management
@@ -26,9 +28,30 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var before core.ModelStatus
+	var unknown error
+	if s.reg != nil {
+		_, before, unknown = s.rt.ConfigOf(id)
+	}
 	st, err := s.rt.Apply(r.Context(), id, spec)
 	if err != nil {
+		// A registration commits before its first load, and a reconfigure
+		// before its load: what committed is recorded even though the
+		// answer is an error; nothing is recorded when nothing committed
+		// (CONTRACT.md persist.committed-only).
+		if s.reg == nil {
+			return fromRuntime(err)
+		}
+		if _, after, aerr := s.rt.ConfigOf(id); aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {
+			return fromRuntime(err)
+		}
+		if rerr := s.recordModels([]string{id}, keepDesired); rerr != nil {
+			logger(r.Context()).Error("committed change not durable", "model", id, "err", rerr)
+		}
 		return fromRuntime(err)
+	}
+	if err := s.recordModels([]string{id}, wantLoaded); err != nil { // persist.durable-before-200
+		return notDurable(err)
 	}
 	logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
 	return writeJSON(w, modelOf(st))
@@ -45,6 +68,9 @@ func (s *Server) handleLoad(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRuntime(err)
 	}
+	if err := s.recordModels([]string{id}, wantLoaded); err != nil { // CONTRACT.md persist.durable-before-200
+		return notDurable(err)
+	}
 	return writeJSON(w, modelOf(st))
 }
 
@@ -58,6 +84,9 @@ func (s *Server) handleUnload(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.rt.Unload(r.Context(), id)
 	if err != nil {
 		return fromRuntime(err)
+	}
+	if err := s.recordModels([]string{id}, wantUnloaded); err != nil { // CONTRACT.md persist.durable-before-200
+		return notDurable(err)
 	}
 	return writeJSON(w, UnloadResult{ID: id, Loaded: st.Loaded})
 }
@@ -82,6 +111,9 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 	res, err := s.rt.BulkUnload(r.Context(), body.Models)
 	if err != nil {
 		return fromRuntime(err)
+	}
+	if err := s.recordModels(res.Unloaded, wantUnloaded); err != nil { // CONTRACT.md persist.durable-before-200: one write for all
+		return notDurable(err)
 	}
 	out := BulkUnloadResult{Unloaded: res.Unloaded, NotFound: res.NotFound}
 	if out.Unloaded == nil {

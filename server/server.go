@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ type Server struct {
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
 	auth    *auth    // keys and dashboard sessions (mw_auth.go), built with the routes
 
+	reg *registry // --state-dir, nil without it; its lock is released after shutdown
+	// restored lists the models restored from the registry and whether each
+	// is to be loaded (LoadRestored); written only in New.
+	restored map[string]bool
+
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
 	shutdownDone chan struct{}
@@ -71,7 +77,9 @@ type Server struct {
 
 // New builds a Server from cfg: it starts the runtime (call Shutdown to stop
 // it) but does not listen yet (see Serve and Run). With cfg.ParallelJobs it
-// logs ParallelWarning once.
+// logs ParallelWarning once. With cfg.StateDir it locks the state dir and
+// registers the models recorded there, unloaded; LoadRestored then loads
+// those recorded as loaded, before RegisterModels and serving.
 func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -89,12 +97,40 @@ func New(cfg Config, opts Options) (*Server, error) {
 	} else {
 		delete(engines, fixture.Name) // the fixture is served only with --fixture
 	}
-	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{})}
-	trace := opts.Trace
-	if trace == nil && cfg.TraceFile != "" {
-		f, err := os.Create(cfg.TraceFile)
+	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{}}
+	fail := func(err error) (*Server, error) {
+		if s.rt != nil {
+			_ = s.rt.Shutdown(context.Background())
+		}
+		if s.trace != nil {
+			_ = s.trace.Close()
+		}
+		_ = s.reg.close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.StateDir != "" { // CONTRACT.md persist.lock, persist.corrupt: before anything else starts
+		reg, err := openRegistry(cfg.StateDir, log)
 		if err != nil {
-			return nil, fmt.Errorf("server: trace file: %w", err)
+			return fail(err)
+		}
+		s.reg = reg
+		if root := reg.st.ModelsRoot; root != "" && root != cfg.ModelsRoot { // persist.models-root: the committed setting wins
+			log.Info("models root restored from the state dir", "models_root", root, "flag", cfg.ModelsRoot)
+			s.cfg.ModelsRoot = root
+		}
+	}
+	trace := opts.Trace
+	if trace == nil && cfg.TraceFile != "" { // persist.trace-kept: never truncated
+		moved, err := rotateTrace(cfg.TraceFile)
+		if err != nil {
+			return fail(fmt.Errorf("trace file: %w", err))
+		}
+		if moved != "" {
+			log.Info("trace of the earlier run kept", "file", moved)
+		}
+		f, err := os.OpenFile(cfg.TraceFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fail(fmt.Errorf("trace file: %w", err))
 		}
 		s.trace, trace = f, f
 	}
@@ -102,16 +138,19 @@ func New(cfg Config, opts Options) (*Server, error) {
 	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
 		CheckInvariants: opts.CheckInvariants})
 	if err != nil {
-		if s.trace != nil {
-			_ = s.trace.Close()
-		}
-		return nil, fmt.Errorf("server: %w", err)
+		return fail(err)
 	}
 	s.rt = rt
+	if s.reg != nil { // persist.restore: registered unloaded at their versions; LoadRestored loads
+		if err := s.restoreRegistry(); err != nil {
+			return fail(err)
+		}
+	}
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
 	s.feed = startFeed(rt, s.met, log)
 	s.events = newEventHub(rt, epoch, log)
-	s.roots = newModelsRoot(cfg.ModelsRoot, engines)
+	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
+	s.roots.commit = s.recordModelsRoot
 	s.handler = s.routes()
 	s.hs = &http.Server{
 		Handler:           s.handler,
@@ -168,12 +207,48 @@ func (s *Server) Fixture() *fixture.Engine { return s.fx }
 // ShuttingDown reports whether Shutdown has begun.
 func (s *Server) ShuttingDown() bool { return s.stopping.Load() }
 
+// LoadRestored loads, in registration order, the models restored from
+// --state-dir whose desired state is loaded (CONTRACT.md persist.restore),
+// as a startup config's models are loaded; a load that fails leaves the
+// model registered and unloaded, which is logged. Call it before
+// RegisterModels.
+func (s *Server) LoadRestored(ctx context.Context) error {
+	if s.reg == nil {
+		return nil
+	}
+	s.reg.mu.Lock()
+	models := slices.Clone(s.reg.st.Models) // handlers may already be recording changes
+	s.reg.mu.Unlock()
+	for _, m := range models {
+		if !s.restored[m.ID] {
+			continue
+		}
+		st, err := s.rt.Load(ctx, m.ID)
+		switch runtime.CodeOf(err) {
+		case core.CodeOK:
+			s.log.Info("restored model loaded", "model", m.ID, "config_version", st.ConfigVersion)
+		case core.CodeShuttingDown, core.CodeCancelled:
+			return fmt.Errorf("server: model %q: %w", m.ID, err)
+		default:
+			s.log.Warn("restored model not loaded", "model", m.ID, "err", err)
+		}
+	}
+	return nil
+}
+
 // RegisterModels registers and loads the models of a startup config file in
 // order. An invalid spec stops it with an error; a model whose first load
 // fails stays registered and unloaded (CONTRACT.md reg.first-load-failure),
-// which is logged.
+// which is logged. A model restored from --state-dir keeps its restored
+// spec and state: the registry wins for the IDs it knows, and the config's
+// other models are added (CONTRACT.md persist.config-merge). They are
+// recorded once a management change touches them.
 func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error {
 	for _, m := range models {
+		if _, ok := s.restored[m.ID]; ok {
+			s.log.Info("startup model kept as restored from the state dir; its config entry is not applied", "model", m.ID)
+			continue
+		}
 		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.roots.path())
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)

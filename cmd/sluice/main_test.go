@@ -18,7 +18,10 @@ import (
 	"github.com/sluice-dev/sluice/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	crashServeMain() // the crash loop re-executes this binary as `sluice serve`
+	goleak.VerifyTestMain(m)
+}
 
 const waitLimit = 20 * time.Second
 
@@ -45,7 +48,7 @@ func TestParseServeFlags(t *testing.T) {
 		"--api-key", "k", "--management-key", "m", "--max-body", "1MiB", "--models-root", "/m", "--max-loaded-models", "3",
 		"--memory-budget", "2GiB", "--idle-timeout", "1m", "--admission-timeout", "2s", "--admission-ceiling", "1m",
 		"--serialize-cold-loads", "--shutdown-timeout", "5s", "--config", "c.yaml", "--trace", "t.ndjson",
-		"--log-level", "debug"}, os.Stderr)
+		"--log-level", "debug", "--state-dir", "/s"}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +57,7 @@ func TestParseServeFlags(t *testing.T) {
 		c.ManagementKey != "m" || c.MaxBody != 1<<20 || c.ModelsRoot != "/m" || c.MaxLoadedModels != 3 ||
 		c.MemoryBudgetMB != 2048 || c.IdleTimeout != time.Minute || c.AdmissionTimeout != 2*time.Second ||
 		c.AdmissionCeiling != time.Minute || !c.SerializeColdLoads || c.ShutdownTimeout != 5*time.Second ||
-		o.configFile != "c.yaml" || c.TraceFile != "t.ndjson" || o.logLevel.String() != "DEBUG" {
+		o.configFile != "c.yaml" || c.TraceFile != "t.ndjson" || o.logLevel.String() != "DEBUG" || c.StateDir != "/s" {
 		t.Fatalf("%+v", o)
 	}
 	d, err := parseServeFlags(nil, os.Stderr)

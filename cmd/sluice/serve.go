@@ -54,7 +54,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.BoolVar(&c.SerializeColdLoads, "serialize-cold-loads", false, "run at most one model load at a time (warm models keep serving)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound of the whole exit after SIGINT or SIGTERM (0: wait for finite work)")
 	fs.StringVar(&o.configFile, "config", "", "YAML file of models to register at start (default: the embedded default models)")
-	fs.StringVar(&c.TraceFile, "trace", "", "write every scheduler event and effect to this ndjson file")
+	fs.StringVar(&c.TraceFile, "trace", "", "write every scheduler event and effect to this ndjson file (an earlier run's trace there is moved to FILE.N first)")
+	fs.StringVar(&c.StateDir, "state-dir", "", "keep every committed management change in this folder and restore it at start; it wins over --config and --models-root for what it recorded (default: keep nothing)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request header")
 	fs.DurationVar(&c.IdleConnTimeout, "idle-conn-timeout", c.IdleConnTimeout, "keep-alive connections idle this long are closed")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -144,7 +145,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.
 		close(done)
 		wg.Wait()
 	}()
-	if err := s.RegisterModels(ctx, models); err != nil {
+	// The restore order: New registered the state dir's models (unloaded, at
+	// their recorded config_version) and restored the models root; now the
+	// ones recorded as loaded are loaded, then the startup config adds the
+	// IDs the state dir does not know (CONTRACT.md persist.config-merge).
+	err = s.LoadRestored(ctx)
+	if err == nil {
+		err = s.RegisterModels(ctx, models)
+	}
+	if err != nil {
 		interrupted := ctx.Err() != nil // a signal during startup: a normal exit
 		cancel()
 		_ = ln.Close()

@@ -33,6 +33,12 @@ type ModelSpec struct {
 	AdmissionTimeoutSet bool
 	// MaxQueue limits queued requests; 0 means unlimited.
 	MaxQueue int
+	// BaseVersion and RegisterOnly restore a model from a persistent
+	// registry (core.Config.BaseVersion): when Apply registers an unknown
+	// ID, it starts at config version BaseVersion (0: 1) and, with
+	// RegisterOnly, stays unloaded. A reconfigure ignores both.
+	BaseVersion  uint64
+	RegisterOnly bool
 
 	_ struct{}
 }
@@ -114,7 +120,8 @@ func (r *Runtime) config(id string, spec ModelSpec) (*core.Config, error) {
 		admission = core.NoTimeout // the server default
 	}
 	cfg := &core.Config{Task: spec.Task, Engine: spec.Engine, Checkpoint: spec.Checkpoint, Options: opts,
-		Slots: slots, AdmissionTimeout: admission, MaxQueue: spec.MaxQueue, MemoryMB: mb}
+		Slots: slots, AdmissionTimeout: admission, MaxQueue: spec.MaxQueue, MemoryMB: mb,
+		BaseVersion: spec.BaseVersion, RegisterOnly: spec.RegisterOnly}
 	if err := cfg.Validate(); err != nil {
 		return nil, invalidf(err, "model %q", id)
 	}

@@ -1,0 +1,28 @@
+//go:build unix
+
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockDir opens path and takes an exclusive, non-blocking flock on it for
+// the server's lifetime (CONTRACT.md persist.lock). The kernel drops it when
+// the process dies, kill -9 included, so a crash never leaves a stale lock.
+func lockDir(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state dir lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("state dir lock %s: another sluice server is using this state dir: %w", path, err)
+		}
+		return nil, fmt.Errorf("state dir lock %s: %w", path, err)
+	}
+	return f, nil
+}

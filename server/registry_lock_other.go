@@ -1,0 +1,13 @@
+//go:build !unix
+
+package server
+
+import (
+	"errors"
+	"os"
+)
+
+// lockDir: --state-dir needs flock, which this platform lacks.
+func lockDir(path string) (*os.File, error) {
+	return nil, errors.New("state dir lock " + path + ": --state-dir is supported on unix systems only")
+}
