@@ -120,10 +120,14 @@ func run(bin, base, root, only string) error {
 		}
 		rows = append(rows, row)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	head := "fig\twhat\t" + bin
+	fmt.Println("binary:  ", bin)
 	if base != "" {
-		head += "\tbaseline " + base
+		fmt.Println("baseline:", base)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	head := "fig\twhat\tbinary"
+	if base != "" {
+		head += "\tbaseline"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rows {
@@ -585,7 +589,7 @@ func (h *harness) slowConns() string {
 	close(stop)
 	wg.Wait()
 	if serr != nil {
-		return fmt.Sprintf("no answer (%s after %.1f s; %d connections open)", statusText(code, serr), took.Seconds(), dialed)
+		return fmt.Sprintf("none within %.0f s [%s] (%d connections open)", took.Seconds(), statusText(code, serr), dialed)
 	}
 	return fmt.Sprintf("%d in %.0f ms (%d connections open)", code, float64(took.Microseconds())/1000, dialed)
 }
