@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -81,6 +81,17 @@ bench-runtime:
 # bench-http: loopback load against sluice and a bare chi handler, one run.
 bench-http:
 	$(GO) run ./scripts/benchhttp
+
+# reliability: the issue-13 attacks against a built binary, one table of
+# figures (scripts/reliability): CPU and peak RSS of hostile audio, a stalled
+# stream's slot, 20 concurrent 24 MiB uploads, /healthz beside 1,100 slow
+# connections under nofile 1024, the SIGTERM exit over stuck engine calls.
+# About 8 server starts and 500 MiB of loopback traffic per binary, 1 to 4
+# minutes per binary. Needs the default models root (make models). BINARY=PATH
+# attacks a prebuilt binary (default: builds ./cmd/sluice); BASELINE=PATH
+# measures another beside it in the same run.
+reliability:
+	$(GO) run ./scripts/reliability -models-root $(MODELS_ROOT) $(if $(BINARY),-binary $(BINARY)) $(if $(BASELINE),-baseline $(BASELINE))
 
 # fuzz: 10 minutes per target.
 fuzz:

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // Serve accepts connections on ln until Shutdown. It returns nil once
@@ -170,4 +173,29 @@ func deadlineOf(ctx context.Context) string {
 		return time.Until(d).Round(time.Millisecond).String()
 	}
 	return "none"
+}
+
+// StuckWork returns the work a shutdown still waits for: every admitted
+// request (model, slot, request ID, how long it has held its slot) and
+// every backend job (model, kind, how long it has run), from the runtime's
+// view of the core (runtime.Busy). Past the shutdown deadline it is the
+// work that ignored its cancellation, like a native call that cannot be
+// interrupted (CONTRACT.md time.shutdown-stuck-native).
+func (s *Server) StuckWork() []runtime.Work { return s.rt.Busy() }
+
+// LogStuckWork logs one error line per piece of StuckWork and a summary
+// with the connections still open; the process exit that gives up on them
+// calls it (cmd/sluice). It returns how many pieces it named.
+func (s *Server) LogStuckWork() int {
+	work := s.StuckWork()
+	for _, w := range work {
+		attrs := []any{slog.String("model", w.Model), slog.String("kind", w.Kind),
+			slog.Duration("running", w.Running.Round(time.Millisecond))}
+		if w.Kind == "request" {
+			attrs = append(attrs, slog.Int("slot", w.Slot), slog.String("request_id", w.RequestID))
+		}
+		s.log.Error("shutdown gave up on work that ignores cancellation", attrs...)
+	}
+	s.log.Error("exiting with work still running", "stuck", len(work), "open_connections", s.conns.count())
+	return len(work)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -205,4 +206,48 @@ func TestShutdownDeadline(t *testing.T) {
 		t.Fatalf("shutdown past its deadline: %v", err)
 	}
 	wg.Wait()
+}
+
+// CONTRACT.md time.shutdown-stuck-native: past the deadline a request whose
+// engine call ignores the cancellation is still there, and LogStuckWork
+// names it (model, slot, request ID, time held) with the open connection;
+// `sluice serve` logs that and exits without it. Here the gate then opens,
+// so the stuck call ends and the server shuts down cleanly.
+func TestLogStuckWorkNamesStuckRequests(t *testing.T) {
+	ts := startServer(t, nil)
+	ts.put("a", `{"engine":"fixture"}`)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		req, _ := http.NewRequest(http.MethodPost, ts.url+"/v1/models/a/infer", strings.NewReader(`{"input":{"stuck":true,"gate":"held"}}`))
+		req.Header.Set(RequestIDHeader, "stuck-7")
+		if res, err := ts.client.Do(req); err == nil {
+			res.Body.Close()
+		}
+	})
+	ts.awaitGate("held", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- ts.s.Shutdown(ctx) }()
+	<-ctx.Done()
+	// The deadline cancelled backend work, but the stuck call goes on.
+	if n := ts.s.Fixture().Gates().Waiting("held"); n != 1 {
+		t.Fatalf("the stuck call left its gate: %d waiting", n)
+	}
+	if n := ts.s.LogStuckWork(); n != 1 {
+		t.Fatalf("LogStuckWork named %d pieces of work: %+v", n, ts.s.StuckWork())
+	}
+	logs := ts.logs.String()
+	for _, want := range []string{`msg="shutdown gave up on work that ignores cancellation" model=a kind=request running=`,
+		"slot=0 request_id=stuck-7", `msg="exiting with work still running" stuck=1 open_connections=1`} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	ts.s.Fixture().Gates().Open("held")
+	ts.deadlineExpected = true
+	if err := <-shut; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("shutdown past its deadline: %v", err)
+	}
 }

@@ -60,6 +60,9 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errStuckExit):
+		fmt.Fprintln(stderr, "sluice:", err)
+		return exitStuck
 	case err != nil:
 		fmt.Fprintln(stderr, "sluice:", err)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,7 +114,9 @@ func startupModels(o *serveOptions, log *slog.Logger) ([]server.ModelEntry, erro
 }
 
 // serve runs `sluice serve` until the first signal on sigs, then shuts down
-// within --shutdown-timeout. A second signal changes nothing but is logged
+// within --shutdown-timeout; if work that ignores cancellation keeps the
+// shutdown from returning exitMargin past it, serve logs that work and
+// returns errStuckExit without waiting for it (time.shutdown-stuck-native). A second signal changes nothing but is logged
 // (CONTRACT.md time.shutdown-second-signal). ready, when set, is called
 // with the server and its listening address once the startup models are
 // registered (tests).
@@ -159,7 +162,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.
 		_ = ln.Close()
 		sctx, scancel := shutdownContext(o.cfg.ShutdownTimeout)
 		defer scancel()
-		_ = s.Shutdown(sctx)
+		down := make(chan error, 1)
+		go func() { down <- s.Shutdown(sctx) }()
+		if serr := boundExit(down, o.cfg.ShutdownTimeout, s); errors.Is(serr, errStuckExit) {
+			return serr
+		}
 		if interrupted {
 			return nil
 		}
@@ -168,7 +175,48 @@ func serve(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.
 	if ready != nil {
 		ready(s, ln.Addr())
 	}
-	return s.Run(ctx, ln)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx, ln) }()
+	select {
+	case err := <-ran:
+		return err
+	case <-ctx.Done(): // a signal: Run has begun the shutdown
+	}
+	return boundExit(ran, o.cfg.ShutdownTimeout, s)
+}
+
+// exitMargin is how long past --shutdown-timeout the process waits for its
+// shutdown to return before it gives up on work that ignores cancellation
+// (CONTRACT.md time.shutdown-stuck-native): time for the handlers whose
+// work the deadline did cancel to write their answers and last log lines.
+const exitMargin = 250 * time.Millisecond
+
+// exitStuck is the exit status of `sluice serve` when it gave up on stuck
+// work (errStuckExit); other failures exit 1, a clean shutdown 0.
+const exitStuck = 3
+
+// errStuckExit means the shutdown deadline passed while work that ignores
+// its context (an engine call that never returns, such as a native call)
+// kept the shutdown from returning; serve returned without it.
+var errStuckExit = errors.New("shutdown deadline passed with work that ignores cancellation still running; exiting without it")
+
+// boundExit waits for a shutdown's result on done, for at most timeout
+// plus exitMargin (timeout 0: no bound). When the bound passes first it
+// logs the work still running (server.LogStuckWork) and returns
+// errStuckExit: the exit never depends on a goroutine stuck in an engine.
+func boundExit(done <-chan error, timeout time.Duration, s *server.Server) error {
+	if timeout <= 0 {
+		return <-done
+	}
+	t := time.NewTimer(timeout + exitMargin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+	}
+	s.LogStuckWork()
+	return errStuckExit
 }
 
 func shutdownContext(d time.Duration) (context.Context, context.CancelFunc) {

@@ -135,6 +135,10 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 		r.countRoutedLocked(s, e)
 	}
 	switch e.Kind {
+	case core.EfStartLoad, core.EfStartClone, core.EfStartProbe, core.EfStartTeardown:
+		r.models[e.Model].jobSince = r.last
+	}
+	switch e.Kind {
 	case core.EfGrant:
 		pub := r.models[e.Model].published
 		if int(e.Slot) >= len(pub) || pub[e.Slot] == nil {

@@ -65,7 +65,7 @@ func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o 
 	if err != nil {
 		return Result{}, err
 	}
-	g, err := r.acquire(ctx, id, timeout)
+	g, err := r.acquire(ctx, id, timeout, req.ID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -88,7 +88,7 @@ func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration
 	if err != nil {
 		return nil, err
 	}
-	g, err := r.acquire(ctx, id, d)
+	g, err := r.acquire(ctx, id, d, "")
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +119,11 @@ func (l *Lease) Infer(ctx context.Context, req backends.Request, emit backends.E
 	if l.released.Load() {
 		return backends.Output{}, &Error{Code: core.CodeBackend, Msg: fmt.Sprintf("model %q: lease already released", l.model)}
 	}
+	if req.ID != "" {
+		l.r.mu.Lock()
+		l.r.noteReqIDLocked(l.g.tk, req.ID)
+		l.r.mu.Unlock()
+	}
 	return l.r.runInfer(ctx, l.model, &l.g, req, emit)
 }
 
@@ -134,8 +139,8 @@ func (l *Lease) Release(failed bool) bool {
 
 // acquire submits a request and waits for its Grant. The hot path (a warm
 // model with a spare slot and nothing queued) is one critical section with
-// no channel and no allocation.
-func (r *Runtime) acquire(ctx context.Context, id string, timeout int64) (grant, error) {
+// no channel and no allocation. reqID, when set, is remembered for Busy.
+func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string) (grant, error) {
 	if ctx.Err() != nil {
 		return grant{}, cancelled(ctx, id)
 	}
@@ -146,6 +151,7 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64) (grant,
 	var tk core.Ticket
 	if known {
 		tk = r.m.SubmitRequest(now, h, timeout)
+		r.noteReqIDLocked(tk, reqID)
 		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
 			e := &effs[0]
 			g := grant{tk: tk, slot: int(e.Slot), version: e.Version, sess: r.models[h].published[e.Slot]}

@@ -59,6 +59,7 @@ type Runtime struct {
 	last    int64       // time of the last event, for monotonic event times
 	models  []pools     // by core.Handle
 	waiters []waitEntry // by ticket index (low 32 bits)
+	reqIDs  []reqID     // request IDs by ticket index, for Busy
 	obs     bool        // trace or full subscribers: build every record
 	obsLife bool        // lifecycle subscribers: build the records of backend steps
 	tbuf    []byte      // trace lines not yet written
@@ -90,6 +91,7 @@ type pools struct {
 	private   []backends.Session
 	published []backends.Session
 	stats     admissionStats
+	jobSince  int64 // when the model's current backend job started (Busy)
 }
 
 // New returns a running Runtime. Call Shutdown to stop it: it owns
