@@ -6,14 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 )
 
-// decodeStrict decodes one JSON value from r's body into v: unknown fields,
-// trailing data and bodies over the limit are 400 invalid_request_error.
-// It reads the whole body first (readBody), so the connection's body phase
-// ends before the handler goes on.
+// decodeStrict decodes one JSON value from r's body into v: a Content-Type
+// other than application/json is 415 before anything is read (requireJSON);
+// unknown, duplicate and case-folded fields, trailing data and bodies over
+// the limit are 400 invalid_request_error. It reads the whole body first
+// (readBody), so the connection's body phase ends before the handler goes
+// on.
 func decodeStrict(r *http.Request, v any) error {
+	if err := requireJSON(r); err != nil {
+		return err
+	}
 	b, err := readBody(r)
 	if err != nil {
 		return err
@@ -40,6 +46,25 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, Invalid("reading the request body: %v", err)
 	}
 	return b, nil
+}
+
+// requireJSON refuses a JSON route's request unless its Content-Type is
+// application/json (parameters such as charset allowed): 415
+// invalid_request_error unsupported_media_type (CONTRACT.md
+// err.content-type). A browser can send text/plain or a form cross-site
+// without a preflight; it cannot send application/json so.
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return nil
+	}
+	msg := "Content-Type must be application/json"
+	if ct == "" {
+		msg += " (the request has none)"
+	} else {
+		msg += fmt.Sprintf(", not %q", ct)
+	}
+	return &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type", Message: msg}
 }
 
 func tooLarge(limit int64) *Error {

@@ -24,6 +24,7 @@ func TestDecodeStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest("POST", "/", bytes.NewReader([]byte(`{"engine":"`+strings.Repeat("x", 100)+`"}`)))
+	r.Header.Set("Content-Type", "application/json")
 	r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, 10)
 	var e *Error
 	if err := decodeStrict(r, &spec); !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {

@@ -61,6 +61,8 @@ type Server struct {
 	hs      *http.Server
 	conns   *connTracker
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
+	hosts   *hostAllowList
+	origins *http.CrossOriginProtection
 
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
@@ -88,7 +90,16 @@ func New(cfg Config, opts Options) (*Server, error) {
 	} else {
 		delete(engines, fixture.Name) // the fixture is served only with --fixture
 	}
-	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{})}
+	hosts, err := newHostAllowList(cfg.Listen, cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	origins, err := newOriginCheck(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}),
+		hosts: hosts, origins: origins}
 	trace := opts.Trace
 	if trace == nil && cfg.TraceFile != "" {
 		f, err := os.Create(cfg.TraceFile)
@@ -132,6 +143,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.MaxBody <= 0:
 		return errors.New("server: --max-body must be positive")
+	case c.MaxModels < 0:
+		return errors.New("server: --max-models must not be negative")
 	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
 		return errors.New("server: residency limits must not be negative")
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,

@@ -71,7 +71,7 @@ func TestShutdownStalledBody(t *testing.T) {
 	ts := startServer(t, stalledConfig)
 	ts.put("a", `{"engine":"fixture"}`)
 	c := ts.rawConn()
-	if _, err := io.WriteString(c, "POST /v1/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"input\":"); err != nil {
+	if _, err := io.WriteString(c, "POST /v1/models/a/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"input\":"); err != nil {
 		t.Fatal(err)
 	}
 	ts.awaitConns("a handler reading its body", anyConn(func(c *trackedConn) bool {
