@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"strings"
 )
 
 // decodeStrict decodes one JSON value from r's body into v: a Content-Type
@@ -72,14 +74,24 @@ func tooLarge(limit int64) *Error {
 		Message: fmt.Sprintf("request body over %d bytes", limit)}
 }
 
+// decodeBytesStrict decodes one JSON value into v strictly: unknown fields
+// and trailing data are errors (encoding/json), and so are a key given
+// twice in any object and a key that names a field of v only when case is
+// ignored, at every nesting level (CONTRACT.md err.duplicate-keys:
+// encoding/json would keep the last of two keys and match keys
+// case-insensitively, so two readers of one body could disagree).
 func decodeBytesStrict(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	b, err := io.ReadAll(body)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return tooLarge(tooBig.Limit)
 		}
+		return Invalid("reading the request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			return Invalid("request body is empty")
 		}
@@ -92,7 +104,134 @@ func decodeBytesStrict(body io.Reader, v any) error {
 	if n, _ := io.ReadFull(dec.Buffered(), rest[:]); n > 0 && !isSpace(rest[0]) {
 		return Invalid("invalid JSON body: trailing data after the JSON value")
 	}
+	// The value decoded, so the body is well-formed and nested at most
+	// encoding/json's 10,000 levels: the key pass below cannot fail on
+	// syntax and its recursion is bounded.
+	kd := json.NewDecoder(bytes.NewReader(b))
+	kd.UseNumber()
+	if err := checkKeys(kd, reflect.TypeOf(v), ""); err != nil {
+		return Invalid("invalid JSON body: %v", err)
+	}
 	return nil
+}
+
+// checkKeys reads one JSON value from dec and refuses duplicate keys in
+// any object, and keys that match a field of t (a struct, possibly behind
+// pointers, slices, arrays or maps) only case-insensitively. t nil (an
+// interface, json.RawMessage or any other type with its own decoding) means
+// the value's shape is free: only duplicates are checked.
+func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	t = shapeOf(t)
+	switch d {
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := checkKeys(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case '{':
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		} else if t != nil && t.Kind() == reflect.Map {
+			elem = t.Elem()
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := kt.(string)
+			at := key
+			if path != "" {
+				at = path + "." + key
+			}
+			if seen[key] {
+				return fmt.Errorf("key %q is given twice", at)
+			}
+			seen[key] = true
+			ft := elem
+			if fields != nil {
+				var exact bool
+				ft, exact = fields[key]
+				if !exact {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return fmt.Errorf("key %q must be spelled %q", at, name)
+						}
+					}
+				}
+			}
+			if err := checkKeys(dec, ft, at); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return err
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// shapeOf returns t without pointers, or nil when t decodes itself (a
+// json.Unmarshaler such as json.RawMessage) or is an interface.
+func shapeOf(t reflect.Type) reflect.Type {
+	for t != nil {
+		if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() == reflect.Interface {
+			return nil
+		}
+		if t.Kind() != reflect.Pointer {
+			return t
+		}
+		t = t.Elem()
+	}
+	return nil
+}
+
+// jsonFields are the JSON names of a struct's fields with their types,
+// embedded structs' fields promoted as encoding/json does.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			if et := shapeOf(f.Type); et != nil && et.Kind() == reflect.Struct {
+				for k, v := range jsonFields(et) {
+					if _, ok := out[k]; !ok {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

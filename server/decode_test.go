@@ -128,3 +128,69 @@ func FuzzInferRequest(f *testing.F) {
 		}
 	})
 }
+
+// Duplicate and case-folded keys (CONTRACT.md err.duplicate-keys):
+// encoding/json keeps the last of two keys and matches keys
+// case-insensitively, so both passed the strict decoder.
+func TestDecodeStrictKeys(t *testing.T) {
+	var spec ModelSpec
+	for _, c := range []struct{ body, key string }{
+		{`{"engine":"fixture","engine":"espeak"}`, `"engine" is given twice`},
+		{`{"Engine":"fixture"}`, `"Engine" must be spelled "engine"`},
+		{`{"engine":"fixture","SLOTS":2}`, `"SLOTS" must be spelled "slots"`},
+		{`{"engine":"fixture","options":{"load_ms":1,"load_ms":2}}`, `"options.load_ms" is given twice`},
+		{`{"engine":"fixture","options":{"a":[{"b":1,"b":2}]}}`, `"options.a[0].b" is given twice`},
+	} {
+		err := decodeString(c.body, &spec)
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Message, c.key) {
+			t.Errorf("%s: %v, want 400 naming %s", c.body, err, c.key)
+		}
+	}
+	var inf InferRequest
+	if err := decodeString(`{"input":{"text":"a","text":"b"}}`, &inf); err == nil || !strings.Contains(err.Error(), `"input.text" is given twice`) {
+		t.Errorf("duplicate inside input: %v", err)
+	}
+	// Nested structs, slices and maps of structs are checked at every level.
+	type inner struct {
+		Name string `json:"name"`
+	}
+	type outer struct {
+		In   inner            `json:"in"`
+		List []inner          `json:"list"`
+		ByID map[string]inner `json:"by_id"`
+		Ptr  *inner           `json:"ptr"`
+	}
+	var o outer
+	for _, c := range []struct{ body, key string }{
+		{`{"in":{"NAME":"x"}}`, `"in.NAME" must be spelled "name"`},
+		{`{"list":[{"name":"a"},{"Name":"b"}]}`, `"list[1].Name"`},
+		{`{"by_id":{"k":{"nAme":"x"}}}`, `"by_id.k.nAme"`},
+		{`{"ptr":{"Name":"x"}}`, `"ptr.Name"`},
+		{`{"by_id":{"k":{},"k":{}}}`, `"by_id.k" is given twice`},
+	} {
+		if err := decodeString(c.body, &o); err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s: %v, want naming %s", c.body, err, c.key)
+		}
+	}
+	// The same keys spelled exactly, each once, still decode.
+	if err := decodeString(`{"in":{"name":"x"},"list":[{"name":"a"}],"by_id":{"k":{"name":"y"},"K":{"name":"z"}},"ptr":{"name":"p"}}`, &o); err != nil || o.ByID["K"].Name != "z" {
+		t.Fatalf("%v %+v", err, o)
+	}
+	if err := decodeString(`{"engine":"fixture","options":{"load_ms":1,"Load_ms":2}}`, &spec); err != nil {
+		t.Fatalf("free-form options are only checked for duplicates: %v", err)
+	}
+}
+
+// The startup config goes through the same strict decoding.
+func TestParseModelsYAMLKeys(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"models:\n  - id: a\n    Engine: fixture\n", `"Engine" must be spelled "engine"`},
+		{"models:\n  - id: a\n    engine: fixture\n    engine: espeak\n", `already defined`},
+		{"models:\n  - id: a\n    engine: fixture\n    options: {load_ms: 1, load_ms: 2}\n", `already defined`},
+	} {
+		if _, err := ParseModelsYAML([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}

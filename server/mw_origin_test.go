@@ -100,7 +100,10 @@ func TestAllowedOrigins(t *testing.T) {
 // DNS rebinding: a page on evil.example rebinds its name to 127.0.0.1 and
 // reaches the server with Host: evil.example (CONTRACT.md err.host).
 func TestHostAllowList(t *testing.T) {
-	ts := newServer(t, func(c *Config) { c.Listen = "10.1.2.3:8080"; c.AllowedHosts = []string{"sluice.internal", "gw.example:9000"} })
+	ts := newServer(t, func(c *Config) {
+		c.Listen = "10.1.2.3:8080"
+		c.AllowedHosts = []string{"sluice.internal", "gw.example:9000"}
+	})
 	for _, c := range []struct {
 		host, path string
 		want       int
