@@ -32,7 +32,11 @@ func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) err
 	}
 	cat, err := s.roots.set(body.ModelsRoot)
 	if err != nil {
-		return scanError(err)
+		e := scanError(body.ModelsRoot, err)
+		if e.Status < 500 { // the reasons, for the operator only
+			logger(r.Context()).Info("models root refused", "models_root", body.ModelsRoot, "err", err)
+		}
+		return e
 	}
 	logger(r.Context()).Info("models root changed", "models_root", cat.Root, "checkpoints", len(cat.Names()))
 	return writeJSON(w, catalogueList(cat.Root, cat, nil))
