@@ -321,3 +321,53 @@ func TestModelAdmissionTimeout(t *testing.T) {
 		t.Fatalf("%d %s", waited.status, waited.body)
 	}
 }
+
+// A task route on a model registered for another task is 400 wrong_task,
+// decided from the registered task before any lease: here the model's
+// only slot is held, so a lease attempt would time out as 503 instead
+// (CONTRACT.md err.wrong-task; it was a 500 or a 503).
+func TestWrongTask(t *testing.T) {
+	ts := newServer(t, nil)
+	for id, task := range map[string]string{"a": "asr", "t": "tts", "v": "vad", "e": "echo"} {
+		ts.put(id, `{"engine":"fixture","slots":1,"task":"`+task+`"}`)
+	}
+	ts.put("none", `{"engine":"fixture","slots":1}`)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, id := range []string{"a", "t", "v"} {
+		wg.Go(func() { ts.must(200, "POST", "/v1/models/"+id+"/infer", `{"input":{"gate":"g`+id+`"}}`) })
+		ts.awaitGate("g"+id, 1)
+	}
+	wav := "RIFF not really a wav"
+	for _, c := range []struct{ path, body, task string }{
+		{"/v1/audio/speech", `{"model":"a","input":"hi"}`, `"asr"`},
+		{"/v1/audio/speech", `{"model":"v","input":"hi"}`, `"vad"`},
+		{"/v1/audio/speech", `{"model":"e","input":"hi"}`, `"echo"`},
+		{"/v1/audio/speech", `{"model":"none","input":"hi"}`, `no task`},
+		{"/v1/audio/transcriptions?model=t", wav, `"tts"`},
+		{"/v1/audio/transcriptions?model=v", wav, `"vad"`},
+		{"/v1/audio/voice-activity?model=t", wav, `"tts"`},
+		{"/v1/audio/voice-activity?model=a", wav, `"asr"`},
+	} {
+		ct := "application/json"
+		if c.body == wav {
+			ct = "audio/wav"
+		}
+		r := ts.do("POST", c.path, c.body, "Content-Type", ct, AdmissionTimeoutHeader, "1")
+		var e errorBody
+		r.json(t, &e)
+		if r.status != 400 || e.Error.Code != "wrong_task" || !strings.Contains(e.Error.Message, c.task) {
+			t.Errorf("%s %s: %d %s, want 400 wrong_task naming %s", c.path, c.body, r.status, r.body, c.task)
+		}
+	}
+	ts.must(404, "POST", "/v1/audio/speech", `{"model":"ghost","input":"hi"}`)
+	for _, id := range []string{"a", "t", "v"} {
+		ts.s.Fixture().Gates().Open("g" + id)
+	}
+	wg.Wait()
+	for _, id := range []string{"a", "t", "v", "e", "none"} {
+		if m := ts.model(id); m.ActiveSlots != 0 || m.QueuedRequests != 0 {
+			t.Fatalf("%s: %+v", id, m)
+		}
+	}
+}
