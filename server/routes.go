@@ -10,14 +10,15 @@ import (
 // error through adapt (issue 5, "Endpoints").
 //
 // Middleware, outermost first: the connection tracker (shutdown deadlines),
-// the request ID and request-scoped logger, the Host allow-list and the
+// the request ID and request-scoped logger, the refusal counter and
+// sampled log (errors.go), the Host allow-list and the
 // cross-origin check (mw_origin.go), the API key, the body limit.
 // Management and fixture routes add the management check (403 without
 // --ui-management, 401 without the management key). No timeout middleware:
 // streams run as long as they are read.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(trackRequest, requestID(s.log), checkHost(s.hosts), checkOrigin(s.origins),
+	r.Use(trackRequest, requestID(s.log), s.refuse.middleware, checkHost(s.hosts), checkOrigin(s.origins),
 		requireAPIKey(s.cfg.APIKey, s.cfg.ManagementKey), s.limitBody)
 	r.NotFound(adapt(func(w http.ResponseWriter, r *http.Request) error {
 		return NotFound("no route for %s %s", r.Method, r.URL.Path)

@@ -62,6 +62,7 @@ type Server struct {
 	conns   *connTracker
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
 	hosts   *hostAllowList
+	refuse  *refusalSink
 	origins *http.CrossOriginProtection
 
 	stopping     atomic.Bool
@@ -119,6 +120,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.rt = rt
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
+	s.refuse = newRefusalSink(s.met)
 	s.feed = startFeed(rt, s.met, log)
 	s.events = newEventHub(rt, epoch, log)
 	s.roots = newModelsRoot(cfg.ModelsRoot, engines)
