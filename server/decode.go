@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // decodeStrict decodes one JSON value from r's body into v: a Content-Type
@@ -26,7 +27,7 @@ func decodeStrict(r *http.Request, v any) error {
 	if err != nil {
 		return err
 	}
-	return decodeBytesStrict(bytes.NewReader(b), v)
+	return decodeJSONStrict(b, v)
 }
 
 // readBody reads r's body to its end (bounded by the body limit) and then
@@ -89,6 +90,11 @@ func decodeBytesStrict(body io.Reader, v any) error {
 		}
 		return Invalid("reading the request body: %v", err)
 	}
+	return decodeJSONStrict(b, v)
+}
+
+// decodeJSONStrict is decodeBytesStrict on a body already read.
+func decodeJSONStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -105,43 +111,91 @@ func decodeBytesStrict(body io.Reader, v any) error {
 		return Invalid("invalid JSON body: trailing data after the JSON value")
 	}
 	// The value decoded, so the body is well-formed and nested at most
-	// encoding/json's 10,000 levels: the key pass below cannot fail on
-	// syntax and its recursion is bounded.
-	kd := json.NewDecoder(bytes.NewReader(b))
-	kd.UseNumber()
-	if err := checkKeys(kd, reflect.TypeOf(v), ""); err != nil {
+	// encoding/json's 10,000 levels: the key pass cannot meet bad syntax
+	// and its recursion is bounded.
+	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
 		return Invalid("invalid JSON body: %v", err)
 	}
 	return nil
 }
 
-// checkKeys reads one JSON value from dec and refuses duplicate keys in
-// any object, and keys that match a field of t (a struct, possibly behind
-// pointers, slices, arrays or maps) only case-insensitively. t nil (an
-// interface, json.RawMessage or any other type with its own decoding) means
-// the value's shape is free: only duplicates are checked.
-func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+// checkKeys walks one JSON value of b (already decoded by encoding/json,
+// so well-formed and nested at most 10,000 levels) and refuses duplicate
+// keys in any object, and keys that match a field of t (a struct, possibly
+// behind pointers, slices, arrays or maps) only case-insensitively. t nil
+// (an interface, json.RawMessage or any other type with its own decoding)
+// means the value's shape is free: only duplicates are checked. It
+// allocates nothing for a body without such keys; the path of a refused
+// key is built only on the way out of an error.
+func checkKeys(b []byte, t reflect.Type) error {
+	w := keyWalker{b: b}
+	return w.value(t)
+}
+
+type keyWalker struct {
+	b []byte
+	i int
+}
+
+func (w *keyWalker) ws() {
+	for w.i < len(w.b) && isSpace(w.b[w.i]) {
+		w.i++
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
+}
+
+// str reads a string at w.i and returns its value: a slice of b without
+// escapes, else the unescaped bytes.
+func (w *keyWalker) str() []byte {
+	start, esc := w.i+1, false
+	j := start
+	for ; j < len(w.b) && w.b[j] != '"'; j++ {
+		if w.b[j] == '\\' {
+			esc = true
+			j++
+		}
+	}
+	w.i = j + 1
+	if !esc {
+		return w.b[start:j]
+	}
+	var v string
+	_ = json.Unmarshal(w.b[start-1:j+1], &v) // well-formed: decoded before
+	return []byte(v)
+}
+
+func (w *keyWalker) value(t reflect.Type) error {
+	w.ws()
+	if w.i >= len(w.b) {
 		return nil
 	}
-	t = shapeOf(t)
-	switch d {
+	switch w.b[w.i] {
+	case '"':
+		w.str()
+		return nil
 	case '[':
+		w.i++
+		t = shapeOf(t)
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := checkKeys(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+		for n := 0; ; n++ {
+			w.ws()
+			if w.i >= len(w.b) || w.b[w.i] == ']' {
+				w.i++
+				return nil
+			}
+			if err := w.value(elem); err != nil {
+				return within(err, fmt.Sprintf("[%d]", n))
+			}
+			w.ws()
+			if w.i < len(w.b) && w.b[w.i] == ',' {
+				w.i++
 			}
 		}
 	case '{':
+		w.i++
+		t = shapeOf(t)
 		var fields map[string]reflect.Type
 		var elem reflect.Type
 		if t != nil && t.Kind() == reflect.Struct {
@@ -149,40 +203,103 @@ func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 		} else if t != nil && t.Kind() == reflect.Map {
 			elem = t.Elem()
 		}
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return err
+		var seen keySet
+		for {
+			w.ws()
+			if w.i >= len(w.b) || w.b[w.i] == '}' {
+				w.i++
+				return nil
 			}
-			key, _ := kt.(string)
-			at := key
-			if path != "" {
-				at = path + "." + key
+			key := w.str()
+			if seen.add(key) {
+				return &keyError{path: string(key), msg: "is given twice"}
 			}
-			if seen[key] {
-				return fmt.Errorf("key %q is given twice", at)
-			}
-			seen[key] = true
 			ft := elem
 			if fields != nil {
 				var exact bool
-				ft, exact = fields[key]
-				if !exact {
+				if ft, exact = fields[string(key)]; !exact {
 					for name := range fields {
-						if strings.EqualFold(name, key) {
-							return fmt.Errorf("key %q must be spelled %q", at, name)
+						if strings.EqualFold(name, string(key)) {
+							return &keyError{path: string(key), msg: fmt.Sprintf("must be spelled %q", name)}
 						}
 					}
 				}
 			}
-			if err := checkKeys(dec, ft, at); err != nil {
-				return err
+			w.ws()
+			w.i++ // ':'
+			if err := w.value(ft); err != nil {
+				return within(err, "."+string(key))
+			}
+			w.ws()
+			if w.i < len(w.b) && w.b[w.i] == ',' {
+				w.i++
 			}
 		}
 	}
-	_, err = dec.Token() // the closing delimiter
+	// A number, true, false or null.
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return nil
+		}
+		w.i++
+	}
+	return nil
+}
+
+// keyError is a refused key with its path from the top-level value.
+type keyError struct{ path, msg string }
+
+func (e *keyError) Error() string { return fmt.Sprintf("key %q %s", e.path, e.msg) }
+
+// within prefixes a keyError's path with the step that led to it ("[2]"
+// or ".name"; the top-level step drops its dot).
+func within(err error, step string) error {
+	if ke, ok := err.(*keyError); ok {
+		if strings.HasPrefix(ke.path, "[") {
+			ke.path = step + ke.path
+		} else {
+			ke.path = step + "." + ke.path
+		}
+		ke.path = strings.TrimPrefix(ke.path, ".")
+	}
 	return err
+}
+
+// keySet is the keys of one object so far: a fixed array for the usual
+// small objects, a map past that, so a hostile object with many keys
+// costs linear time.
+type keySet struct {
+	few  [16][]byte
+	n    int
+	many map[string]bool
+}
+
+// add adds key and reports whether it was there already.
+func (k *keySet) add(key []byte) bool {
+	if k.many != nil {
+		if k.many[string(key)] {
+			return true
+		}
+		k.many[string(key)] = true
+		return false
+	}
+	for _, s := range k.few[:k.n] {
+		if bytes.Equal(s, key) {
+			return true
+		}
+	}
+	if k.n < len(k.few) {
+		k.few[k.n] = key
+		k.n++
+		return false
+	}
+	k.many = make(map[string]bool, 2*len(k.few))
+	for _, s := range k.few {
+		k.many[string(s)] = true
+	}
+	k.many[string(key)] = true
+	return false
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -202,9 +319,15 @@ func shapeOf(t reflect.Type) reflect.Type {
 	return nil
 }
 
+// fieldCache holds jsonFields by struct type.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
 // jsonFields are the JSON names of a struct's fields with their types,
-// embedded structs' fields promoted as encoding/json does.
+// embedded structs' fields promoted as encoding/json does (cached).
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -231,6 +354,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		out[name] = f.Type
 	}
+	fieldCache.Store(t, out)
 	return out
 }
 
@@ -263,5 +387,5 @@ func validModelID(id string) error {
 // DecodeModelSpec decodes a model spec (the JSON body of PUT
 // /v1/models/{id}) strictly: unknown fields and trailing data are errors.
 func DecodeModelSpec(b []byte, s *ModelSpec) error {
-	return decodeBytesStrict(bytes.NewReader(b), s)
+	return decodeJSONStrict(b, s)
 }

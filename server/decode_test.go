@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -140,6 +141,9 @@ func TestDecodeStrictKeys(t *testing.T) {
 		{`{"engine":"fixture","SLOTS":2}`, `"SLOTS" must be spelled "slots"`},
 		{`{"engine":"fixture","options":{"load_ms":1,"load_ms":2}}`, `"options.load_ms" is given twice`},
 		{`{"engine":"fixture","options":{"a":[{"b":1,"b":2}]}}`, `"options.a[0].b" is given twice`},
+		{`{"engin\u0065":"fixture","engine":"x"}`, `"engine" is given twice`},
+		{`{"engine":"fixture","options":{"s":"a\"b\\","s":1}}`, `"options.s" is given twice`},
+		{`{"engine":"fixture","options":{` + manyKeys(40) + `,"k7":0}}`, `"options.k7" is given twice`},
 	} {
 		err := decodeString(c.body, &spec)
 		var e *Error
@@ -193,4 +197,15 @@ func TestParseModelsYAMLKeys(t *testing.T) {
 			t.Errorf("%q: %v, want %s", c.yaml, err, c.want)
 		}
 	}
+}
+
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String()
 }
