@@ -1,7 +1,13 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"sync"
+
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // The management endpoints (issue 5, "Management"). The router's management
@@ -26,9 +32,9 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.Apply(r.Context(), id, spec)
+	st, err := s.apply(r.Context(), id, spec)
 	if err != nil {
-		return fromRuntime(err)
+		return err
 	}
 	logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
 	return writeJSON(w, modelOf(st))
@@ -91,4 +97,45 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 		out.NotFound = []string{}
 	}
 	return writeJSON(w, out)
+}
+
+// registrations caps the registered models at --max-models (CONTRACT.md
+// err.max-models): a new ID is admitted only while the registered models
+// plus the registrations in flight are under the cap, so concurrent PUTs
+// of new IDs cannot overshoot it. Reconfiguring a registered model is
+// never refused for the cap.
+type registrations struct {
+	mu      sync.Mutex
+	pending map[string]bool // new IDs whose Apply is in flight
+}
+
+// apply is rt.Apply behind the --max-models cap; its errors are *Error
+// values for the API.
+func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
+	if max := s.cfg.MaxModels; max > 0 {
+		g := &s.regs
+		g.mu.Lock()
+		if _, err := s.rt.StatusOf(id); err != nil && !g.pending[id] {
+			if n := len(s.rt.Status()) + len(g.pending); n >= max {
+				g.mu.Unlock()
+				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
+					Message: fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", id, max)}
+			}
+			if g.pending == nil {
+				g.pending = map[string]bool{}
+			}
+			g.pending[id] = true
+			defer func() {
+				g.mu.Lock()
+				delete(g.pending, id)
+				g.mu.Unlock()
+			}()
+		}
+		g.mu.Unlock()
+	}
+	st, err := s.rt.Apply(ctx, id, spec)
+	if err != nil {
+		return st, fromRuntime(err)
+	}
+	return st, nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -369,5 +370,62 @@ func TestWrongTask(t *testing.T) {
 		if m := ts.model(id); m.ActiveSlots != 0 || m.QueuedRequests != 0 {
 			t.Fatalf("%s: %+v", id, m)
 		}
+	}
+}
+
+// --max-models caps registrations, by HTTP and at startup; reconfiguring a
+// registered model still works, and concurrent new IDs cannot overshoot
+// the cap (CONTRACT.md err.max-models; registrations were uncapped).
+func TestMaxModels(t *testing.T) {
+	if DefaultConfig().MaxModels != DefaultMaxModels || DefaultMaxModels <= 0 {
+		t.Fatal("no default cap")
+	}
+	ts := newServer(t, func(c *Config) { c.MaxModels = 3 })
+	for _, id := range []string{"a", "b", "c"} {
+		ts.put(id, `{"engine":"fixture","slots":1}`)
+	}
+	r := ts.must(400, "PUT", "/v1/models/d", `{"engine":"fixture","slots":1}`)
+	var e errorBody
+	r.json(t, &e)
+	if e.Error.Type != "invalid_request_error" || e.Error.Code != "too_many_models" || !strings.Contains(e.Error.Message, "3") {
+		t.Fatalf("%s", r.body)
+	}
+	ts.must(404, "GET", "/v1/models/d", "")
+	if m := ts.put("a", `{"engine":"fixture","slots":2}`); m.Slots != 2 {
+		t.Fatalf("reconfigure at the cap: %+v", m)
+	}
+
+	const limit, tries = 5, 20
+	tc := newServer(t, func(c *Config) { c.MaxModels = limit })
+	var wg sync.WaitGroup
+	codes := make(chan int, tries)
+	for i := range tries {
+		wg.Go(func() {
+			codes <- tc.do("PUT", fmt.Sprintf("/v1/models/m%d", i), `{"engine":"fixture","slots":1}`).status
+		})
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	if n[200] != limit || n[400] != tries-limit || len(tc.s.Runtime().Status()) != limit {
+		t.Fatalf("answers %v, %d registered; want %d registered", n, len(tc.s.Runtime().Status()), limit)
+	}
+
+	// The startup config is capped too.
+	ss := newServer(t, func(c *Config) { c.MaxModels = 2 })
+	models, err := ParseModelsYAML([]byte("models:\n  - {id: x, engine: fixture}\n  - {id: y, engine: fixture}\n  - {id: z, engine: fixture}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.s.RegisterModels(ctxLimit(t), models); err == nil || !strings.Contains(err.Error(), "max-models") {
+		t.Fatalf("startup beyond the cap: %v", err)
+	}
+	// 0: unlimited.
+	tu := newServer(t, func(c *Config) { c.MaxModels = 0 })
+	if err := tu.s.RegisterModels(ctxLimit(t), models); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -63,6 +63,7 @@ type Server struct {
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
 	hosts   *hostAllowList
 	refuse  *refusalSink
+	regs    registrations // the --max-models cap
 	origins *http.CrossOriginProtection
 
 	stopping     atomic.Bool
@@ -190,7 +191,11 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		}
-		st, err := s.rt.Apply(ctx, m.ID, spec)
+		st, err := s.apply(ctx, m.ID, spec)
+		var e *Error
+		if errors.As(err, &e) && e.Code == "too_many_models" {
+			return fmt.Errorf("server: model %q: %s", m.ID, e.Message)
+		}
 		switch runtime.CodeOf(err) {
 		case core.CodeOK:
 			s.log.Info("model registered", "model", m.ID, "engine", st.Engine, "slots", st.Slots,
