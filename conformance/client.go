@@ -97,9 +97,7 @@ func exchange(ctx context.Context, client *http.Client, base string, req request
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range req.header {
-		hr.Header.Set(k, v)
-	}
+	setHeaders(hr, req.header)
 	resp, err := client.Do(hr)
 	if err != nil {
 		a.err, a.got = err, time.Now()
@@ -158,12 +156,11 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 		body = bytes.NewReader(req.body)
 	}
 	hr := httptest.NewRequestWithContext(ctx, req.method, req.path, body)
+	hr.Host = "127.0.0.1" // as over loopback; httptest's example.com is not an allowed host (err.host)
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range req.header {
-		hr.Header.Set(k, v)
-	}
+	setHeaders(hr, req.header)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, hr)
 	res := rec.Result()
@@ -176,6 +173,19 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 	}
 	a.got = time.Now()
 	return a
+}
+
+// setHeaders sets a step's headers on hr; a Host header replaces the
+// request's Host (net/http ignores it in the header map), so cases can
+// send a rebinding page's Host (CONTRACT.md err.host).
+func setHeaders(hr *http.Request, h map[string]string) {
+	for k, v := range h {
+		if strings.EqualFold(k, "Host") {
+			hr.Host = v
+			continue
+		}
+		hr.Header.Set(k, v)
+	}
 }
 
 // stallExchange opens a connection that stalls (StallStep) and returns
