@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/sluice-dev/sluice/core"
@@ -109,6 +110,19 @@ type registrations struct {
 	pending map[string]bool // new IDs whose Apply is in flight
 }
 
+// count is the registered models of one status snapshot plus the pending
+// IDs it does not list yet (an Apply registers its ID before it returns:
+// counted once, not twice). Call with mu held.
+func (g *registrations) count(registered []core.ModelStatus) int {
+	n := len(registered)
+	for id := range g.pending {
+		if !slices.ContainsFunc(registered, func(m core.ModelStatus) bool { return m.ID == id }) {
+			n++
+		}
+	}
+	return n
+}
+
 // apply is rt.Apply behind the --max-models cap; its errors are *Error
 // values for the API.
 func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
@@ -116,7 +130,7 @@ func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (
 		g := &s.regs
 		g.mu.Lock()
 		if _, err := s.rt.StatusOf(id); err != nil && !g.pending[id] {
-			if n := len(s.rt.Status()) + len(g.pending); n >= max {
+			if n := g.count(s.rt.Status()); n >= max {
 				g.mu.Unlock()
 				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
 					Message: fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", id, max)}
