@@ -8,6 +8,9 @@ import (
 // models root with their manifests and parallel admission (issue 9).
 func (s *Server) handleCatalogue(w http.ResponseWriter, r *http.Request) error {
 	root, cat, err := s.roots.current()
+	if err != nil { // the answer says only what is wrong; the reasons, once, for the operator
+		s.scanLogged.Do(func() { s.log.Warn("models root failed its scan", "models_root", root, "err", err) })
+	}
 	return writeJSON(w, catalogueList(root, cat, err))
 }
 

@@ -64,7 +64,9 @@ type Server struct {
 	hosts   *hostAllowList
 	refuse  *refusalSink
 	regs    registrations // the --max-models cap
-	origins *http.CrossOriginProtection
+
+	scanLogged sync.Once // the startup root's scan failure, logged once
+	origins    *http.CrossOriginProtection
 
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
