@@ -60,13 +60,13 @@ type Server struct {
 	handler http.Handler
 	hs      *http.Server
 	conns   *connTracker
-	trace   *os.File // opened from Config.TraceFile, closed after shutdown
-	hosts   *hostAllowList
-	refuse  *refusalSink
-	regs    registrations // the --max-models cap
+	trace   *os.File                    // opened from Config.TraceFile, closed after shutdown
+	hosts   *hostAllowList              // CONTRACT.md err.host
+	origins *http.CrossOriginProtection // CONTRACT.md err.origin
+	refuse  *refusalSink                // CONTRACT.md err.refusal-log
+	regs    registrations               // the --max-models cap
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
-	origins    *http.CrossOriginProtection
 
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
