@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -208,4 +209,57 @@ func manyKeys(n int) string {
 		fmt.Fprintf(&b, `"k%d":%d`, i, i)
 	}
 	return b.String()
+}
+
+// refDuplicate is a reference for the key walker's duplicate check, on
+// encoding/json's own tokenizer: a key given twice in any object.
+func refDuplicate(dec *json.Decoder) bool {
+	tok, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		if d == '{' {
+			kt, _ := dec.Token()
+			k, _ := kt.(string)
+			if seen[k] {
+				return true
+			}
+			seen[k] = true
+		}
+		if refDuplicate(dec) {
+			return true
+		}
+	}
+	_, _ = dec.Token()
+	return false
+}
+
+// The walker over raw bytes agrees with the tokenizer on every value
+// encoding/json accepts (escapes, nesting, numbers, whitespace), and
+// never panics.
+func FuzzDecodeStrictKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":1,"c":2}]}}`, `{"\u0061":1,"a":2}`, `{"a\"":1,"a\"":2}`,
+		`[{"x":"}\"{","x":null}]`, ` { "k" : [ ] , "l" : { } } `, `{"a":-1.5e3,"b":true,"c":null,"a":"x"}`,
+		`"just a string"`, `12`, `{"` + manyKeys(20)[1:] + `}`, `{"k1":1,` + manyKeys(30) + `}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		want := refDuplicate(json.NewDecoder(bytes.NewReader(b)))
+		err := decodeJSONStrict(b, &v)
+		if (err != nil) != want {
+			t.Fatalf("%q: walker %v, tokenizer says duplicate=%v", b, err, want)
+		}
+	})
 }
