@@ -81,11 +81,15 @@ type request struct {
 }
 
 // setHeaders puts req's header lines on h.
-func setHeaders(h http.Header, req request) {
+func setHeaders(hr *http.Request, req request) {
 	for k, vs := range req.header {
-		h.Del(k)
+		if strings.EqualFold(k, "Host") && len(vs) > 0 {
+			hr.Host = vs[0] // a Host header replaces the request's Host
+			continue
+		}
+		hr.Header.Del(k)
 		for _, v := range vs {
-			h.Add(k, v)
+			hr.Header.Add(k, v)
 		}
 	}
 }
@@ -107,7 +111,7 @@ func exchange(ctx context.Context, client *http.Client, base string, req request
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	setHeaders(hr.Header, req)
+	setHeaders(hr, req)
 	resp, err := client.Do(hr)
 	if err != nil {
 		a.err, a.got = err, time.Now()
@@ -166,10 +170,11 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 		body = bytes.NewReader(req.body)
 	}
 	hr := httptest.NewRequestWithContext(ctx, req.method, req.path, body)
+	hr.Host = "127.0.0.1" // as over loopback; httptest's example.com is not an allowed host (err.host)
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	setHeaders(hr.Header, req)
+	setHeaders(hr, req)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, hr)
 	res := rec.Result()
@@ -184,6 +189,9 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 	return a
 }
 
+// setHeaders sets a step's headers on hr; a Host header replaces the
+// request's Host (net/http ignores it in the header map), so cases can
+// send a rebinding page's Host (CONTRACT.md err.host).
 // stallExchange opens a connection that stalls (StallStep) and returns
 // what became of it: the server's answer, or the error of the read that
 // saw the server close the connection.

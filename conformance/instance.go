@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -113,6 +114,10 @@ func (sp *ServerSpec) config(root string) server.Config {
 	if sp.MaxBody > 0 {
 		cfg.MaxBody = sp.MaxBody
 	}
+	if sp.MaxModels != nil {
+		cfg.MaxModels = *sp.MaxModels
+	}
+	cfg.AllowedHosts, cfg.AllowedOrigins = sp.AllowedHosts, sp.AllowedOrigins
 	return cfg
 }
 
@@ -160,6 +165,15 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	ms(sp.AdmissionCeilingMS, "--admission-ceiling")
 	if sp.MaxBody > 0 {
 		a = append(a, "--max-body", strconv.FormatInt(sp.MaxBody, 10))
+	}
+	if sp.MaxModels != nil {
+		a = append(a, "--max-models", strconv.Itoa(*sp.MaxModels))
+	}
+	if len(sp.AllowedHosts) > 0 {
+		a = append(a, "--allowed-hosts", strings.Join(sp.AllowedHosts, ","))
+	}
+	if len(sp.AllowedOrigins) > 0 {
+		a = append(a, "--allowed-origins", strings.Join(sp.AllowedOrigins, ","))
 	}
 	return a
 }

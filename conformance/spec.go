@@ -100,6 +100,12 @@ type ServerSpec struct {
 	// (10 s), -1 means none (wait for finite work).
 	ShutdownTimeoutMS int64 `yaml:"shutdown_timeout_ms"`
 	MaxBody           int64 `yaml:"max_body"`
+	// MaxModels is --max-models (unset: the server's default; 0: unlimited).
+	MaxModels *int `yaml:"max_models"`
+	// AllowedHosts and AllowedOrigins are --allowed-hosts and
+	// --allowed-origins (CONTRACT.md err.host, err.origin).
+	AllowedHosts   []string `yaml:"allowed_hosts"`
+	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Binary says the case needs a real process (signals); it is skipped
 	// unless the runner has a binary (--binary, or the in-process test's
 	// own build of cmd/sluice).

@@ -24,6 +24,8 @@ func benchServe(b *testing.B, h http.Handler) {
 	body := []byte(benchBody)
 	for b.Loop() {
 		req := httptest.NewRequest("POST", "/v1/models/bench/infer", bytes.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != 200 {

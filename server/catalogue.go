@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
 	"sync"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -151,7 +154,7 @@ func catalogueList(root string, cat *catalogue.Catalogue, scanErr error) Catalog
 	out := CatalogueList{Object: "list", ModelsRoot: root, Data: []Checkpoint{}}
 	if cat == nil {
 		if scanErr != nil {
-			out.Error = scanErr.Error()
+			out.Error = rootProblem(root, scanErr) // never the folder's entries (err.models-root-leak)
 		}
 		return out
 	}
@@ -177,14 +180,53 @@ type errNotDurable struct{ err error }
 func (e errNotDurable) Error() string { return "recording the models root: " + e.err.Error() }
 func (e errNotDurable) Unwrap() error { return e.err }
 
-// scanError maps a failed scan to the API: the folder's fault is 400
-// invalid_request_error with the scan's reasons, anything else 500.
-func scanError(err error) *Error {
+// scanError maps a failed scan of root (the path as the client gave it)
+// to the API: the folder's fault is 400 invalid_request_error saying what
+// is wrong with it, anything else 500. The message names root and nothing
+// under it: a scan's reasons name every entry of the folder, which for
+// /etc would list its contents (CONTRACT.md err.models-root-leak); they go
+// to the server log instead (logScanError).
+func scanError(root string, err error) *Error {
 	if errors.As(err, new(errNotDurable)) {
 		return &Error{Status: 500, Type: "internal_error", Message: "the models root could not be made durable in --state-dir; nothing changed", Err: err}
 	}
 	if errors.Is(err, backends.ErrInvalid) {
-		return Invalid("models root refused, nothing changed: %v", err)
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_models_root",
+			Message: "models root refused, nothing changed: " + rootProblem(root, err), Err: err}
 	}
 	return &Error{Status: 500, Type: "internal_error", Message: "scanning the models root failed; nothing changed", Err: err}
+}
+
+// rootProblem says what is wrong with a models root that failed its scan,
+// without naming anything inside it.
+func rootProblem(root string, err error) string {
+	if n := joinedCount(err); n > 0 {
+		noun := "entries are not valid checkpoints"
+		if n == 1 {
+			noun = "entry is not a valid checkpoint"
+		}
+		return fmt.Sprintf("%q: %d of its %s (the server log names them)", root, n, noun)
+	}
+	st, serr := os.Stat(root)
+	switch {
+	case errors.Is(serr, fs.ErrNotExist):
+		return fmt.Sprintf("%q does not exist", root)
+	case errors.Is(serr, fs.ErrPermission):
+		return fmt.Sprintf("%q cannot be read", root)
+	case serr == nil && !st.IsDir():
+		return fmt.Sprintf("%q is not a folder", root)
+	}
+	return fmt.Sprintf("%q cannot be read as a folder of checkpoints", root)
+}
+
+// joinedCount is the number of errors joined (errors.Join) somewhere in
+// err's chain: a scan joins one error per refused entry.
+func joinedCount(err error) int {
+	for err != nil {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			return len(j.Unwrap())
+		}
+		err = errors.Unwrap(err)
+	}
+	return 0
 }

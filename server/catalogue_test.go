@@ -216,3 +216,73 @@ func TestModelsRootNeedsManagement(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// A refused models root never lists the folder (the issue: PUT with /etc
+// answered 400 with /etc's contents); CONTRACT.md err.models-root-leak.
+func TestModelsRootErrorLeaksNothing(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"shadow-secret", "id_rsa.private", "passwd.bak"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "ssh-keys-folder"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link-to-root")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, nil)
+	secrets := []string{"shadow-secret", "id_rsa", "passwd", "ssh-keys-folder", realPath(t, dir)}
+	check := func(what, msg string) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(msg, s) {
+				t.Errorf("%s: message names %q: %s", what, s, msg)
+			}
+		}
+	}
+	for _, root := range []string{link, filepath.Join(dir, "passwd.bak"), filepath.Join(dir, "ssh-keys-folder", "nope")} {
+		body, _ := json.Marshal(ModelsRootRequest{ModelsRoot: root})
+		r := ts.must(400, "PUT", "/v1/settings/models-root", string(body))
+		var e errorBody
+		r.json(t, &e)
+		if e.Error.Code != "invalid_models_root" || !strings.Contains(e.Error.Message, root) {
+			t.Errorf("%s: %s, want the path as given and code invalid_models_root", root, r.body)
+		}
+		check(root, strings.ReplaceAll(e.Error.Message, root, "<root>"))
+	}
+	r := ts.must(400, "PUT", "/v1/settings/models-root", `{"models_root":"`+link+`"}`)
+	if !strings.Contains(string(r.body), "4 of its entries are not valid checkpoints") {
+		t.Errorf("what is wrong is not said: %s", r.body)
+	}
+	// A startup root that failed its scan: the catalogue's error says why,
+	// without the listing.
+	ts2 := newServer(t, func(c *Config) { c.ModelsRoot = link })
+	cat := ts2.catalogue()
+	if cat.Error == "" {
+		t.Fatalf("no error for a refused startup root: %+v", cat)
+	}
+	check("catalogue", strings.ReplaceAll(cat.Error, link, "<root>"))
+}
+
+// A refused checkpoint names the checkpoint as given, never the resolved
+// models root or a symlink's target (CONTRACT.md err.models-root-leak).
+func TestCheckpointErrorLeaksNothing(t *testing.T) {
+	ts := newServer(t, nil)
+	root := ts.s.cfg.ModelsRoot
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	r := ts.must(400, "PUT", "/v1/models/m", `{"engine":"fixture","checkpoint":"escape"}`)
+	for _, s := range []string{realPath(t, root), realPath(t, outside), root, outside} {
+		if strings.Contains(string(r.body), s) {
+			t.Fatalf("the answer names %q: %s", s, r.body)
+		}
+	}
+	if !strings.Contains(string(r.body), `\"escape\"`) {
+		t.Fatalf("the answer does not name the checkpoint: %s", r.body)
+	}
+}

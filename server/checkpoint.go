@@ -36,14 +36,18 @@ func resolveCheckpoint(root, checkpoint string) (string, error) {
 	switch {
 	case err == nil: // (3)
 		p, err := catalogue.Within(root, checkpoint)
-		if err != nil {
-			return "", Invalid("checkpoint %q: %v", checkpoint, err)
+		if err != nil { // its text names the resolved root: not for clients (err.models-root-leak)
+			return "", Invalid("checkpoint %q resolves outside the models root or cannot be read", checkpoint)
 		}
 		return p, nil
 	case errors.Is(err, fs.ErrNotExist) && !strings.Contains(checkpoint, "/"): // (4)
 		return checkpoint, nil
 	case errors.Is(err, fs.ErrNotExist): // (5)
 		return "", Invalid("checkpoint %q not found under the models root", checkpoint)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) { // the path error's path is root-joined: keep only the reason
+		err = pe.Err
 	}
 	return "", Invalid("checkpoint %q: %v", checkpoint, err)
 }

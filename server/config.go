@@ -37,6 +37,16 @@ type Config struct {
 	Models             []ModelEntry  // registered at start
 	ReadHeaderTimeout  time.Duration
 	IdleConnTimeout    time.Duration
+	// AllowedHosts are Host names served besides localhost, 127.0.0.1,
+	// [::1] and the listen host (name or name:port; "*": any Host, unsafe:
+	// it re-opens DNS rebinding). CONTRACT.md err.host.
+	AllowedHosts []string
+	// AllowedOrigins are browser origins (scheme://host[:port]) trusted to
+	// send state-changing requests from another site. CONTRACT.md err.origin.
+	AllowedOrigins []string
+	// MaxModels caps the registered models (0: unlimited); CONTRACT.md
+	// err.max-models.
+	MaxModels int
 
 	// StateDir keeps the persistent registry (server/registry.go): every
 	// committed management change, restored at start; "" keeps nothing.
@@ -51,6 +61,9 @@ type ModelEntry struct {
 	Spec ModelSpec
 }
 
+// DefaultMaxModels is the default of --max-models.
+const DefaultMaxModels = 1024
+
 // DefaultConfig returns the defaults of `sluice serve`.
 func DefaultConfig() Config {
 	return Config{
@@ -60,6 +73,7 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleConnTimeout:   120 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
+		MaxModels:         DefaultMaxModels,
 	}
 }
 

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,6 +26,7 @@ func TestDecodeStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest("POST", "/", bytes.NewReader([]byte(`{"engine":"`+strings.Repeat("x", 100)+`"}`)))
+	r.Header.Set("Content-Type", "application/json")
 	r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, 10)
 	var e *Error
 	if err := decodeStrict(r, &spec); !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
@@ -124,6 +127,139 @@ func FuzzInferRequest(f *testing.F) {
 		}
 		if parseInfer(&req) == nil && req.Input == nil {
 			t.Fatal("accepted a request without input")
+		}
+	})
+}
+
+// Duplicate and case-folded keys (CONTRACT.md err.duplicate-keys):
+// encoding/json keeps the last of two keys and matches keys
+// case-insensitively, so both passed the strict decoder.
+func TestDecodeStrictKeys(t *testing.T) {
+	var spec ModelSpec
+	for _, c := range []struct{ body, key string }{
+		{`{"engine":"fixture","engine":"espeak"}`, `"engine" is given twice`},
+		{`{"Engine":"fixture"}`, `"Engine" must be spelled "engine"`},
+		{`{"engine":"fixture","SLOTS":2}`, `"SLOTS" must be spelled "slots"`},
+		{`{"engine":"fixture","options":{"load_ms":1,"load_ms":2}}`, `"options.load_ms" is given twice`},
+		{`{"engine":"fixture","options":{"a":[{"b":1,"b":2}]}}`, `"options.a[0].b" is given twice`},
+		{`{"engin\u0065":"fixture","engine":"x"}`, `"engine" is given twice`},
+		{`{"engine":"fixture","options":{"s":"a\"b\\","s":1}}`, `"options.s" is given twice`},
+		{`{"engine":"fixture","options":{` + manyKeys(40) + `,"k7":0}}`, `"options.k7" is given twice`},
+	} {
+		err := decodeString(c.body, &spec)
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Message, c.key) {
+			t.Errorf("%s: %v, want 400 naming %s", c.body, err, c.key)
+		}
+	}
+	var inf InferRequest
+	if err := decodeString(`{"input":{"text":"a","text":"b"}}`, &inf); err == nil || !strings.Contains(err.Error(), `"input.text" is given twice`) {
+		t.Errorf("duplicate inside input: %v", err)
+	}
+	// Nested structs, slices and maps of structs are checked at every level.
+	type inner struct {
+		Name string `json:"name"`
+	}
+	type outer struct {
+		In   inner            `json:"in"`
+		List []inner          `json:"list"`
+		ByID map[string]inner `json:"by_id"`
+		Ptr  *inner           `json:"ptr"`
+	}
+	var o outer
+	for _, c := range []struct{ body, key string }{
+		{`{"in":{"NAME":"x"}}`, `"in.NAME" must be spelled "name"`},
+		{`{"list":[{"name":"a"},{"Name":"b"}]}`, `"list[1].Name"`},
+		{`{"by_id":{"k":{"nAme":"x"}}}`, `"by_id.k.nAme"`},
+		{`{"ptr":{"Name":"x"}}`, `"ptr.Name"`},
+		{`{"by_id":{"k":{},"k":{}}}`, `"by_id.k" is given twice`},
+	} {
+		if err := decodeString(c.body, &o); err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s: %v, want naming %s", c.body, err, c.key)
+		}
+	}
+	// The same keys spelled exactly, each once, still decode.
+	if err := decodeString(`{"in":{"name":"x"},"list":[{"name":"a"}],"by_id":{"k":{"name":"y"},"K":{"name":"z"}},"ptr":{"name":"p"}}`, &o); err != nil || o.ByID["K"].Name != "z" {
+		t.Fatalf("%v %+v", err, o)
+	}
+	if err := decodeString(`{"engine":"fixture","options":{"load_ms":1,"Load_ms":2}}`, &spec); err != nil {
+		t.Fatalf("free-form options are only checked for duplicates: %v", err)
+	}
+}
+
+// The startup config goes through the same strict decoding.
+func TestParseModelsYAMLKeys(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"models:\n  - id: a\n    Engine: fixture\n", `"Engine" must be spelled "engine"`},
+		{"models:\n  - id: a\n    engine: fixture\n    engine: espeak\n", `already defined`},
+		{"models:\n  - id: a\n    engine: fixture\n    options: {load_ms: 1, load_ms: 2}\n", `already defined`},
+	} {
+		if _, err := ParseModelsYAML([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String()
+}
+
+// refDuplicate is a reference for the key walker's duplicate check, on
+// encoding/json's own tokenizer: a key given twice in any object.
+func refDuplicate(dec *json.Decoder) bool {
+	tok, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		if d == '{' {
+			kt, _ := dec.Token()
+			k, _ := kt.(string)
+			if seen[k] {
+				return true
+			}
+			seen[k] = true
+		}
+		if refDuplicate(dec) {
+			return true
+		}
+	}
+	_, _ = dec.Token()
+	return false
+}
+
+// The walker over raw bytes agrees with the tokenizer on every value
+// encoding/json accepts (escapes, nesting, numbers, whitespace), and
+// never panics.
+func FuzzDecodeStrictKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":1,"c":2}]}}`, `{"\u0061":1,"a":2}`, `{"a\"":1,"a\"":2}`,
+		`[{"x":"}\"{","x":null}]`, ` { "k" : [ ] , "l" : { } } `, `{"a":-1.5e3,"b":true,"c":null,"a":"x"}`,
+		`"just a string"`, `12`, `{"` + manyKeys(20)[1:] + `}`, `{"k1":1,` + manyKeys(30) + `}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		want := refDuplicate(json.NewDecoder(bytes.NewReader(b)))
+		err := decodeJSONStrict(b, &v)
+		if (err != nil) != want {
+			t.Fatalf("%q: walker %v, tokenizer says duplicate=%v", b, err, want)
 		}
 	})
 }

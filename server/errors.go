@@ -1,12 +1,15 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -92,7 +95,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "internal error", Err: err}
 	}
-	if e.Status >= 500 {
+	if refused(e) {
+		if sink, ok := r.Context().Value(refusalSinkKey{}).(*refusalSink); ok {
+			sink.record(r, e)
+		}
+	} else {
 		logger(r.Context()).Error("request failed", slog.Int("status", e.Status), slog.String("type", e.Type), slog.Any("err", err))
 	}
 	var body errorBody
@@ -128,4 +135,86 @@ func writeJSON(w http.ResponseWriter, v any) error {
 		return fmt.Errorf("server: encode response: %w", err)
 	}
 	return nil
+}
+
+// refused reports whether e is an expected refusal rather than a fault:
+// every 4xx (and 499, a client that went away) and the 503s server_busy and
+// shutting_down. Refusals are counted and logged sampled at INFO; the other
+// 5xx are logged at ERROR, each (CONTRACT.md err.refusal-log).
+func refused(e *Error) bool {
+	return e.Status < 500 || e.Type == "server_busy" || e.Type == "shutting_down"
+}
+
+// Refusal log sampling: per error type, at most refusalBurst lines at once
+// and refusalRate lines a second after that; each logged line carries how
+// many lines of its type were suppressed since the previous one.
+const (
+	refusalRate  = 1.0
+	refusalBurst = 5
+)
+
+// refusalSink counts refusals in the metrics and logs them sampled. The
+// router's refusals middleware puts the server's sink in every request's
+// context, where writeError finds it.
+type refusalSink struct {
+	met *metrics
+	now func() time.Time // time.Now; tests pin it
+
+	mu      sync.Mutex
+	buckets map[string]*refusalBucket // by error type: a fixed, small set
+}
+
+type refusalBucket struct {
+	tokens     float64
+	last       time.Time
+	suppressed int64
+}
+
+type refusalSinkKey struct{}
+
+func newRefusalSink(met *metrics) *refusalSink {
+	return &refusalSink{met: met, now: time.Now, buckets: map[string]*refusalBucket{}}
+}
+
+// middleware puts the sink in the request's context.
+func (k *refusalSink) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalSinkKey{}, k)))
+	})
+}
+
+// record counts one refusal and logs it if its type's bucket allows.
+func (k *refusalSink) record(r *http.Request, e *Error) {
+	k.met.refusals.WithLabelValues(e.Type, e.Code).Inc()
+	ok, suppressed := k.allow(e.Type)
+	if !ok {
+		return
+	}
+	logger(r.Context()).Info("request refused", slog.Int("status", e.Status), slog.String("type", e.Type),
+		slog.String("code", e.Code), slog.String("message", e.Message), slog.Int64("suppressed", suppressed))
+}
+
+// allow takes a token from typ's bucket; it returns whether a line may be
+// logged and how many were suppressed before it.
+func (k *refusalSink) allow(typ string) (bool, int64) {
+	now := k.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b, ok := k.buckets[typ]
+	if !ok {
+		b = &refusalBucket{tokens: refusalBurst, last: now}
+		k.buckets[typ] = b
+	}
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(refusalBurst, b.tokens+d.Seconds()*refusalRate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		b.suppressed++
+		return false, 0
+	}
+	b.tokens--
+	n := b.suppressed
+	b.suppressed = 0
+	return true, n
 }

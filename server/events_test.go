@@ -412,7 +412,7 @@ func TestEventsSlowClientDropped(t *testing.T) {
 	}
 	_ = c.(*net.TCPConn).SetReadBuffer(4096)
 	defer c.Close()
-	if _, err := fmt.Fprintf(c, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := fmt.Fprintf(c, "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	ts.awaitClients(1)

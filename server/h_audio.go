@@ -20,10 +20,25 @@ import (
 // flushed; backends/audio maps their bodies onto engine requests.
 
 // taskLease acquires a lease on model id with the header's admission
-// timeout (these bodies have no admission_timeout_ms field).
-func (s *Server) taskLease(r *http.Request, id string) (*runtime.Lease, error) {
+// timeout (these bodies have no admission_timeout_ms field). The model's
+// registered task must be task: another is 400 invalid_request_error
+// wrong_task before any lease is taken (CONTRACT.md err.wrong-task), not
+// an engine asked for what it cannot produce.
+func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, error) {
 	if err := validModelID(id); err != nil {
 		return nil, err
+	}
+	st, err := s.rt.StatusOf(id)
+	if err != nil {
+		return nil, fromRuntime(err)
+	}
+	if st.Task != task {
+		got := "no task"
+		if st.Task != "" {
+			got = fmt.Sprintf("task %q", st.Task)
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task",
+			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task)}
 	}
 	timeout, err := admissionTimeout(r, nil)
 	if err != nil {
@@ -65,7 +80,7 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return Invalid("%v", err)
 	}
-	lease, err := s.taskLease(r, p.Model)
+	lease, err := s.taskLease(r, p.Model, "tts")
 	if err != nil {
 		return err
 	}
@@ -146,7 +161,7 @@ func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) err
 	default:
 		return Invalid("response_format %q is not supported (json, text or verbose_json)", format)
 	}
-	lease, err := s.taskLease(r, model)
+	lease, err := s.taskLease(r, model, "asr")
 	if err != nil {
 		return err
 	}
@@ -169,7 +184,7 @@ func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	lease, err := s.taskLease(r, model)
+	lease, err := s.taskLease(r, model, "vad")
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@ import (
 // models root with their manifests and parallel admission (issue 9).
 func (s *Server) handleCatalogue(w http.ResponseWriter, r *http.Request) error {
 	root, cat, err := s.roots.current()
+	if err != nil { // the answer says only what is wrong; the reasons, once, for the operator
+		s.scanLogged.Do(func() { s.log.Warn("models root failed its scan", "models_root", root, "err", err) })
+	}
 	return writeJSON(w, catalogueList(root, cat, err))
 }
 
@@ -32,7 +35,11 @@ func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) err
 	}
 	cat, err := s.roots.set(body.ModelsRoot)
 	if err != nil {
-		return scanError(err)
+		e := scanError(body.ModelsRoot, err)
+		if e.Status < 500 { // the reasons, for the operator only
+			logger(r.Context()).Info("models root refused", "models_root", body.ModelsRoot, "err", err)
+		}
+		return e
 	}
 	logger(r.Context()).Info("models root changed", "models_root", cat.Root, "checkpoints", len(cat.Names()))
 	return writeJSON(w, catalogueList(cat.Root, cat, nil))

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // The management endpoints (issue 5, "Management"). The router's management
@@ -33,22 +38,22 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if s.reg != nil {
 		_, before, unknown = s.rt.ConfigOf(id)
 	}
-	st, err := s.rt.Apply(r.Context(), id, spec)
+	st, err := s.apply(r.Context(), id, spec) // behind --max-models; errors come mapped
 	if err != nil {
 		// A registration commits before its first load, and a reconfigure
 		// before its load: what committed is recorded even though the
 		// answer is an error; nothing is recorded when nothing committed
 		// (CONTRACT.md persist.committed-only).
 		if s.reg == nil {
-			return fromRuntime(err)
+			return err
 		}
 		if _, after, aerr := s.rt.ConfigOf(id); aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {
-			return fromRuntime(err)
+			return err
 		}
 		if rerr := s.recordModels([]string{id}, keepDesired); rerr != nil {
 			logger(r.Context()).Error("committed change not durable", "model", id, "err", rerr)
 		}
-		return fromRuntime(err)
+		return err
 	}
 	if err := s.recordModels([]string{id}, wantLoaded); err != nil { // persist.durable-before-200
 		return notDurable(err)
@@ -123,4 +128,58 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 		out.NotFound = []string{}
 	}
 	return writeJSON(w, out)
+}
+
+// registrations caps the registered models at --max-models (CONTRACT.md
+// err.max-models): a new ID is admitted only while the registered models
+// plus the registrations in flight are under the cap, so concurrent PUTs
+// of new IDs cannot overshoot it. Reconfiguring a registered model is
+// never refused for the cap.
+type registrations struct {
+	mu      sync.Mutex
+	pending map[string]bool // new IDs whose Apply is in flight
+}
+
+// count is the registered models of one status snapshot plus the pending
+// IDs it does not list yet (an Apply registers its ID before it returns:
+// counted once, not twice). Call with mu held.
+func (g *registrations) count(registered []core.ModelStatus) int {
+	n := len(registered)
+	for id := range g.pending {
+		if !slices.ContainsFunc(registered, func(m core.ModelStatus) bool { return m.ID == id }) {
+			n++
+		}
+	}
+	return n
+}
+
+// apply is rt.Apply behind the --max-models cap; its errors are *Error
+// values for the API.
+func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
+	if max := s.cfg.MaxModels; max > 0 {
+		g := &s.regs
+		g.mu.Lock()
+		if _, err := s.rt.StatusOf(id); err != nil && !g.pending[id] {
+			if n := g.count(s.rt.Status()); n >= max {
+				g.mu.Unlock()
+				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
+					Message: fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", id, max)}
+			}
+			if g.pending == nil {
+				g.pending = map[string]bool{}
+			}
+			g.pending[id] = true
+			defer func() {
+				g.mu.Lock()
+				delete(g.pending, id)
+				g.mu.Unlock()
+			}()
+		}
+		g.mu.Unlock()
+	}
+	st, err := s.rt.Apply(ctx, id, spec)
+	if err != nil {
+		return st, fromRuntime(err)
+	}
+	return st, nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -319,5 +320,112 @@ func TestModelAdmissionTimeout(t *testing.T) {
 	wg.Wait()
 	if waited.status != 200 {
 		t.Fatalf("%d %s", waited.status, waited.body)
+	}
+}
+
+// A task route on a model registered for another task is 400 wrong_task,
+// decided from the registered task before any lease: here the model's
+// only slot is held, so a lease attempt would time out as 503 instead
+// (CONTRACT.md err.wrong-task; it was a 500 or a 503).
+func TestWrongTask(t *testing.T) {
+	ts := newServer(t, nil)
+	for id, task := range map[string]string{"a": "asr", "t": "tts", "v": "vad", "e": "echo"} {
+		ts.put(id, `{"engine":"fixture","slots":1,"task":"`+task+`"}`)
+	}
+	ts.put("none", `{"engine":"fixture","slots":1}`)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, id := range []string{"a", "t", "v"} {
+		wg.Go(func() { ts.must(200, "POST", "/v1/models/"+id+"/infer", `{"input":{"gate":"g`+id+`"}}`) })
+		ts.awaitGate("g"+id, 1)
+	}
+	wav := "RIFF not really a wav"
+	for _, c := range []struct{ path, body, task string }{
+		{"/v1/audio/speech", `{"model":"a","input":"hi"}`, `"asr"`},
+		{"/v1/audio/speech", `{"model":"v","input":"hi"}`, `"vad"`},
+		{"/v1/audio/speech", `{"model":"e","input":"hi"}`, `"echo"`},
+		{"/v1/audio/speech", `{"model":"none","input":"hi"}`, `no task`},
+		{"/v1/audio/transcriptions?model=t", wav, `"tts"`},
+		{"/v1/audio/transcriptions?model=v", wav, `"vad"`},
+		{"/v1/audio/voice-activity?model=t", wav, `"tts"`},
+		{"/v1/audio/voice-activity?model=a", wav, `"asr"`},
+	} {
+		ct := "application/json"
+		if c.body == wav {
+			ct = "audio/wav"
+		}
+		r := ts.do("POST", c.path, c.body, "Content-Type", ct, AdmissionTimeoutHeader, "1")
+		var e errorBody
+		r.json(t, &e)
+		if r.status != 400 || e.Error.Code != "wrong_task" || !strings.Contains(e.Error.Message, c.task) {
+			t.Errorf("%s %s: %d %s, want 400 wrong_task naming %s", c.path, c.body, r.status, r.body, c.task)
+		}
+	}
+	ts.must(404, "POST", "/v1/audio/speech", `{"model":"ghost","input":"hi"}`)
+	for _, id := range []string{"a", "t", "v"} {
+		ts.s.Fixture().Gates().Open("g" + id)
+	}
+	wg.Wait()
+	for _, id := range []string{"a", "t", "v", "e", "none"} {
+		if m := ts.model(id); m.ActiveSlots != 0 || m.QueuedRequests != 0 {
+			t.Fatalf("%s: %+v", id, m)
+		}
+	}
+}
+
+// --max-models caps registrations, by HTTP and at startup; reconfiguring a
+// registered model still works, and concurrent new IDs cannot overshoot
+// the cap (CONTRACT.md err.max-models; registrations were uncapped).
+func TestMaxModels(t *testing.T) {
+	if DefaultConfig().MaxModels != DefaultMaxModels || DefaultMaxModels <= 0 {
+		t.Fatal("no default cap")
+	}
+	ts := newServer(t, func(c *Config) { c.MaxModels = 3 })
+	for _, id := range []string{"a", "b", "c"} {
+		ts.put(id, `{"engine":"fixture","slots":1}`)
+	}
+	r := ts.must(400, "PUT", "/v1/models/d", `{"engine":"fixture","slots":1}`)
+	var e errorBody
+	r.json(t, &e)
+	if e.Error.Type != "invalid_request_error" || e.Error.Code != "too_many_models" || !strings.Contains(e.Error.Message, "3") {
+		t.Fatalf("%s", r.body)
+	}
+	ts.must(404, "GET", "/v1/models/d", "")
+	if m := ts.put("a", `{"engine":"fixture","slots":2}`); m.Slots != 2 {
+		t.Fatalf("reconfigure at the cap: %+v", m)
+	}
+
+	const limit, tries = 5, 20
+	tc := newServer(t, func(c *Config) { c.MaxModels = limit })
+	var wg sync.WaitGroup
+	codes := make(chan int, tries)
+	for i := range tries {
+		wg.Go(func() {
+			codes <- tc.do("PUT", fmt.Sprintf("/v1/models/m%d", i), `{"engine":"fixture","slots":1}`).status
+		})
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	if n[200] != limit || n[400] != tries-limit || len(tc.s.Runtime().Status()) != limit {
+		t.Fatalf("answers %v, %d registered; want %d registered", n, len(tc.s.Runtime().Status()), limit)
+	}
+
+	// The startup config is capped too.
+	ss := newServer(t, func(c *Config) { c.MaxModels = 2 })
+	models, err := ParseModelsYAML([]byte("models:\n  - {id: x, engine: fixture}\n  - {id: y, engine: fixture}\n  - {id: z, engine: fixture}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.s.RegisterModels(ctxLimit(t), models); err == nil || !strings.Contains(err.Error(), "max-models") {
+		t.Fatalf("startup beyond the cap: %v", err)
+	}
+	// 0: unlimited.
+	tu := newServer(t, func(c *Config) { c.MaxModels = 0 })
+	if err := tu.s.RegisterModels(ctxLimit(t), models); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -178,6 +178,10 @@ func (ts *tserver) doCtx(ctx context.Context, method, path, body string, hdr ...
 	}
 	if ts.url == "" {
 		req := httptest.NewRequestWithContext(ctx, method, path, rd)
+		req.Host = "127.0.0.1" // httptest's example.com is not an allowed host (CONTRACT.md err.host)
+		if body != "" || method != "GET" {
+			req.Header.Set("Content-Type", "application/json") // JSON routes require it (err.content-type)
+		}
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
@@ -188,6 +192,9 @@ func (ts *tserver) doCtx(ctx context.Context, method, path, body string, hdr ...
 	req, err := http.NewRequestWithContext(ctx, method, ts.url+path, rd)
 	if err != nil {
 		ts.t.Fatal(err)
+	}
+	if body != "" || method != "GET" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
@@ -305,7 +312,7 @@ func (ts *tserver) rawConn() net.Conn {
 // rawRequest writes a complete HTTP/1.1 request with a JSON body.
 func rawRequest(t *testing.T, c net.Conn, method, path, body string) {
 	t.Helper()
-	_, err := fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	_, err := fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		method, path, len(body), body)
 	if err != nil {
 		t.Fatal(err)

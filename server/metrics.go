@@ -22,6 +22,7 @@ type metrics struct {
 	loads     *prometheus.HistogramVec
 	loadFails *prometheus.CounterVec
 	unloads   *prometheus.HistogramVec
+	refusals  *prometheus.CounterVec // by error type and code: both from fixed sets
 }
 
 // waitBuckets are the bounds of sluice_admission_wait_seconds, in seconds.
@@ -51,7 +52,11 @@ func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.Ad
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"model", "cause"}),
 	}
-	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, statusCollector(status), admissionCollector(admissions),
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_http_refusals_total",
+		Help: "Error answers that refuse a request (4xx, 503 server_busy and shutting_down), by error type and code.",
+	}, []string{"type", "code"})
+	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, m.refusals, statusCollector(status), admissionCollector(admissions),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -10,19 +10,22 @@ import (
 // error through adapt (issue 5, "Endpoints").
 //
 // Middleware, outermost first: the connection tracker (shutdown deadlines),
-// the request ID and request-scoped logger, the credential (one Bearer
-// header or a dashboard session: mw_auth.go), the body limit. Each route
-// group then names who may use it: the dashboard's reads take the API key
-// or any dashboard session; the rest of the API the API key alone; the
-// management routes the dashboard's buttons use the management key or a
-// session made with it; other management routes the management key alone
-// (403 without --ui-management, 401 without the key). No timeout
-// middleware: streams run as long as they are read.
+// the request ID and request-scoped logger, the refusal counter and
+// sampled log (errors.go), the Host allow-list and the cross-origin check
+// (mw_origin.go), the credential (one Bearer header or a dashboard
+// session: mw_auth.go), the body limit. Each route group then names who
+// may use it: the dashboard's reads take the API key or any dashboard
+// session; the rest of the API the API key alone; the management routes
+// the dashboard's buttons use the management key or a session made with
+// it; other management routes the management key alone (403 without
+// --ui-management, 401 without the key). No timeout middleware: streams
+// run as long as they are read.
 func (s *Server) routes() http.Handler {
 	a := newAuth(s.cfg, s.log)
 	s.auth = a
 	r := chi.NewRouter()
-	r.Use(trackRequest, requestID(s.log), a.authenticate, s.limitBody)
+	r.Use(trackRequest, requestID(s.log), s.refuse.middleware, checkHost(s.hosts), checkOrigin(s.origins),
+		a.authenticate, s.limitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
 	// to a client without one.
 	r.NotFound(a.dashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {

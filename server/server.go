@@ -61,8 +61,14 @@ type Server struct {
 	handler http.Handler
 	hs      *http.Server
 	conns   *connTracker
-	trace   *os.File // opened from Config.TraceFile, closed after shutdown
-	auth    *auth    // keys and dashboard sessions (mw_auth.go), built with the routes
+	trace   *os.File                    // opened from Config.TraceFile, closed after shutdown
+	auth    *auth                       // keys and dashboard sessions (mw_auth.go), built with the routes
+	hosts   *hostAllowList              // CONTRACT.md err.host
+	origins *http.CrossOriginProtection // CONTRACT.md err.origin
+	refuse  *refusalSink                // CONTRACT.md err.refusal-log
+	regs    registrations               // the --max-models cap
+
+	scanLogged sync.Once // the startup root's scan failure, logged once
 
 	reg *registry // --state-dir, nil without it; its lock is released after shutdown
 	// restored lists the models restored from the registry and whether each
@@ -97,7 +103,16 @@ func New(cfg Config, opts Options) (*Server, error) {
 	} else {
 		delete(engines, fixture.Name) // the fixture is served only with --fixture
 	}
-	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{}}
+	hosts, err := newHostAllowList(cfg.Listen, cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	origins, err := newOriginCheck(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{},
+		hosts: hosts, origins: origins}
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {
 			_ = s.rt.Shutdown(context.Background())
@@ -147,6 +162,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 	}
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
+	s.refuse = newRefusalSink(s.met)
 	s.feed = startFeed(rt, s.met, log)
 	s.events = newEventHub(rt, epoch, log)
 	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
@@ -172,6 +188,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.MaxBody <= 0:
 		return errors.New("server: --max-body must be positive")
+	case c.MaxModels < 0:
+		return errors.New("server: --max-models must not be negative")
 	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
 		return errors.New("server: residency limits must not be negative")
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
@@ -253,7 +271,11 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		}
-		st, err := s.rt.Apply(ctx, m.ID, spec)
+		st, err := s.apply(ctx, m.ID, spec)
+		var e *Error
+		if errors.As(err, &e) && e.Code == "too_many_models" {
+			return fmt.Errorf("server: model %q: %s", m.ID, e.Message)
+		}
 		switch runtime.CodeOf(err) {
 		case core.CodeOK:
 			s.log.Info("model registered", "model", m.ID, "engine", st.Engine, "slots", st.Slots,

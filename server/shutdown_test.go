@@ -72,7 +72,7 @@ func TestShutdownStalledBody(t *testing.T) {
 	ts := startServer(t, stalledConfig)
 	ts.put("a", `{"engine":"fixture"}`)
 	c := ts.rawConn()
-	if _, err := io.WriteString(c, "POST /v1/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"input\":"); err != nil {
+	if _, err := io.WriteString(c, "POST /v1/models/a/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"input\":"); err != nil {
 		t.Fatal(err)
 	}
 	ts.awaitConns("a handler reading its body", anyConn(func(c *trackedConn) bool {
@@ -220,6 +220,7 @@ func TestLogStuckWorkNamesStuckRequests(t *testing.T) {
 	defer wg.Wait()
 	wg.Go(func() {
 		req, _ := http.NewRequest(http.MethodPost, ts.url+"/v1/models/a/infer", strings.NewReader(`{"input":{"stuck":true,"gate":"held"}}`))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(RequestIDHeader, "stuck-7")
 		if res, err := ts.client.Do(req); err == nil {
 			res.Body.Close()

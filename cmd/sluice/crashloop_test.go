@@ -477,6 +477,9 @@ func (cl *crashLoop) send(ctx context.Context, url, method, path, body string) (
 	if err != nil {
 		return nil, 0, err
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // CONTRACT.md err.content-type
+	}
 	res, err := cl.client.Do(req)
 	if err != nil {
 		return nil, 0, err

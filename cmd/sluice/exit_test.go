@@ -82,6 +82,9 @@ func TestServeExitsOverStuckEngineCall(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json") // CONTRACT.md err.content-type
+		}
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&c.StateDir, "state-dir", "", "keep every committed management change in this folder and restore it at start; it wins over --config and --models-root for what it recorded (default: keep nothing)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request header")
 	fs.DurationVar(&c.IdleConnTimeout, "idle-conn-timeout", c.IdleConnTimeout, "keep-alive connections idle this long are closed")
+	hosts := fs.String("allowed-hosts", "", "comma-separated Host names served besides localhost, 127.0.0.1, [::1] and the --listen host (name or name:port); '*' accepts any Host (unsafe: DNS rebinding)")
+	origins := fs.String("allowed-origins", "", "comma-separated browser origins (scheme://host[:port]) trusted to send state-changing requests from another site")
+	fs.IntVar(&c.MaxModels, "max-models", c.MaxModels, "most registered models (0: unlimited); registering one more is refused with 400 too_many_models")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -66,6 +70,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
+	c.AllowedHosts, c.AllowedOrigins = splitList(*hosts), splitList(*origins)
 	var err error
 	if c.MaxBody, err = parseBytes(*maxBody); err != nil {
 		return o, fmt.Errorf("serve: --max-body: %w", err)
@@ -77,6 +82,17 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		return o, fmt.Errorf("serve: --log-level: %w", err)
 	}
 	return o, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // startupModels returns the models to register at start: those of
