@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -63,17 +65,46 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// limitBody bounds every request body to --max-body (http.MaxBytesReader);
-// a declared Content-Length over the limit is refused before any read.
+// limitBody bounds every request body (CONTRACT.md edge.*): a declared
+// Content-Length over --max-body is refused before any read (413), one
+// that does not fit the body budgets is refused at once with 503
+// server_busy and Retry-After (edge.body-budget: never waited for, the
+// connection closes unread); the body is then read through a bodyReader
+// (read deadlines, edge.body-timeout and edge.body-min-rate) under
+// http.MaxBytesReader. Reservations are given back when the handler
+// returns.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBody {
 			writeError(w, r, tooLarge(s.cfg.MaxBody))
 			return
 		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		lim := s.limits
+		r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
 		}
+		br := &bodyReader{body: r.Body, w: w, rc: http.NewResponseController(w), lim: lim, start: time.Now()}
+		if n := r.ContentLength; n >= 0 {
+			br.declared = true
+			m := min(n, lim.threshold)
+			if !lim.mem.take(m) {
+				w.Header().Set("Connection", "close")
+				writeError(w, r, bodyBusy())
+				return
+			}
+			br.memHeld = m
+			if !lim.disk.take(n - m) {
+				br.release()
+				w.Header().Set("Connection", "close")
+				writeError(w, r, bodyBusy())
+				return
+			}
+			br.disk = n - m
+		}
+		defer br.release()
+		r.Body = http.MaxBytesReader(w, br, s.cfg.MaxBody)
 		next.ServeHTTP(w, r)
 	})
 }

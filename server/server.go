@@ -60,6 +60,7 @@ type Server struct {
 	handler http.Handler
 	hs      *http.Server
 	conns   *connTracker
+	limits  *bodyLimits
 	trace   *os.File // opened from Config.TraceFile, closed after shutdown
 
 	stopping     atomic.Bool
@@ -89,6 +90,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		delete(engines, fixture.Name) // the fixture is served only with --fixture
 	}
 	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{})}
+	s.initLimits()
 	trace := opts.Trace
 	if trace == nil && cfg.TraceFile != "" {
 		f, err := os.Create(cfg.TraceFile)
@@ -135,8 +137,12 @@ func (c *Config) validate() error {
 	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
 		return errors.New("server: residency limits must not be negative")
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
-		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0:
+		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0, c.WriteTimeout < 0, c.BodyReadTimeout < 0, c.BodyRateGrace < 0:
 		return errors.New("server: durations must not be negative")
+	case c.MinBodyRate < 0, c.BodyBudget < 0, c.SpoolBudget < 0:
+		return errors.New("server: --min-body-rate, --body-budget and --spool-budget must not be negative")
+	case c.MaxJSONBody <= 0, c.SpoolThreshold <= 0:
+		return errors.New("server: --max-json-body and --spool-threshold must be positive")
 	}
 	return nil
 }
