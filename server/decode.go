@@ -42,7 +42,7 @@ func readBody(r *http.Request) ([]byte, error) {
 	if err == nil && int64(len(b)) > limit {
 		err = &http.MaxBytesError{Limit: limit}
 	}
-	if c := connFrom(r.Context()); c != nil && !errors.Is(err, errBodyTimeout) {
+	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
 		c.bodyDone()
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -118,7 +117,7 @@ func (u *upload) Close() {
 // the upload when the request ends.
 func audioUpload(r *http.Request) (*upload, error) {
 	u, err := readUpload(r)
-	if c := connFrom(r.Context()); c != nil && !errors.Is(err, errBodyTimeout) {
+	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
 		c.bodyDone()
 	}
 	return u, err
@@ -237,6 +236,7 @@ func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) err
 	}
 	defer lease.Release(true)
 	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)
 	}
@@ -261,6 +261,7 @@ func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) err
 	}
 	defer lease.Release(true)
 	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)
 	}

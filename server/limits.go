@@ -142,6 +142,7 @@ type bodyReader struct {
 
 	err     error // sticky
 	cleared bool
+	ended   bool // a read returned an error (io.EOF included)
 }
 
 func (b *bodyReader) deadline() time.Time {
@@ -171,6 +172,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	}
 	n, err := b.body.Read(p)
 	b.n += int64(n)
+	if err != nil {
+		b.ended = true
+	}
 	if !b.declared && n > 0 && !b.account(int64(n)) {
 		return n, b.fail(errBodyBudget)
 	}
@@ -199,14 +203,32 @@ func (b *bodyReader) account(n int64) bool {
 }
 
 // fail makes err sticky and the answer close the connection: the rest of
-// the body is never read.
+// the body is never read, and the expired read deadline makes net/http's
+// attempt to read it fail at once.
 func (b *bodyReader) fail(err error) error {
-	b.err = err
+	b.err, b.ended = err, true
 	b.w.Header().Set("Connection", "close")
-	if errors.Is(err, errBodyBudget) {
-		b.lift()
-	}
+	_ = b.rc.SetReadDeadline(time.Now())
 	return err
+}
+
+// bodyFailed reports whether err is a body reader's own failure (the
+// connection keeps its expired read deadline and closes).
+func bodyFailed(err error) bool {
+	return errors.Is(err, errBodyTimeout) || errors.Is(err, errBodyBudget)
+}
+
+// finish runs when the handler returns: the reservations are given back,
+// and a body the handler did not read to its end stays under its
+// deadlines while net/http reads what is left of it (at most 256 KiB) to
+// reuse the connection.
+func (b *bodyReader) finish() {
+	b.release()
+	if !b.ended {
+		if d := b.deadline(); !d.IsZero() {
+			_ = b.rc.SetReadDeadline(d)
+		}
+	}
 }
 
 // lift clears the read deadline this reader set.

@@ -75,35 +75,44 @@ func (s *Server) routes() http.Handler {
 // returns.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hasBody := r.Body != nil && r.Body != http.NoBody
+		rc := http.NewResponseController(w)
+		// refuse answers without reading the body; the connection closes,
+		// and net/http's read of what is left fails at once.
+		refuse := func(e *Error) {
+			if hasBody {
+				w.Header().Set("Connection", "close")
+				_ = rc.SetReadDeadline(time.Now())
+			}
+			writeError(w, r, e)
+		}
 		if r.ContentLength > s.cfg.MaxBody {
-			writeError(w, r, tooLarge(s.cfg.MaxBody))
+			refuse(tooLarge(s.cfg.MaxBody))
 			return
 		}
 		lim := s.limits
 		r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
-		if r.Body == nil || r.Body == http.NoBody {
+		if !hasBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		br := &bodyReader{body: r.Body, w: w, rc: http.NewResponseController(w), lim: lim, start: time.Now()}
+		br := &bodyReader{body: r.Body, w: w, rc: rc, lim: lim, start: time.Now()}
 		if n := r.ContentLength; n >= 0 {
 			br.declared = true
 			m := min(n, lim.threshold)
 			if !lim.mem.take(m) {
-				w.Header().Set("Connection", "close")
-				writeError(w, r, bodyBusy())
+				refuse(bodyBusy())
 				return
 			}
 			br.memHeld = m
 			if !lim.disk.take(n - m) {
 				br.release()
-				w.Header().Set("Connection", "close")
-				writeError(w, r, bodyBusy())
+				refuse(bodyBusy())
 				return
 			}
 			br.disk = n - m
 		}
-		defer br.release()
+		defer br.finish()
 		r.Body = http.MaxBytesReader(w, br, s.cfg.MaxBody)
 		next.ServeHTTP(w, r)
 	})
