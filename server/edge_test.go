@@ -201,11 +201,15 @@ func TestSlowBodyGets408(t *testing.T) {
 		path   string
 		ctype  string
 	}{
-		{"min-rate/json", func(c *Config) { c.MinBodyRate, c.BodyRateGrace, c.BodyReadTimeout = 1<<20, 100*time.Millisecond, time.Hour },
+		{"min-rate/json", func(c *Config) {
+			c.MinBodyRate, c.BodyRateGrace, c.BodyReadTimeout = 1<<20, 100*time.Millisecond, time.Hour
+		},
 			"/v1/models/a/infer", "application/json"},
-		{"min-rate/upload", func(c *Config) { c.MinBodyRate, c.BodyRateGrace, c.BodyReadTimeout = 1<<20, 100*time.Millisecond, time.Hour },
+		{"min-rate/upload", func(c *Config) {
+			c.MinBodyRate, c.BodyRateGrace, c.BodyReadTimeout = 1<<20, 100*time.Millisecond, time.Hour
+		},
 			"/v1/audio/transcriptions?model=a", "audio/wav"},
-		{"whole-body/json", func(c *Config) { c.MinBodyRate, c.BodyReadTimeout = 0, 150 * time.Millisecond },
+		{"whole-body/json", func(c *Config) { c.MinBodyRate, c.BodyReadTimeout = 0, 150*time.Millisecond },
 			"/v1/models/a/infer", "application/json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
