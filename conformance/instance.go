@@ -111,6 +111,23 @@ func (sp *ServerSpec) config(root string) server.Config {
 	if sp.MaxBody > 0 {
 		cfg.MaxBody = sp.MaxBody
 	}
+	setMS := func(v int64, d *time.Duration) {
+		if v > 0 {
+			*d = time.Duration(v) * time.Millisecond
+		}
+	}
+	setMS(sp.WriteTimeoutMS, &cfg.WriteTimeout)
+	setMS(sp.BodyReadTimeoutMS, &cfg.BodyReadTimeout)
+	setMS(sp.BodyRateGraceMS, &cfg.BodyRateGrace)
+	for _, v := range []struct{ in, out *int64 }{{&sp.MinBodyRate, &cfg.MinBodyRate}, {&sp.MaxJSONBody, &cfg.MaxJSONBody},
+		{&sp.SpoolThreshold, &cfg.SpoolThreshold}, {&sp.BodyBudget, &cfg.BodyBudget}, {&sp.SpoolBudget, &cfg.SpoolBudget}} {
+		if *v.in > 0 {
+			*v.out = *v.in
+		}
+	}
+	if sp.MaxConns > 0 {
+		cfg.MaxConns = sp.MaxConns
+	}
 	return cfg
 }
 
@@ -152,6 +169,18 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	ms(sp.AdmissionCeilingMS, "--admission-ceiling")
 	if sp.MaxBody > 0 {
 		a = append(a, "--max-body", strconv.FormatInt(sp.MaxBody, 10))
+	}
+	ms(sp.WriteTimeoutMS, "--write-timeout")
+	ms(sp.BodyReadTimeoutMS, "--body-read-timeout")
+	ms(sp.BodyRateGraceMS, "--body-rate-grace")
+	for _, v := range []struct {
+		n    int64
+		flag string
+	}{{sp.MinBodyRate, "--min-body-rate"}, {sp.MaxJSONBody, "--max-json-body"}, {sp.SpoolThreshold, "--spool-threshold"},
+		{sp.BodyBudget, "--body-budget"}, {sp.SpoolBudget, "--spool-budget"}, {int64(sp.MaxConns), "--max-conns"}} {
+		if v.n > 0 {
+			a = append(a, v.flag, strconv.FormatInt(v.n, 10))
+		}
 	}
 	return a
 }

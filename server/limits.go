@@ -30,6 +30,10 @@ const (
 	// for files, the listener, the spool, the probe reserve and the engines.
 	fdHeadroom   = 64
 	minAutoConns = 16
+	// refuseDrain bounds how long net/http may read the rest of a body
+	// that was refused unread (413, 503 body_budget) to keep the
+	// connection.
+	refuseDrain = time.Second
 	// maxFormField bounds a multipart field other than the file.
 	maxFormField = 4 << 10
 )

@@ -69,7 +69,8 @@ func (s *Server) routes() http.Handler {
 // Content-Length over --max-body is refused before any read (413), one
 // that does not fit the body budgets is refused at once with 503
 // server_busy and Retry-After (edge.body-budget: never waited for, the
-// connection closes unread); the body is then read through a bodyReader
+// rest of the body is dropped within refuseDrain or the connection
+// closes); the body is then read through a bodyReader
 // (read deadlines, edge.body-timeout and edge.body-min-rate) under
 // http.MaxBytesReader. Reservations are given back when the handler
 // returns.
@@ -77,12 +78,14 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hasBody := r.Body != nil && r.Body != http.NoBody
 		rc := http.NewResponseController(w)
-		// refuse answers without reading the body; the connection closes,
-		// and net/http's read of what is left fails at once.
+		// refuse answers without reading the body. net/http then reads
+		// and drops what is left of it when that is at most 256 KiB (else
+		// it closes the connection gracefully): that read gets refuseDrain
+		// at most, and a client that sends nothing more loses the
+		// connection.
 		refuse := func(e *Error) {
 			if hasBody {
-				w.Header().Set("Connection", "close")
-				_ = rc.SetReadDeadline(time.Now())
+				_ = rc.SetReadDeadline(time.Now().Add(refuseDrain))
 			}
 			writeError(w, r, e)
 		}
