@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"syscall"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
