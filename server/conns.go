@@ -243,13 +243,13 @@ func (t *connTracker) victim() *trackedConn {
 	return best
 }
 
+// tooManyConnsBody is the answer to a request past the connection limit.
+const tooManyConnsBody = `{"error":{"message":"too many open connections; retry later","type":"server_busy","code":"too_many_connections"}}` + "\n"
+
 // busyAnswer is what a connection past the limit and its probe reserve gets
 // before it is closed.
-var busyAnswer = func() string {
-	body := `{"error":{"message":"too many open connections; retry later","type":"server_busy","code":"too_many_connections"}}` + "\n"
-	return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n" +
-		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
-}()
+var busyAnswer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: " + strconv.Itoa(retryAfterSeconds) +
+	"\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(tooManyConnsBody)) + "\r\n\r\n" + tooManyConnsBody
 
 func refuseConn(c *trackedConn) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
@@ -483,10 +483,15 @@ func trackRequest(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if c.reserve && !isProbe(r) { // edge.conn-limit-probe
-			w.Header().Set("Connection", "close")
-			writeError(w, r, &Error{Status: http.StatusServiceUnavailable, Type: "server_busy", Code: "too_many_connections",
-				Message: "too many open connections; retry later"})
+		if c.reserve && !isProbe(r) { // edge.conn-limit: the probe reserve
+			// Written here, not through writeError: a flood of these is
+			// not worth an error log line each.
+			h := w.Header()
+			h.Set("Connection", "close")
+			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+			h["Content-Type"] = jsonContentType
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, tooManyConnsBody)
 			return
 		}
 		c.beginRequest(r.Body != nil && r.Body != http.NoBody)
