@@ -577,3 +577,69 @@ func TestJSONBodyLimit(t *testing.T) {
 		t.Fatalf("chunked: %d", res.StatusCode)
 	}
 }
+
+// edge.body-budget, chunked: a body of unknown length is charged as it
+// arrives and refused (503 body_budget) once it outgrows the budgets.
+func TestBodyBudgetChunked(t *testing.T) {
+	ts, eng := startBlobServer(t, func(c *Config) { c.BodyBudget, c.SpoolThreshold, c.SpoolBudget = 1<<10, 1<<10, 4<<10 })
+	req, err := http.NewRequest("POST", ts.url+"/v1/audio/transcriptions?model=asr",
+		io.MultiReader(bytes.NewReader(make([]byte, 16<<10)))) // no declared length: chunked
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "audio/wav")
+	res, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+	requireErr(t, res, http.StatusServiceUnavailable, "server_busy", "body_budget")
+	_ = res.Body.Close()
+	ts.awaitConns("no handler running", func(cs []*trackedConn) bool {
+		for _, c := range cs {
+			if in, _ := c.phase(); in {
+				return false
+			}
+		}
+		return true
+	})
+	if n := ts.s.limits.mem.inUse() + ts.s.limits.disk.inUse(); n != 0 {
+		t.Fatalf("%d bytes still reserved", n)
+	}
+	if ents, _ := os.ReadDir(eng.dir); len(ents) != 0 {
+		t.Fatalf("spool files left: %v", ents)
+	}
+	// Within the budgets it is served.
+	req, _ = http.NewRequest("POST", ts.url+"/v1/audio/transcriptions?model=asr", io.MultiReader(bytes.NewReader(make([]byte, 3<<10))))
+	req.Header.Set("Content-Type", "audio/wav")
+	if res, err = ts.client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("within the budget: %d", res.StatusCode)
+	}
+}
+
+// The automatic connection limit leaves headroom under RLIMIT_NOFILE and
+// never goes below its floor; Config.MaxConns 0 means it.
+func TestAutoMaxConns(t *testing.T) {
+	for _, c := range []struct {
+		nofile uint64
+		want   int
+	}{{1024, 960}, {50, minAutoConns}, {0, 960}, {1 << 20, 1<<20 - fdHeadroom}} {
+		if got := autoMaxConns(c.nofile); got != c.want {
+			t.Errorf("autoMaxConns(%d) = %d, want %d", c.nofile, got, c.want)
+		}
+	}
+	ts := newServer(t, nil)
+	if got, want := ts.s.conns.maxConns, autoMaxConns(fileLimit()); got != want {
+		t.Fatalf("maxConns %d, want %d", got, want)
+	}
+	ts = newServer(t, func(c *Config) { c.MaxConns = -1 })
+	if ts.s.conns.maxConns > 0 {
+		t.Fatalf("negative --max-conns should disable the limit, got %d", ts.s.conns.maxConns)
+	}
+}
