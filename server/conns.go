@@ -149,6 +149,8 @@ func (t *connTracker) connState(c net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateNew:
 		t.conns[tc] = struct{}{}
+	case http.StateIdle:
+		tc.finishing.Store(false)
 	case http.StateClosed, http.StateHijacked:
 		delete(t.conns, tc)
 		t.closeIfEmptyLocked()
@@ -216,13 +218,15 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 }
 
 // victim returns the connection to close for a new one at the limit: the
-// oldest without a handler, else the oldest whose handler still reads its
-// body; nil when every connection is past its body.
+// oldest without a handler (idle, or still sending its header), else the
+// oldest whose handler still reads its body; nil when every connection is
+// past its body. A connection whose answer net/http still flushes is never
+// taken.
 func (t *connTracker) victim() *trackedConn {
 	var best *trackedConn
 	bestClass := 2
 	for _, c := range t.snapshot() {
-		if c.closed.Load() {
+		if c.closed.Load() || c.finishing.Load() {
 			continue
 		}
 		in, body := c.phase()
@@ -273,9 +277,10 @@ type trackedConn struct {
 	lastWrite atomic.Int64 // unix ns of the last write progress or write start, noted once stopping
 	writing   atomic.Bool  // a Write is in progress
 
-	opened  time.Time   // accepted at
-	reserve bool        // accepted past the limit: probes only
-	closed  atomic.Bool // Close was called
+	opened    time.Time   // accepted at
+	reserve   bool        // accepted past the limit: probes only
+	closed    atomic.Bool // Close was called
+	finishing atomic.Bool // the handler returned; net/http still finishes the answer
 
 	// mu orders read-deadline changes between the slice loop, net/http and
 	// the handler.
@@ -420,8 +425,10 @@ func (c *trackedConn) bodyDone() {
 	c.t.notify()
 }
 
-// endRequest marks the handler finished.
+// endRequest marks the handler finished; until the connection is idle
+// again net/http still flushes the answer, and the limit does not close it.
 func (c *trackedConn) endRequest() {
+	c.finishing.Store(true)
 	c.mu.Lock()
 	c.inHandler, c.readingBody = false, false
 	c.mu.Unlock()
