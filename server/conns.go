@@ -46,7 +46,7 @@ import (
 // sending its header), else the oldest one still sending its body; when
 // every connection is in a handler past its body, up to probeReserve more
 // are accepted and served only for /healthz and /readyz
-// (edge.conn-limit-probe), and beyond those a connection gets a minimal 503
+// (edge.conn-limit), and beyond those a connection gets a minimal 503
 // and is closed.
 const (
 	stallSlice = 250 * time.Millisecond

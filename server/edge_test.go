@@ -271,7 +271,7 @@ func TestConnLimitClosesOldestIdle(t *testing.T) {
 	}
 }
 
-// edge.conn-limit-probe: when every connection at the limit runs a
+// edge.conn-limit, the probe reserve: when every connection at the limit runs a
 // handler past its body, a new connection is still accepted, from a small
 // reserve, but serves only /healthz and /readyz; other requests on it are
 // 503 server_busy.

@@ -24,7 +24,7 @@ import (
 const (
 	// probeReserve is how many connections past --max-conns are accepted
 	// when no open connection can be closed in their favour; they are
-	// served only for /healthz and /readyz (edge.conn-limit-probe).
+	// served only for /healthz and /readyz (edge.conn-limit).
 	probeReserve = 8
 	// fdHeadroom is what the automatic --max-conns leaves of RLIMIT_NOFILE
 	// for files, the listener, the spool, the probe reserve and the engines.
