@@ -321,7 +321,7 @@ func spoolBody(r io.Reader, threshold int64, dir string) (*spooled, error) {
 	data = nil
 	if err == nil {
 		var m int64
-		m, err = io.CopyBuffer(f, r, make([]byte, 64<<10))
+		m, err = io.Copy(f, r)
 		s.size = int64(n) + m
 	}
 	if err != nil {
