@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -204,6 +205,17 @@ func stallExchange(ctx context.Context, base, kind, path string, body []byte, st
 		return a
 	}
 	var d net.Dialer
+	if kind == "unread" {
+		// A small receive buffer before the connection exists, so that the
+		// window the server sees stays small and its writes block.
+		d.Control = func(network, address string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) { serr = setRecvBuffer(fd, 4096) }); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
 	conn, err := d.DialContext(ctx, "tcp", u.Host)
 	if err != nil {
 		a.err = err

@@ -118,6 +118,23 @@ func (sp *ServerSpec) config(root string) server.Config {
 		cfg.MaxModels = *sp.MaxModels
 	}
 	cfg.AllowedHosts, cfg.AllowedOrigins = sp.AllowedHosts, sp.AllowedOrigins
+	setMS := func(v int64, d *time.Duration) {
+		if v > 0 {
+			*d = time.Duration(v) * time.Millisecond
+		}
+	}
+	setMS(sp.WriteTimeoutMS, &cfg.WriteTimeout)
+	setMS(sp.BodyReadTimeoutMS, &cfg.BodyReadTimeout)
+	setMS(sp.BodyRateGraceMS, &cfg.BodyRateGrace)
+	for _, v := range []struct{ in, out *int64 }{{&sp.MinBodyRate, &cfg.MinBodyRate}, {&sp.MaxJSONBody, &cfg.MaxJSONBody},
+		{&sp.SpoolThreshold, &cfg.SpoolThreshold}, {&sp.BodyBudget, &cfg.BodyBudget}, {&sp.SpoolBudget, &cfg.SpoolBudget}} {
+		if *v.in > 0 {
+			*v.out = *v.in
+		}
+	}
+	if sp.MaxConns > 0 {
+		cfg.MaxConns = sp.MaxConns
+	}
 	return cfg
 }
 
@@ -174,6 +191,18 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	}
 	if len(sp.AllowedOrigins) > 0 {
 		a = append(a, "--allowed-origins", strings.Join(sp.AllowedOrigins, ","))
+	}
+	ms(sp.WriteTimeoutMS, "--write-timeout")
+	ms(sp.BodyReadTimeoutMS, "--body-read-timeout")
+	ms(sp.BodyRateGraceMS, "--body-rate-grace")
+	for _, v := range []struct {
+		n    int64
+		flag string
+	}{{sp.MinBodyRate, "--min-body-rate"}, {sp.MaxJSONBody, "--max-json-body"}, {sp.SpoolThreshold, "--spool-threshold"},
+		{sp.BodyBudget, "--body-budget"}, {sp.SpoolBudget, "--spool-budget"}, {int64(sp.MaxConns), "--max-conns"}} {
+		if v.n > 0 {
+			a = append(a, v.flag, strconv.FormatInt(v.n, 10))
+		}
 	}
 	return a
 }

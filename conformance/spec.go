@@ -106,6 +106,19 @@ type ServerSpec struct {
 	// --allowed-origins (CONTRACT.md err.host, err.origin).
 	AllowedHosts   []string `yaml:"allowed_hosts"`
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// The serving edge (CONTRACT.md edge.*): --write-timeout,
+	// --body-read-timeout, --min-body-rate, --body-rate-grace, --max-conns,
+	// --max-json-body, --spool-threshold, --body-budget, --spool-budget;
+	// 0 keeps the server's default.
+	WriteTimeoutMS    int64 `yaml:"write_timeout_ms"`
+	BodyReadTimeoutMS int64 `yaml:"body_read_timeout_ms"`
+	MinBodyRate       int64 `yaml:"min_body_rate"`
+	BodyRateGraceMS   int64 `yaml:"body_rate_grace_ms"`
+	MaxConns          int   `yaml:"max_conns"`
+	MaxJSONBody       int64 `yaml:"max_json_body"`
+	SpoolThreshold    int64 `yaml:"spool_threshold"`
+	BodyBudget        int64 `yaml:"body_budget"`
+	SpoolBudget       int64 `yaml:"spool_budget"`
 	// Binary says the case needs a real process (signals); it is skipped
 	// unless the runner has a binary (--binary, or the in-process test's
 	// own build of cmd/sluice).

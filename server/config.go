@@ -52,6 +52,36 @@ type Config struct {
 	// committed management change, restored at start; "" keeps nothing.
 	StateDir string
 
+	// The serving edge (CONTRACT.md "Connections and request bodies").
+	//
+	// WriteTimeout: a client that accepts no bytes of a response for this
+	// long is dropped and its lease released (edge.write-timeout); every
+	// write to the socket gets a deadline this far out. 0: none.
+	WriteTimeout time.Duration
+	// BodyReadTimeout bounds the reading of a whole request body
+	// (edge.body-timeout); MinBodyRate (bytes/s) is the slowest body
+	// accepted once BodyRateGrace has passed (edge.body-min-rate). Both are
+	// 408 request_timeout and close the connection. 0: none.
+	BodyReadTimeout time.Duration
+	MinBodyRate     int64
+	BodyRateGrace   time.Duration
+	// MaxConns bounds the open connections (edge.conn-limit): 0 derives it
+	// from RLIMIT_NOFILE (the soft limit less 64, at least 16); negative:
+	// no limit.
+	MaxConns int
+	// MaxJSONBody bounds JSON request bodies (413 over it).
+	MaxJSONBody int64
+	// SpoolThreshold: uploads longer than this go to a temporary file in
+	// SpoolDir ("": os.TempDir()) instead of memory (edge.upload-spool).
+	SpoolThreshold int64
+	SpoolDir       string
+	// BodyBudget bounds the body bytes held in memory by requests in
+	// flight (the first SpoolThreshold bytes of each body) and SpoolBudget
+	// the rest, on disk; a body that does not fit is 503 server_busy at
+	// once (edge.body-budget). 0: unlimited.
+	BodyBudget  int64
+	SpoolBudget int64
+
 	_ struct{}
 }
 
@@ -74,6 +104,14 @@ func DefaultConfig() Config {
 		IdleConnTimeout:   120 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
 		MaxModels:         DefaultMaxModels,
+		WriteTimeout:      30 * time.Second,
+		BodyReadTimeout:   60 * time.Second,
+		MinBodyRate:       1 << 10,
+		BodyRateGrace:     10 * time.Second,
+		MaxJSONBody:       1 << 20,
+		SpoolThreshold:    1 << 20,
+		BodyBudget:        256 << 20,
+		SpoolBudget:       4 << 30,
 	}
 }
 

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,22 @@ import (
 //
 // Large writes are cut into writePiece pieces so that a slow but reading
 // client shows progress between them.
+//
+// Outside shutdown (CONTRACT.md edge.write-timeout): every piece written to
+// the socket, net/http's own writes included, gets a write deadline
+// --write-timeout after it starts, so a client that accepts nothing for that
+// long fails the handler's write and its lease is released. Deadlines that
+// net/http or a handler set (SetReadDeadline, SetWriteDeadline, as
+// http.ResponseController does) are recorded and composed with the slice
+// loop's and the piece's: the earliest wins.
+//
+// The connection limit (edge.conn-limit): past --max-conns, accepting a
+// connection closes the oldest one that has no handler (idle or still
+// sending its header), else the oldest one still sending its body; when
+// every connection is in a handler past its body, up to probeReserve more
+// are accepted and served only for /healthz and /readyz
+// (edge.conn-limit), and beyond those a connection gets a minimal 503
+// and is closed.
 const (
 	stallSlice = 250 * time.Millisecond
 	tickEvery  = 50 * time.Millisecond
@@ -43,6 +62,12 @@ type connTracker struct {
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
 	empty chan struct{} // closed once stopping and no connection is left
+
+	writeTimeout time.Duration // every socket write's deadline; 0: none
+	maxConns     int           // open connections; <= 0: no limit
+	open         atomic.Int64  // accepted and not yet closed
+	evicted      atomic.Int64  // closed for the limit (tests, logs)
+	refused      atomic.Int64  // answered a raw 503 at accept
 
 	// watched turns on change notifications (tests): changed is closed and
 	// replaced whenever a connection opens, closes or changes phase.
@@ -124,6 +149,8 @@ func (t *connTracker) connState(c net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateNew:
 		t.conns[tc] = struct{}{}
+	case http.StateIdle:
+		tc.finishing.Store(false)
 	case http.StateClosed, http.StateHijacked:
 		delete(t.conns, tc)
 		t.closeIfEmptyLocked()
@@ -165,11 +192,79 @@ type trackedListener struct {
 }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	t := l.t
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: c, t: t, opened: time.Now()}
+		n := t.open.Add(1)
+		if limit := int64(t.maxConns); limit > 0 && n > limit {
+			switch v := t.victim(); {
+			case v != nil:
+				t.evicted.Add(1)
+				_ = v.Close()
+			case n <= limit+probeReserve:
+				tc.reserve = true
+			default:
+				t.refused.Add(1)
+				go refuseConn(tc)
+				continue
+			}
+		}
+		return tc, nil
 	}
-	return &trackedConn{Conn: c, t: l.t}, nil
+}
+
+// victim returns the connection to close for a new one at the limit: the
+// oldest without a handler (idle, or still sending its header), else the
+// oldest whose handler still reads its body; nil when every connection is
+// past its body. A connection whose answer net/http still flushes is never
+// taken.
+func (t *connTracker) victim() *trackedConn {
+	var best *trackedConn
+	bestClass := 2
+	for _, c := range t.snapshot() {
+		if c.closed.Load() || c.finishing.Load() {
+			continue
+		}
+		in, body := c.phase()
+		class := 2
+		switch {
+		case !in:
+			class = 0
+		case body:
+			class = 1
+		}
+		if class < bestClass || class == bestClass && class < 2 && c.opened.Before(best.opened) {
+			best, bestClass = c, class
+		}
+	}
+	if bestClass == 2 {
+		return nil
+	}
+	return best
+}
+
+// tooManyConnsBody is the answer to a request past the connection limit.
+const tooManyConnsBody = `{"error":{"message":"too many open connections; retry later","type":"server_busy","code":"too_many_connections"}}` + "\n"
+
+// busyAnswer is what a connection past the limit and its probe reserve gets
+// before it is closed.
+var busyAnswer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: " + strconv.Itoa(retryAfterSeconds) +
+	"\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(tooManyConnsBody)) + "\r\n\r\n" + tooManyConnsBody
+
+func refuseConn(c *trackedConn) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(c.Conn, busyAnswer)
+	_ = c.Close()
+}
+
+// isProbe reports whether a request is a health probe, the only requests
+// a connection of the probe reserve serves.
+func isProbe(r *http.Request) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
 }
 
 // trackedConn is one accepted connection and what shutdown needs to know
@@ -182,11 +277,79 @@ type trackedConn struct {
 	lastWrite atomic.Int64 // unix ns of the last write progress or write start, noted once stopping
 	writing   atomic.Bool  // a Write is in progress
 
-	// mu orders deadline changes between the slice loop and the handler.
+	opened    time.Time   // accepted at
+	reserve   bool        // accepted past the limit: probes only
+	closed    atomic.Bool // Close was called
+	finishing atomic.Bool // the handler returned; net/http still finishes the answer
+
+	// mu orders read-deadline changes between the slice loop, net/http and
+	// the handler.
 	mu           sync.Mutex
-	inHandler    bool // a handler runs on the connection
-	readingBody  bool // ...and has not finished reading its body
-	readDeadline bool // the slice loop set a read deadline
+	inHandler    bool      // a handler runs on the connection
+	readingBody  bool      // ...and has not finished reading its body
+	readDeadline bool      // the slice loop set a read deadline (sliceRead)
+	sliceRead    time.Time // the slice loop's read deadline
+	appRead      time.Time // the read deadline net/http or the handler set
+
+	// wmu orders write-deadline changes the same way.
+	wmu        sync.Mutex
+	appWrite   time.Time // set by net/http or the handler
+	pieceWrite time.Time // --write-timeout after the current piece began
+	sliceWrite time.Time // the slice loop's
+}
+
+// earliest returns the earliest non-zero time of ts, or zero (no deadline).
+func earliest(ts ...time.Time) time.Time {
+	var d time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
+	}
+	return d
+}
+
+// SetReadDeadline records the read deadline of net/http or the handler and
+// applies the earlier of it and the slice loop's.
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.appRead = t
+	return c.applyReadLocked()
+}
+
+func (c *trackedConn) applyReadLocked() error {
+	var slice time.Time
+	if c.readDeadline {
+		slice = c.sliceRead
+	}
+	return c.Conn.SetReadDeadline(earliest(c.appRead, slice))
+}
+
+// SetWriteDeadline records the write deadline of net/http or the handler
+// and applies the earliest of it, the piece's and the slice loop's.
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.appWrite = t
+	return c.applyWriteLocked()
+}
+
+func (c *trackedConn) applyWriteLocked() error {
+	return c.Conn.SetWriteDeadline(earliest(c.appWrite, c.pieceWrite, c.sliceWrite))
+}
+
+// SetDeadline sets both deadlines.
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
+}
+
+// Close closes the connection once and counts it out of the limit.
+func (c *trackedConn) Close() error {
+	if !c.closed.Swap(true) {
+		c.t.open.Add(-1)
+	}
+	return c.Conn.Close()
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
@@ -204,6 +367,12 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
+		if wt := c.t.writeTimeout; wt > 0 {
+			c.wmu.Lock()
+			c.pieceWrite = time.Now().Add(wt)
+			_ = c.applyWriteLocked()
+			c.wmu.Unlock()
+		}
 		k := min(len(p), writePiece)
 		m, err := c.Conn.Write(p[:k])
 		n += m
@@ -242,19 +411,24 @@ func (c *trackedConn) beginRequest(hasBody bool) {
 	c.t.notify()
 }
 
-// bodyDone marks the end of the handler's body phase.
+// bodyDone marks the end of the handler's body phase: no read deadline
+// stays on the connection, neither the slice loop's nor the body reader's.
 func (c *trackedConn) bodyDone() {
 	c.mu.Lock()
 	if c.readingBody {
 		c.readingBody = false
-		c.clearReadDeadlineLocked()
+		c.readDeadline = false
+		c.appRead = time.Time{}
+		_ = c.applyReadLocked()
 	}
 	c.mu.Unlock()
 	c.t.notify()
 }
 
-// endRequest marks the handler finished.
+// endRequest marks the handler finished; until the connection is idle
+// again net/http still flushes the answer, and the limit does not close it.
 func (c *trackedConn) endRequest() {
+	c.finishing.Store(true)
 	c.mu.Lock()
 	c.inHandler, c.readingBody = false, false
 	c.mu.Unlock()
@@ -264,25 +438,29 @@ func (c *trackedConn) endRequest() {
 func (c *trackedConn) clearReadDeadlineLocked() {
 	if c.readDeadline {
 		c.readDeadline = false
-		_ = c.Conn.SetReadDeadline(time.Time{})
+		_ = c.applyReadLocked()
 	}
 }
 
 // tick sets the connection's deadlines for one slice: stallSlice after the
 // later of its last progress and the start of shutdown.
 func (c *trackedConn) tick(now time.Time, start int64) {
+	c.wmu.Lock()
 	if c.writing.Load() {
-		_ = c.Conn.SetWriteDeadline(time.Unix(0, max(c.lastWrite.Load(), start)).Add(stallSlice))
+		c.sliceWrite = time.Unix(0, max(c.lastWrite.Load(), start)).Add(stallSlice)
 	} else {
-		_ = c.Conn.SetWriteDeadline(now.Add(stallSlice))
+		c.sliceWrite = now.Add(stallSlice)
 	}
+	_ = c.applyWriteLocked()
+	c.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.inHandler && !c.readingBody {
 		return
 	}
 	c.readDeadline = true
-	_ = c.Conn.SetReadDeadline(time.Unix(0, max(c.lastRead.Load(), start)).Add(stallSlice))
+	c.sliceRead = time.Unix(0, max(c.lastRead.Load(), start)).Add(stallSlice)
+	_ = c.applyReadLocked()
 }
 
 type connKey struct{}
@@ -310,6 +488,17 @@ func trackRequest(next http.Handler) http.Handler {
 		c := connFrom(r.Context())
 		if c == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if c.reserve && !isProbe(r) { // edge.conn-limit: the probe reserve
+			// Written here, not through writeError: a flood of these is
+			// not worth an error log line each.
+			h := w.Header()
+			h.Set("Connection", "close")
+			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+			h["Content-Type"] = jsonContentType
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, tooManyConnsBody)
 			return
 		}
 		c.beginRequest(r.Body != nil && r.Body != http.NoBody)

@@ -30,23 +30,32 @@ func decodeStrict(r *http.Request, v any) error {
 	return decodeJSONStrict(b, v)
 }
 
-// readBody reads r's body to its end (bounded by the body limit) and then
-// tells the connection tracker that the body phase is over, which lifts any
-// shutdown read deadline before net/http's background read starts watching
-// for a disconnect (CONTRACT.md time.shutdown-stalled-io): a read deadline
-// left on a connection whose body was consumed would cancel the request's
-// context.
+// readBody reads r's JSON body to its end, bounded by the JSON limit
+// (--max-json-body, 413 over it, refused before any read when the declared
+// length is over it), and then tells the connection tracker that the body
+// phase is over, which lifts every read deadline (the shutdown slice's and
+// the body reader's, CONTRACT.md time.shutdown-stalled-io, edge.body-timeout)
+// before net/http's background read starts watching for a disconnect: a
+// read deadline left on a connection whose body was consumed would cancel
+// the request's context. A body that timed out keeps its expired deadline:
+// its answer (408) closes the connection.
 func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(r.Body)
-	if c := connFrom(r.Context()); c != nil {
+	limit := int64(1 << 20)
+	if l := limitsFrom(r.Context()); l != nil {
+		limit = l.maxJSON
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = &http.MaxBytesError{Limit: limit}
+	}
+	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
 		c.bodyDone()
 	}
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, tooLarge(tooBig.Limit)
-		}
-		return nil, Invalid("reading the request body: %v", err)
+		return nil, bodyError("reading the request body", err)
 	}
 	return b, nil
 }

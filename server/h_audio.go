@@ -1,11 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -100,27 +99,73 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 	return writeTask(w, r, lease, out.ContentType, out.Data)
 }
 
+// upload is an uploaded audio request: its fields and its payload, in
+// memory or spooled to a temporary file (CONTRACT.md edge.upload-spool).
+type upload struct {
+	model, format string
+	payload       *spooled
+	input         json.RawMessage // {"sample_rate":N} for a declared audio/L16 payload
+}
+
+// request is the engine request of the upload: the payload as Body (a
+// backends.Blob, valid until the handler returns), and also as Data when
+// it is in memory anyway.
+func (u *upload) request(id string) backends.Request {
+	return backends.Request{ID: id, Input: u.input, Data: u.payload.data, Body: u.payload.blob()}
+}
+
+// Close removes the spool file, if any.
+func (u *upload) Close() {
+	if err := u.payload.Close(); err != nil {
+		slog.Default().Warn("spool file not removed", "err", err)
+	}
+}
+
 // audioUpload reads an uploaded audio request: multipart/form-data with
-// file, model and response_format fields, or a raw audio/wav body with
-// ?model= (and ?response_format=).
-func audioUpload(r *http.Request) (model, format string, data []byte, err error) {
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if ct != "multipart/form-data" {
-		data, err = io.ReadAll(r.Body)
+// file, model and response_format fields, or a raw audio body with ?model=
+// (and ?response_format=). The file part (or the raw body) is never held
+// in memory past the spool threshold; the other fields are bounded by
+// maxFormField. A payload declared as audio/L16 (rate=N, channels=1 if
+// given), in the Content-Type of the raw body or of the file part, is raw
+// PCM16LE at N Hz: the engine input says {"sample_rate":N}
+// (edge.upload-l16); any other payload is passed as is. The caller closes
+// the upload when the request ends.
+func audioUpload(r *http.Request) (*upload, error) {
+	u, err := readUpload(r)
+	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
+		c.bodyDone()
+	}
+	return u, err
+}
+
+func readUpload(r *http.Request) (*upload, error) {
+	threshold, dir := int64(1<<20), ""
+	if l := limitsFrom(r.Context()); l != nil {
+		threshold, dir = l.threshold, l.spoolDir
+	}
+	u := &upload{}
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	if mt != "multipart/form-data" {
+		in, err := declaredRate(ct)
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return "", "", nil, &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-					Code: "body_too_large", Message: fmt.Sprintf("request body over %d bytes", tooBig.Limit)}
-			}
-			return "", "", nil, Invalid("reading the audio: %v", err)
+			return nil, err
+		}
+		p, err := spoolBody(r.Body, threshold, dir)
+		if err != nil {
+			return nil, bodyError("reading the audio", err)
 		}
 		q := r.URL.Query()
-		return q.Get("model"), q.Get("response_format"), data, nil
+		u.model, u.format, u.payload, u.input = q.Get("model"), q.Get("response_format"), p, in
+		return u, nil
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return "", "", nil, Invalid("multipart body: %v", err)
+		return nil, Invalid("multipart body: %v", err)
+	}
+	fail := func(err error) (*upload, error) {
+		u.Close()
+		return nil, err
 	}
 	for {
 		part, err := mr.NextPart()
@@ -128,34 +173,73 @@ func audioUpload(r *http.Request) (model, format string, data []byte, err error)
 			break
 		}
 		if err != nil {
-			return "", "", nil, Invalid("multipart body: %v", err)
+			return fail(bodyError("multipart body", err))
 		}
-		var buf bytes.Buffer
-		if _, err := io.Copy(&buf, part); err != nil {
-			return "", "", nil, Invalid("multipart body: %v", err)
-		}
-		switch part.FormName() {
+		switch name := part.FormName(); name {
 		case "file":
-			data = buf.Bytes()
-		case "model":
-			model = buf.String()
-		case "response_format":
-			format = buf.String()
+			if u.payload != nil {
+				return fail(Invalid("multipart body has more than one file"))
+			}
+			in, err := declaredRate(part.Header.Get("Content-Type"))
+			if err != nil {
+				return fail(err)
+			}
+			p, err := spoolBody(part, threshold, dir)
+			if err != nil {
+				return fail(bodyError("multipart body", err))
+			}
+			u.payload, u.input = p, in
+		case "model", "response_format":
+			b, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
+			if err != nil {
+				return fail(bodyError("multipart body", err))
+			}
+			if len(b) > maxFormField {
+				return fail(Invalid("multipart field %q over %d bytes", name, maxFormField))
+			}
+			if name == "model" {
+				u.model = string(b)
+			} else {
+				u.format = string(b)
+			}
+		default:
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				return fail(bodyError("multipart body", err))
+			}
 		}
 	}
-	if data == nil {
-		return "", "", nil, Invalid("multipart body has no file")
+	if u.payload == nil {
+		return nil, Invalid("multipart body has no file")
 	}
-	return model, format, data, nil
+	return u, nil
+}
+
+// declaredRate returns the engine input of a payload's Content-Type:
+// {"sample_rate":N} for audio/L16;rate=N, nil for anything else.
+func declaredRate(contentType string) (json.RawMessage, error) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "audio/l16" {
+		return nil, nil
+	}
+	rate, err := strconv.Atoi(params["rate"])
+	if err != nil || rate < audio.MinRate || rate > audio.MaxRate {
+		return nil, Invalid("audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxRate)
+	}
+	if ch, ok := params["channels"]; ok && ch != "1" {
+		return nil, Invalid("audio/L16 must be mono (channels=1), got channels=%s", ch)
+	}
+	return json.RawMessage(`{"sample_rate":` + strconv.Itoa(rate) + `}`), nil
 }
 
 // handleTranscription serves POST /v1/audio/transcriptions: a WAV file (any
 // rate; resampled by the engine) answered as json, text or verbose_json.
 func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) error {
-	model, format, data, err := audioUpload(r)
+	u, err := audioUpload(r)
 	if err != nil {
 		return err
 	}
+	defer u.Close()
+	model, format := u.model, u.format
 	switch format {
 	case "", "json", "text", "verbose_json":
 	default:
@@ -166,7 +250,8 @@ func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	defer lease.Release(true)
-	out, err := lease.Infer(r.Context(), backends.Request{ID: requestIDFrom(r.Context()), Data: data}, nil)
+	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)
 	}
@@ -180,16 +265,18 @@ func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) err
 // handleVoiceActivity serves POST /v1/audio/voice-activity: a WAV file;
 // the answer is {"segments":[{"start","end"}],"duration"} in seconds.
 func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) error {
-	model, _, data, err := audioUpload(r)
+	u, err := audioUpload(r)
 	if err != nil {
 		return err
 	}
-	lease, err := s.taskLease(r, model, "vad")
+	defer u.Close()
+	lease, err := s.taskLease(r, u.model, "vad")
 	if err != nil {
 		return err
 	}
 	defer lease.Release(true)
-	out, err := lease.Infer(r.Context(), backends.Request{ID: requestIDFrom(r.Context()), Data: data}, nil)
+	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)
 	}

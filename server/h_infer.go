@@ -110,7 +110,11 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 // is released after the last byte was flushed or when a write fails
 // (CONTRACT.md phase.stream-deferred): a failed write makes the emit
 // callback fail, which stops the engine, and a client that goes away
-// cancels the request's context, which stops it too. Headers are sent with
+// cancels the request's context, which stops it too. A client that accepts
+// no bytes for --write-timeout fails the blocked write (every socket write
+// has that deadline, conns.go; CONTRACT.md edge.write-timeout), so a stream
+// nobody reads releases its lease and a barrier queued behind it goes on.
+// Headers are sent with
 // the first chunk, so a failure before it is an ordinary error answer;
 // after it, the failure is reported as an "event: error" and the stream
 // ends without [DONE].

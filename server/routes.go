@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -88,17 +90,58 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// limitBody bounds every request body to --max-body (http.MaxBytesReader);
-// a declared Content-Length over the limit is refused before any read.
+// limitBody bounds every request body (CONTRACT.md edge.*): a declared
+// Content-Length over --max-body is refused before any read (413), one
+// that does not fit the body budgets is refused at once with 503
+// server_busy and Retry-After (edge.body-budget: never waited for, the
+// rest of the body is dropped within refuseDrain or the connection
+// closes); the body is then read through a bodyReader
+// (read deadlines, edge.body-timeout and edge.body-min-rate) under
+// http.MaxBytesReader. Reservations are given back when the handler
+// returns.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hasBody := r.Body != nil && r.Body != http.NoBody
+		rc := http.NewResponseController(w)
+		// refuse answers without reading the body. net/http then reads
+		// and drops what is left of it when that is at most 256 KiB (else
+		// it closes the connection gracefully): that read gets refuseDrain
+		// at most, and a client that sends nothing more loses the
+		// connection.
+		refuse := func(e *Error) {
+			if hasBody {
+				_ = rc.SetReadDeadline(time.Now().Add(refuseDrain))
+			}
+			writeError(w, r, e)
+		}
 		if r.ContentLength > s.cfg.MaxBody {
-			writeError(w, r, tooLarge(s.cfg.MaxBody))
+			refuse(tooLarge(s.cfg.MaxBody))
 			return
 		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		lim := s.limits
+		r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
+		if !hasBody {
+			next.ServeHTTP(w, r)
+			return
 		}
+		br := &bodyReader{body: r.Body, w: w, rc: rc, lim: lim, start: time.Now()}
+		if n := r.ContentLength; n >= 0 {
+			br.declared = true
+			m := min(n, lim.threshold)
+			if !lim.mem.take(m) {
+				refuse(bodyBusy())
+				return
+			}
+			br.memHeld = m
+			if !lim.disk.take(n - m) {
+				br.release()
+				refuse(bodyBusy())
+				return
+			}
+			br.disk = n - m
+		}
+		defer br.finish()
+		r.Body = http.MaxBytesReader(w, br, s.cfg.MaxBody)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -62,6 +62,7 @@ type Server struct {
 	hs      *http.Server
 	conns   *connTracker
 	trace   *os.File                    // opened from Config.TraceFile, closed after shutdown
+	limits  *bodyLimits                 // CONTRACT.md edge.body-budget, edge.upload-spool
 	auth    *auth                       // keys and dashboard sessions (mw_auth.go), built with the routes
 	hosts   *hostAllowList              // CONTRACT.md err.host
 	origins *http.CrossOriginProtection // CONTRACT.md err.origin
@@ -113,6 +114,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{},
 		hosts: hosts, origins: origins}
+	s.initLimits()
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {
 			_ = s.rt.Shutdown(context.Background())
@@ -193,10 +195,14 @@ func (c *Config) validate() error {
 	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
 		return errors.New("server: residency limits must not be negative")
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
-		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0:
+		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0, c.WriteTimeout < 0, c.BodyReadTimeout < 0, c.BodyRateGrace < 0:
 		return errors.New("server: durations must not be negative")
 	case c.SignInLimit < 0:
 		return errors.New("server: --sign-in-limit must not be negative")
+	case c.MinBodyRate < 0, c.BodyBudget < 0, c.SpoolBudget < 0:
+		return errors.New("server: --min-body-rate, --body-budget and --spool-budget must not be negative")
+	case c.MaxJSONBody <= 0, c.SpoolThreshold <= 0:
+		return errors.New("server: --max-json-body and --spool-threshold must be positive")
 	}
 	return nil
 }

@@ -63,6 +63,16 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	hosts := fs.String("allowed-hosts", "", "comma-separated Host names served besides localhost, 127.0.0.1, [::1] and the --listen host (name or name:port); '*' accepts any Host (unsafe: DNS rebinding)")
 	origins := fs.String("allowed-origins", "", "comma-separated browser origins (scheme://host[:port]) trusted to send state-changing requests from another site")
 	fs.IntVar(&c.MaxModels, "max-models", c.MaxModels, "most registered models (0: unlimited); registering one more is refused with 400 too_many_models")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that accepts no bytes of its answer for this long, releasing its slot (0: never)")
+	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "time allowed to receive a whole request body; 408 past it (0: none)")
+	minRate := fs.String("min-body-rate", "1KiB", "slowest request body accepted after --body-rate-grace, per second (bytes, or with a unit; 0: none); 408 below it")
+	fs.DurationVar(&c.BodyRateGrace, "body-rate-grace", c.BodyRateGrace, "time a request body may take before --min-body-rate applies")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "most open connections (0: RLIMIT_NOFILE less 64, at least 16; negative: no limit); past it the oldest idle connection is closed")
+	maxJSON := fs.String("max-json-body", "1MiB", "JSON request body limit (bytes, or with a unit)")
+	spoolThreshold := fs.String("spool-threshold", "1MiB", "uploads longer than this are spooled to a temporary file instead of memory")
+	fs.StringVar(&c.SpoolDir, "spool-dir", "", "folder of spooled uploads (default: the system's temporary folder)")
+	bodyBudget := fs.String("body-budget", "256MiB", "request body bytes held in memory by all requests in flight; 503 over it (0: unlimited)")
+	spoolBudget := fs.String("spool-budget", "4GiB", "spooled request body bytes on disk for all requests in flight; 503 over it (0: unlimited)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -74,6 +84,17 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	var err error
 	if c.MaxBody, err = parseBytes(*maxBody); err != nil {
 		return o, fmt.Errorf("serve: --max-body: %w", err)
+	}
+	for _, b := range []struct {
+		flag string
+		in   *string
+		out  *int64
+	}{{"min-body-rate", minRate, &c.MinBodyRate}, {"max-json-body", maxJSON, &c.MaxJSONBody},
+		{"spool-threshold", spoolThreshold, &c.SpoolThreshold}, {"body-budget", bodyBudget, &c.BodyBudget},
+		{"spool-budget", spoolBudget, &c.SpoolBudget}} {
+		if *b.out, err = parseBytes(*b.in); err != nil {
+			return o, fmt.Errorf("serve: --%s: %w", b.flag, err)
+		}
 	}
 	if c.MemoryBudgetMB, err = parseMB(*budget); err != nil {
 		return o, fmt.Errorf("serve: --memory-budget: %w", err)
@@ -145,6 +166,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, sigs <-chan os.
 	models, err := startupModels(&o, log)
 	if err != nil {
 		return err
+	}
+	if nofile, err := server.RaiseFileLimit(); err != nil {
+		log.Warn("RLIMIT_NOFILE not raised", "soft", nofile, "err", err)
+	} else {
+		log.Info("RLIMIT_NOFILE", "soft", nofile)
 	}
 	s, err := server.New(o.cfg, server.Options{Logger: log, Engines: realEngines()})
 	if err != nil {
