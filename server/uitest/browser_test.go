@@ -112,6 +112,9 @@ func (ts *tserver) do(method, path, body string) (int, string) {
 	if ts.key != "" {
 		req.Header.Set("Authorization", "Bearer "+ts.key)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // CONTRACT.md err.content-type
+	}
 	res, err := ts.client.Do(req)
 	if err != nil {
 		ts.t.Errorf("%s %s: %v", method, path, err)
