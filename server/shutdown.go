@@ -98,7 +98,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.log.Info("shutting down", "deadline", deadlineOf(ctx))
 	empty := s.conns.beginShutdown(start)
 
-	rtCtx, rtCancel := runtimeDeadline(ctx) // (2)
+	// (2) The runtime refuses new work before the listener closes, so a
+	// request the listener accepted is never admitted after shutdown began
+	// (CONTRACT.md time.shutdown-new-submission).
+	s.rt.BeginShutdown()
+	rtCtx, rtCancel := runtimeDeadline(ctx)
 	defer rtCancel()
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- s.rt.Shutdown(rtCtx) }()

@@ -7,6 +7,26 @@ import (
 	"github.com/sluice-dev/sluice/core"
 )
 
+// BeginShutdown is step (1) of Shutdown alone, at once: queued tickets are
+// rejected with shutting_down and later submissions refused. A frontend
+// calls it before it stops accepting, so that nothing it accepted is
+// admitted after its shutdown began; Shutdown then drains. Calling it
+// again does nothing.
+func (r *Runtime) BeginShutdown() {
+	r.beginOnce.Do(func() {
+		close(r.stopping)
+		t := r.clock()
+		r.mu.Lock()
+		now := r.stampLocked(t)
+		r.m.BeginShutdown(now)
+		var s sect
+		ev := core.Event{Kind: core.EvBeginShutdown, Now: now}
+		r.afterLocked(now, &s, &ev, 0, nil)
+		r.mu.Unlock()
+		r.exec(&s)
+	})
+}
+
 // Shutdown stops the runtime (CONTRACT.md, "Shutting down"):
 //
 //	(1) stop admitting: every queued ticket is rejected with shutting_down
@@ -24,18 +44,7 @@ import (
 // wrapping ctx's cause when it had to cancel. Calling it again waits for the
 // same shutdown.
 func (r *Runtime) Shutdown(ctx context.Context) error {
-	r.beginOnce.Do(func() { // (1)
-		close(r.stopping)
-		t := r.clock()
-		r.mu.Lock()
-		now := r.stampLocked(t)
-		r.m.BeginShutdown(now)
-		var s sect
-		ev := core.Event{Kind: core.EvBeginShutdown, Now: now}
-		r.afterLocked(now, &s, &ev, 0, nil)
-		r.mu.Unlock()
-		r.exec(&s)
-	})
+	r.BeginShutdown() // (1)
 	var err error
 	select {
 	case <-r.complete: // (2)
