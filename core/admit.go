@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -75,7 +76,7 @@ func (m *Machine) submitRequestSlow(now int64, h Handle, timeout int64) Ticket {
 		return id
 	}
 	if d > 0 {
-		t.dead = now + d
+		t.dead = deadline(now, d)
 	}
 	m.enqueue(h, i) // (5)
 	return id
@@ -133,6 +134,16 @@ func (m *Machine) effectiveTimeout(md *model, override int64) int64 {
 		d = c
 	}
 	return d
+}
+
+// deadline is now+d, saturated so that an override the caller did not bound
+// cannot wrap into the past (the server bounds every timeout it accepts to
+// MaxTimeout; CONTRACT.md fail.spec-bounds).
+func deadline(now, d int64) int64 {
+	if d > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + d
 }
 
 // allOverdue reports whether the model has occupied slots and every one of

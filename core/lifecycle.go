@@ -1,5 +1,7 @@
 package core
 
+import "math"
+
 // startLoad puts a model on the loader queue: it becomes Loading and starts
 // when the residency ledger and the cold-load guard allow.
 func (m *Machine) startLoad(h Handle) {
@@ -41,10 +43,22 @@ func (m *Machine) fits(mb int64, afterRetiring bool) bool {
 	if m.mut(MutResidencyOverflow) {
 		return true
 	}
-	if n := m.opts.MaxLoadedModels; n > 0 && count+1 > n {
+	return m.room(count, used, mb)
+}
+
+// room reports whether one more pool of mb megabytes fits a ledger of count
+// models and used megabytes. The arithmetic is checked: it compares against
+// what is left (b-used) instead of summing, and refuses a size that would
+// wrap the ledger even without a budget, so a huge estimate can never make
+// the total negative and fit (CONTRACT.md res.ledger-bounds).
+func (m *Machine) room(count int, used, mb int64) bool {
+	if n := m.opts.MaxLoadedModels; n > 0 && count >= n {
 		return false
 	}
-	if b := m.opts.MemoryBudgetMB; b > 0 && used+mb > b {
+	if mb < 0 || used < 0 || mb > math.MaxInt64-used {
+		return false
+	}
+	if b := m.opts.MemoryBudgetMB; b > 0 && mb > b-used {
 		return false
 	}
 	return true
@@ -106,15 +120,7 @@ func (m *Machine) evictFor(h Handle, mb int64) bool {
 			used -= md.resMB
 		}
 	}
-	ok := func() bool {
-		if n := m.opts.MaxLoadedModels; n > 0 && count+1 > n {
-			return false
-		}
-		if b := m.opts.MemoryBudgetMB; b > 0 && used+mb > b {
-			return false
-		}
-		return true
-	}
+	ok := func() bool { return m.room(count, used, mb) }
 	var picked []Handle
 	taken := func(x Handle) bool {
 		for _, p := range picked {

@@ -44,7 +44,7 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 			m.finish(i, EfReject, CodeServerBusy)
 			return tid
 		}
-		t.dead = now + d
+		t.dead = deadline(now, d)
 	}
 	m.enqueue(h, i) // (4)
 	m.markDirty(h)

@@ -42,6 +42,7 @@ CONSTANTS
 
 NoTimeout == -1                 \* "use the next default"
 MaxSlots == 16
+MaxMemoryMB == 2^40             \* core.MaxMemoryMB: one pool's estimate and the budget
 Reasons == {"timeout", "disconnect"}
 NoEntry == [id |-> 0, kind |-> "none", op |-> "none", cfg |-> "none", bounded |-> FALSE, bulk |-> 0, seq |-> 0]
 
@@ -647,6 +648,15 @@ ResidencyLimit == Quiescent =>
     /\ MaxLoaded = 0 \/ Cardinality({m \in ModelIds : models[m].resident}) <= MaxLoaded
     /\ MemoryBudget = 0 \/ SumResMB(S, {m \in ModelIds : models[m].resident}) <= MemoryBudget
 
+\* The ledger is in range: a resident pool charges 0..MaxMemoryMB, a model
+\* that is not resident charges nothing, and the total is within the budget.
+\* (Integers do not wrap here; the Go transcription and core check the same
+\* with arithmetic that cannot overflow an int64.)
+LedgerBounds == Quiescent =>
+    /\ \A m \in ModelIds : IF models[m].resident THEN models[m].resMB \in 0..MaxMemoryMB
+                                               ELSE models[m].resMB = 0
+    /\ MemoryBudget = 0 \/ SumResMB(S, {m \in ModelIds : models[m].resident}) \in 0..MemoryBudget
+
 \* Eviction and idle retirement took only published, idle, queue-free models.
 EvictOnlyIdle == Quiescent =>
     \A e \in evicted : e.active = 0 /\ e.queued = 0 /\ ~e.mgr /\ e.published
@@ -676,6 +686,7 @@ Invariants ==
     /\ NoPartialPool
     /\ MetadataConsistent
     /\ ResidencyLimit
+    /\ LedgerBounds
     /\ EvictOnlyIdle
     /\ LeaseConservation
     /\ QueueProgress
