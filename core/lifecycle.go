@@ -221,6 +221,7 @@ func (m *Machine) publish(now int64, h Handle) {
 		md.poolVersion = md.version
 	}
 	md.lastUsed = now
+	endBackoff(md)
 	for b := md.busy; b != 0; b &= b - 1 {
 		s := trailing(b)
 		i := md.slotT[s]
@@ -244,6 +245,9 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 	md := &m.models[h]
 	if md.resident { // the load had started
 		m.loads--
+	}
+	if code == CodeBackend || code == CodeInvalid { // the config did not load (not a residency refusal)
+		m.backOff(now, md)
 	}
 	m.loadersD = true
 	md.capacity, md.built = 0, 0
@@ -278,6 +282,36 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 	if !m.mut(MutLostWakeup) {
 		m.markDirty(h)
 	}
+}
+
+// backOff counts a failed load and starts its backoff: LoadBackoff after the
+// first failure, doubling with each further one up to LoadBackoffMax
+// (CONTRACT.md fail.load-backoff).
+func (m *Machine) backOff(now int64, md *model) {
+	md.loadFails++
+	base := m.opts.LoadBackoff
+	if base <= 0 {
+		return
+	}
+	d, ceil := base, max(m.opts.LoadBackoffMax, base)
+	for k := 1; k < md.loadFails && d < ceil; k++ {
+		d *= 2 // both are at most MaxTimeout: no overflow
+	}
+	md.backoffUntil = deadline(now, min(d, ceil))
+}
+
+// endBackoff forgets the failures of a model: its load succeeded or a
+// manager took it over.
+func endBackoff(md *model) { md.loadFails, md.backoffUntil = 0, 0 }
+
+// backingOff reports whether a load of md may not start at now, and for how
+// much longer. A backoff that has run out no longer refuses anything, even
+// before a Tick forgets it.
+func backingOff(md *model, now int64) (bool, int64) {
+	if md.backoffUntil == 0 || now >= md.backoffUntil {
+		return false, 0
+	}
+	return true, md.backoffUntil - now
 }
 
 // retire clears a published pool's logical residency (loaded=false, no

@@ -143,6 +143,7 @@ func (m *Machine) grantManager(now int64, h Handle, i int32) {
 	t := &m.ts.t[i]
 	t.phase, t.since = phManaging, now
 	md.mgr = i
+	endBackoff(md) // a manager's load is never refused for earlier failures
 	switch t.op {
 	case OpLoad:
 		m.managedLoad(h)

@@ -20,6 +20,15 @@ type ModelStatus struct {
 	ConfigVersion    uint64
 	MemoryMB         int64
 	ResidentMB       int64
+	// LoadFailures counts failed loads since the last successful load or
+	// granted manager; BackoffUntil is when the backoff after the last one
+	// ends (machine time, 0 for none; CONTRACT.md fail.load-backoff).
+	LoadFailures int
+	BackoffUntil int64
+	// BackoffLeft is how long the backoff still ran when the shell read this
+	// status (nanoseconds; core has no clock and leaves it 0: the shell
+	// fills it from BackoffUntil and its own machine time).
+	BackoffLeft int64
 }
 
 // Status returns the status of one model.
@@ -29,7 +38,7 @@ func (m *Machine) Status(h Handle) ModelStatus {
 		ID: md.id, Task: md.cfg.Task, Engine: md.cfg.Engine, State: md.state, Loaded: md.published,
 		Slots: md.cfg.Slots, ActiveSlots: md.active, QueuedRequests: md.nReq, QueuedManagers: md.nMgr,
 		MaxParallelSlots: md.capacity * b2i(md.published), ConfigVersion: md.version,
-		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB,
+		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB, LoadFailures: md.loadFails, BackoffUntil: md.backoffUntil,
 	}
 }
 

@@ -203,6 +203,15 @@ type Options struct {
 	// AdmissionCeiling bounds every effective admission timeout, including
 	// "unbounded" ones (nanoseconds; 0 means no ceiling). Bulk waits ignore it.
 	AdmissionCeiling int64
+	// LoadBackoff is the first backoff after a failed load (nanoseconds;
+	// 0 disables the backoff): while a model backs off, a request that
+	// would start its load is refused server_busy with the remaining time
+	// (CONTRACT.md fail.load-backoff). Each further failure doubles it, up
+	// to LoadBackoffMax; a successful load or a granted manager ends it.
+	LoadBackoff int64
+	// LoadBackoffMax caps the doubled backoff (nanoseconds; 0 or below
+	// LoadBackoff: LoadBackoff).
+	LoadBackoffMax int64
 	// SerializeColdLoads lets at most one load run at a time (the global
 	// cold-load guard); warm models keep serving meanwhile.
 	SerializeColdLoads bool
@@ -225,7 +234,8 @@ func (o *Options) Validate() error {
 		name string
 		v    int64
 	}{{"idle timeout", o.IdleTimeout}, {"default admission timeout", o.DefaultAdmissionTimeout},
-		{"admission ceiling", o.AdmissionCeiling}} {
+		{"admission ceiling", o.AdmissionCeiling},
+		{"load backoff", o.LoadBackoff}, {"load backoff cap", o.LoadBackoffMax}} {
 		if d.v < 0 || d.v > MaxTimeout {
 			return fmt.Errorf("options: %s must be 0..%d ns, got %d", d.name, MaxTimeout, d.v)
 		}

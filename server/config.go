@@ -31,11 +31,16 @@ type Config struct {
 	AdmissionTimeout   time.Duration
 	AdmissionCeiling   time.Duration
 	SerializeColdLoads bool
-	ShutdownTimeout    time.Duration // bounds the whole exit; 0: wait for finite work
-	TraceFile          string        // ndjson trace of every scheduler event
-	Models             []ModelEntry  // registered at start
-	ReadHeaderTimeout  time.Duration
-	IdleConnTimeout    time.Duration
+	// LoadBackoff is the first backoff after a model's load fails (0: none)
+	// and LoadBackoffMax the cap of its doubling (CONTRACT.md
+	// fail.load-backoff).
+	LoadBackoff       time.Duration
+	LoadBackoffMax    time.Duration
+	ShutdownTimeout   time.Duration // bounds the whole exit; 0: wait for finite work
+	TraceFile         string        // ndjson trace of every scheduler event
+	Models            []ModelEntry  // registered at start
+	ReadHeaderTimeout time.Duration
+	IdleConnTimeout   time.Duration
 
 	_ struct{}
 }
@@ -55,6 +60,8 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleConnTimeout:   120 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
+		LoadBackoff:       time.Second,
+		LoadBackoffMax:    time.Minute,
 	}
 }
 

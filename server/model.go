@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -24,6 +25,12 @@ type Model struct {
 	// mode.slot-capacity).
 	MaxParallelSlots *int   `json:"max_parallel_slots"`
 	ConfigVersion    uint64 `json:"config_version"`
+	// LoadFailures counts the failed loads since the last successful one or
+	// the last manager; RetryAfterMS is how long the backoff after them
+	// still runs, in milliseconds rounded up (0: a request may load now;
+	// CONTRACT.md fail.load-backoff).
+	LoadFailures int   `json:"load_failures"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
 }
 
 // ModelList is the answer of GET /v1/models.
@@ -37,7 +44,8 @@ func modelOf(s core.ModelStatus) Model {
 	m := Model{
 		ID: s.ID, Object: "model", Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
 		Slots: s.Slots, ActiveSlots: s.ActiveSlots, QueuedRequests: s.QueuedRequests,
-		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion,
+		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion, LoadFailures: s.LoadFailures,
+		RetryAfterMS: (s.BackoffLeft + int64(time.Millisecond) - 1) / int64(time.Millisecond),
 	}
 	if s.Loaded && s.MaxParallelSlots > 0 {
 		n := s.MaxParallelSlots

@@ -102,7 +102,11 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 		}
 	}
 	if o.kind != core.EfDone {
-		return core.ModelStatus{}, rejectError(id, o.code, o.cause)
+		return core.ModelStatus{}, refused(id, o)
 	}
-	return o.status, nil
+	st := o.status
+	r.mu.Lock()
+	r.backoffLeftLocked(&st)
+	r.mu.Unlock()
+	return st, nil
 }

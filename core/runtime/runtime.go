@@ -172,7 +172,20 @@ func (r *Runtime) Stopping() <-chan struct{} { return r.stopping }
 func (r *Runtime) Status() []core.ModelStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.m.Snapshot()
+	st := r.m.Snapshot()
+	for i := range st {
+		r.backoffLeftLocked(&st[i])
+	}
+	return st
+}
+
+// backoffLeftLocked fills st.BackoffLeft from the machine's BackoffUntil and
+// the runtime's machine time (CONTRACT.md fail.load-backoff).
+func (r *Runtime) backoffLeftLocked(st *core.ModelStatus) {
+	st.BackoffLeft = 0
+	if st.BackoffUntil != 0 {
+		st.BackoffLeft = max(st.BackoffUntil-max(r.clock(), r.last), 0)
+	}
 }
 
 // StatusOf returns the status of model id, or an ErrNotFound *Error.
@@ -183,7 +196,9 @@ func (r *Runtime) StatusOf(id string) (core.ModelStatus, error) {
 	if !ok {
 		return core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
 	}
-	return r.m.Status(h), nil
+	st := r.m.Status(h)
+	r.backoffLeftLocked(&st)
+	return st, nil
 }
 
 // ConfigOf returns the committed config of model id and its version, read
