@@ -303,7 +303,7 @@ type GateStep struct {
 // ModelExpect is a subset of a model object, keyed like the JSON (state,
 // loaded, slots, active_slots, queued_requests, queued_managers,
 // max_parallel_slots, config_version, task, engine, load_failures,
-// retry_after_ms), plus `model`.
+// backing_off), plus `model`.
 type ModelExpect map[string]any
 
 // ListStep checks GET /v1/models: the models listed (in registration

@@ -304,14 +304,15 @@ func (m *Machine) backOff(now int64, md *model) {
 // manager took it over.
 func endBackoff(md *model) { md.loadFails, md.backoffUntil = 0, 0 }
 
-// backingOff reports whether a load of md may not start at now, and for how
-// much longer. A backoff that has run out no longer refuses anything, even
-// before a Tick forgets it.
+// backingOff reports whether a load of md may not start, and for how much
+// longer (at least 1 ns). The backoff lasts until the first Tick at or
+// after its end forgets it (NextDeadline names that time, and the shell
+// ticks then), so whether a request is refused depends on events only.
 func backingOff(md *model, now int64) (bool, int64) {
-	if md.backoffUntil == 0 || now >= md.backoffUntil {
+	if md.backoffUntil == 0 {
 		return false, 0
 	}
-	return true, md.backoffUntil - now
+	return true, max(md.backoffUntil-now, 1)
 }
 
 // retire clears a published pool's logical residency (loaded=false, no

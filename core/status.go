@@ -25,10 +25,6 @@ type ModelStatus struct {
 	// ends (machine time, 0 for none; CONTRACT.md fail.load-backoff).
 	LoadFailures int
 	BackoffUntil int64
-	// BackoffLeft is how long the backoff still ran when the shell read this
-	// status (nanoseconds; core has no clock and leaves it 0: the shell
-	// fills it from BackoffUntil and its own machine time).
-	BackoffLeft int64
 }
 
 // Status returns the status of one model.

@@ -207,7 +207,8 @@ type Options struct {
 	// 0 disables the backoff): while a model backs off, a request that
 	// would start its load is refused server_busy with the remaining time
 	// (CONTRACT.md fail.load-backoff). Each further failure doubles it, up
-	// to LoadBackoffMax; a successful load or a granted manager ends it.
+	// to LoadBackoffMax; a successful load or a granted manager ends it, and
+	// so does the first Tick at or after its end (NextDeadline names it).
 	LoadBackoff int64
 	// LoadBackoffMax caps the doubled backoff (nanoseconds; 0 or below
 	// LoadBackoff: LoadBackoff).

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -26,11 +25,12 @@ type Model struct {
 	MaxParallelSlots *int   `json:"max_parallel_slots"`
 	ConfigVersion    uint64 `json:"config_version"`
 	// LoadFailures counts the failed loads since the last successful one or
-	// the last manager; RetryAfterMS is how long the backoff after them
-	// still runs, in milliseconds rounded up (0: a request may load now;
-	// CONTRACT.md fail.load-backoff).
-	LoadFailures int   `json:"load_failures"`
-	RetryAfterMS int64 `json:"retry_after_ms"`
+	// the last granted manager; BackingOff says a request that would load
+	// the model is refused now, with the remaining time as its Retry-After
+	// (CONTRACT.md fail.load-backoff). Both change only with scheduler
+	// events, so the events stream carries them exactly.
+	LoadFailures int  `json:"load_failures"`
+	BackingOff   bool `json:"backing_off"`
 }
 
 // ModelList is the answer of GET /v1/models.
@@ -45,7 +45,7 @@ func modelOf(s core.ModelStatus) Model {
 		ID: s.ID, Object: "model", Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
 		Slots: s.Slots, ActiveSlots: s.ActiveSlots, QueuedRequests: s.QueuedRequests,
 		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion, LoadFailures: s.LoadFailures,
-		RetryAfterMS: (s.BackoffLeft + int64(time.Millisecond) - 1) / int64(time.Millisecond),
+		BackingOff: s.BackoffUntil != 0,
 	}
 	if s.Loaded && s.MaxParallelSlots > 0 {
 		n := s.MaxParallelSlots

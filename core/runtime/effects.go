@@ -122,6 +122,9 @@ func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket
 	}
 	r.m.Advance()
 	r.armTickLocked(now)
+	if ev.Kind == core.EvLoadDone || ev.Kind == core.EvCloneDone {
+		r.armBackoffLocked(now) // a failed load may have started a backoff
+	}
 }
 
 func (r *Runtime) checkLocked(ev *core.Event) {

@@ -104,9 +104,5 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 	if o.kind != core.EfDone {
 		return core.ModelStatus{}, refused(id, o)
 	}
-	st := o.status
-	r.mu.Lock()
-	r.backoffLeftLocked(&st)
-	r.mu.Unlock()
-	return st, nil
+	return o.status, nil
 }

@@ -122,7 +122,7 @@ func New(opts Options) (*Runtime, error) {
 		waitBounds: append([]time.Duration(nil), opts.WaitBuckets...),
 		workCtx:    workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
 	}
-	if r.idle > 0 {
+	if r.idle > 0 || opts.Core.LoadBackoff > 0 {
 		r.tickTimer = time.NewTimer(time.Hour)
 		r.tickTimer.Stop()
 		r.tickStop = make(chan struct{})
@@ -172,20 +172,7 @@ func (r *Runtime) Stopping() <-chan struct{} { return r.stopping }
 func (r *Runtime) Status() []core.ModelStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := r.m.Snapshot()
-	for i := range st {
-		r.backoffLeftLocked(&st[i])
-	}
-	return st
-}
-
-// backoffLeftLocked fills st.BackoffLeft from the machine's BackoffUntil and
-// the runtime's machine time (CONTRACT.md fail.load-backoff).
-func (r *Runtime) backoffLeftLocked(st *core.ModelStatus) {
-	st.BackoffLeft = 0
-	if st.BackoffUntil != 0 {
-		st.BackoffLeft = max(st.BackoffUntil-max(r.clock(), r.last), 0)
-	}
+	return r.m.Snapshot()
 }
 
 // StatusOf returns the status of model id, or an ErrNotFound *Error.
@@ -196,9 +183,7 @@ func (r *Runtime) StatusOf(id string) (core.ModelStatus, error) {
 	if !ok {
 		return core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
 	}
-	st := r.m.Status(h)
-	r.backoffLeftLocked(&st)
-	return st, nil
+	return r.m.Status(h), nil
 }
 
 // ConfigOf returns the committed config of model id and its version, read
