@@ -3,8 +3,24 @@ package conformance
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
+
+// headerMatches reports whether a header value is want: the same text, or,
+// for want written "LO..HI", an integer in that closed range (a
+// Retry-After that counts down while the case runs).
+func headerMatches(got, want string) bool {
+	lo, hi, ok := strings.Cut(want, "..")
+	if !ok {
+		return got == want
+	}
+	l, err1 := strconv.Atoi(lo)
+	h, err2 := strconv.Atoi(hi)
+	n, err3 := strconv.Atoi(got)
+	return err1 == nil && err2 == nil && err3 == nil && l <= n && n <= h
+}
 
 // check compares an answer with an expectation (nil: 200). Every error
 // answer must have the API's one error shape (CONTRACT.md err.shape).
@@ -59,7 +75,7 @@ func (r *caseRun) check(a *answer, e *Expect) error {
 		return fmt.Errorf("Retry-After %q, want present=%v", a.header.Get("Retry-After"), *e.RetryAfter)
 	}
 	for k, v := range e.Header {
-		if got := a.header.Get(k); got != v {
+		if got := a.header.Get(k); !headerMatches(got, v) {
 			return fmt.Errorf("header %s=%q, want %q", k, got, v)
 		}
 	}

@@ -109,6 +109,15 @@ func (sp *ServerSpec) config(root string) server.Config {
 	cfg.AdmissionTimeout = time.Duration(sp.AdmissionTimeoutMS) * time.Millisecond
 	cfg.AdmissionCeiling = time.Duration(sp.AdmissionCeilingMS) * time.Millisecond
 	cfg.SerializeColdLoads = sp.SerializeColdLoads
+	switch {
+	case sp.LoadBackoffMS > 0:
+		cfg.LoadBackoff = time.Duration(sp.LoadBackoffMS) * time.Millisecond
+	case sp.LoadBackoffMS < 0:
+		cfg.LoadBackoff = 0
+	}
+	if sp.LoadBackoffMaxMS > 0 {
+		cfg.LoadBackoffMax = time.Duration(sp.LoadBackoffMaxMS) * time.Millisecond
+	}
 	cfg.ShutdownTimeout = sp.shutdownTimeout()
 	cfg.StateDir = sp.stateDir
 	if sp.MaxBody > 0 {
@@ -180,6 +189,11 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	ms(sp.IdleTimeoutMS, "--idle-timeout")
 	ms(sp.AdmissionTimeoutMS, "--admission-timeout")
 	ms(sp.AdmissionCeilingMS, "--admission-ceiling")
+	ms(sp.LoadBackoffMS, "--load-backoff")
+	ms(sp.LoadBackoffMaxMS, "--load-backoff-max")
+	if sp.LoadBackoffMS < 0 {
+		a = append(a, "--load-backoff", "0s")
+	}
 	if sp.MaxBody > 0 {
 		a = append(a, "--max-body", strconv.FormatInt(sp.MaxBody, 10))
 	}

@@ -131,8 +131,9 @@ func runLinHistory(base, tag string, seed int64) (*linHistory, error) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	// The model object shows no memory; the target's default admission
 	// timeout and residency limits are unknown, so any wait, a registering
-	// PUT included, may be refused with server_busy.
-	h := &linHistory{History: &linmodel.History{Spec: linmodel.Spec{Configs: linmodel.GenConfigs(rng), BusyRegister: true}}}
+	// PUT included, may be refused with server_busy; a failed load backs
+	// off (the server's default, CONTRACT.md fail.load-backoff).
+	h := &linHistory{History: &linmodel.History{Spec: linmodel.Spec{Configs: linmodel.GenConfigs(rng), BusyRegister: true, Backoff: true}}}
 	for i := range h.ids {
 		h.ids[i] = "lin" + linmodel.Name(i) + "." + tag
 	}

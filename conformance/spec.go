@@ -96,6 +96,10 @@ type ServerSpec struct {
 	AdmissionTimeoutMS int64  `yaml:"admission_timeout_ms"`
 	AdmissionCeilingMS int64  `yaml:"admission_ceiling_ms"`
 	SerializeColdLoads bool   `yaml:"serialize_cold_loads"`
+	// LoadBackoffMS is --load-backoff in milliseconds (0: the server's
+	// default, 1 s; -1: none) and LoadBackoffMaxMS its cap (0: default).
+	LoadBackoffMS    int64 `yaml:"load_backoff_ms"`
+	LoadBackoffMaxMS int64 `yaml:"load_backoff_max_ms"`
 	// ShutdownTimeoutMS is --shutdown-timeout; 0 means the runner's default
 	// (10 s), -1 means none (wait for finite work).
 	ShutdownTimeoutMS int64 `yaml:"shutdown_timeout_ms"`
@@ -367,7 +371,8 @@ type GateStep struct {
 
 // ModelExpect is a subset of a model object, keyed like the JSON (state,
 // loaded, slots, active_slots, queued_requests, queued_managers,
-// max_parallel_slots, config_version, task, engine), plus `model`.
+// max_parallel_slots, config_version, task, engine, load_failures,
+// backing_off), plus `model`.
 type ModelExpect map[string]any
 
 // ListStep checks GET /v1/models: the models listed (in registration

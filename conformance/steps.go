@@ -304,7 +304,7 @@ func (r *caseRun) modelDiff(want ModelExpect, got map[string]any) (string, error
 
 var modelFields = map[string]bool{"state": true, "loaded": true, "slots": true, "active_slots": true,
 	"queued_requests": true, "queued_managers": true, "max_parallel_slots": true, "config_version": true,
-	"task": true, "engine": true, "id": true, "object": true}
+	"task": true, "engine": true, "id": true, "object": true, "load_failures": true, "backing_off": true}
 
 func (r *caseRun) expectModel(want ModelExpect) error {
 	sym, _ := want["model"].(string)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -75,7 +76,7 @@ func (m *Machine) submitRequestSlow(now int64, h Handle, timeout int64) Ticket {
 		return id
 	}
 	if d > 0 {
-		t.dead = now + d
+		t.dead = deadline(now, d)
 	}
 	m.enqueue(h, i) // (5)
 	return id
@@ -107,6 +108,15 @@ func (m *Machine) admit(now int64, h Handle, i int32) {
 		m.grantSlot(md, i, t)
 		return
 	}
+	if md.state == Unloaded {
+		// A load would start: not while the model backs off after a
+		// failed load (CONTRACT.md fail.load-backoff).
+		if on, left := backingOff(md, now); on {
+			m.emit(Effect{Kind: EfReject, Code: CodeServerBusy, Model: h, Ticket: m.ts.id(i), RetryAfter: left})
+			m.ts.release(i)
+			return
+		}
+	}
 	s := bits.TrailingZeros16(^md.busy)
 	md.busy |= 1 << s
 	md.slotT[s] = i
@@ -133,6 +143,16 @@ func (m *Machine) effectiveTimeout(md *model, override int64) int64 {
 		d = c
 	}
 	return d
+}
+
+// deadline is now+d, saturated so that an override the caller did not bound
+// cannot wrap into the past (the server bounds every timeout it accepts to
+// MaxTimeout; CONTRACT.md fail.spec-bounds).
+func deadline(now, d int64) int64 {
+	if d > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + d
 }
 
 // allOverdue reports whether the model has occupied slots and every one of
@@ -327,8 +347,9 @@ func (m *Machine) rejectUnknown(now int64) Ticket {
 }
 
 // Tick is the action Tick: time passed. Queued tickets whose admission
-// deadline passed are rejected with server_busy, and ready models idle and
-// queue-free for Options.IdleTimeout retire.
+// deadline passed are rejected with server_busy, load backoffs that ended
+// are forgotten, and ready models idle and queue-free for
+// Options.IdleTimeout retire.
 func (m *Machine) Tick(now int64) {
 	for h := range m.models {
 		md := &m.models[h]
@@ -343,6 +364,12 @@ func (m *Machine) Tick(now int64) {
 			i = nx
 		}
 	}
+	for h := range m.models {
+		if md := &m.models[h]; md.backoffUntil != 0 && md.backoffUntil <= now {
+			md.backoffUntil = 0 // the backoff is over: the next request loads
+			m.markDirty(Handle(h))
+		}
+	}
 	if d := m.opts.IdleTimeout; d > 0 && !m.shutdown {
 		for h := range m.models {
 			md := &m.models[h]
@@ -355,7 +382,8 @@ func (m *Machine) Tick(now int64) {
 }
 
 // NextDeadline returns the earliest time at which Tick has work (an
-// admission deadline or an idle retirement), or 0 when there is none.
+// admission deadline, an idle retirement or the end of a load backoff), or
+// 0 when there is none.
 func (m *Machine) NextDeadline() int64 {
 	var next int64
 	take := func(t int64) {
@@ -373,6 +401,7 @@ func (m *Machine) NextDeadline() int64 {
 		if d := m.opts.IdleTimeout; d > 0 && !m.shutdown && md.evictable() {
 			take(md.lastUsed + d)
 		}
+		take(md.backoffUntil)
 	}
 	return next
 }

@@ -61,6 +61,11 @@ type Effect struct {
 	Sessions int32
 	Config   *Config     // StartLoad, StartProbe
 	Bulk     *BulkResult // Done of a bulk unload
+	// RetryAfter is, on a server_busy Reject refused for a load backoff, how
+	// long the backoff still runs (nanoseconds, at least 1 also when its
+	// end passed and no Tick forgot it yet); 0 on every other effect. The server's Retry-After comes from it (CONTRACT.md
+	// fail.load-backoff).
+	RetryAfter int64
 	// Status is the model's status at the moment a targeted manager finished
 	// (Done or Reject), before anything queued behind it starts.
 	Status *ModelStatus

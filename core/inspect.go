@@ -46,6 +46,8 @@ type ModelView struct {
 	Resident    bool
 	ResidentMB  int64
 	LastUsed    int64
+	// BackoffUntil is when the model's load backoff ends (0: none).
+	BackoffUntil int64
 }
 
 var kindNames = [...]string{"", "request", "manager", "bulk"}
@@ -66,7 +68,8 @@ func (m *Machine) Inspect(h Handle) ModelView {
 	v := ModelView{Handle: h, ID: md.id, State: md.state, Config: md.cfg, Version: md.version, Published: md.published,
 		Capacity: md.capacity, Sessions: md.sessions, Built: md.built, PoolVersion: md.poolVersion, Active: md.active,
 		WaitInit: md.waitInit, ManagerStep: mstepNames[md.step], Job: md.job, JobKind: jobNames[md.jkind],
-		Cause: md.cause, InLoaders: md.inLoaders, Resident: md.resident, ResidentMB: md.resMB, LastUsed: md.lastUsed}
+		Cause: md.cause, InLoaders: md.inLoaders, Resident: md.resident, ResidentMB: md.resMB, LastUsed: md.lastUsed,
+		BackoffUntil: md.backoffUntil}
 	for i := md.head; i >= 0; i = m.ts.t[i].next {
 		v.Queue = append(v.Queue, m.ticketView(i))
 	}
@@ -197,7 +200,7 @@ func (m *Machine) AppendModelKey(b []byte, h Handle) []byte {
 	c := md.cfg
 	b = append(b, byte(md.state), byte(c.Slots), b2b(md.published), byte(md.capacity), byte(md.sessions),
 		byte(md.built), byte(md.active), byte(md.waitInit), byte(md.step), byte(md.jkind), byte(md.cause),
-		b2b(md.inLoaders), b2b(md.resident))
+		b2b(md.inLoaders), b2b(md.resident), b2b(md.backoffUntil != 0))
 	b = binary.AppendUvarint(b, md.version)
 	b = binary.AppendUvarint(b, md.version-md.poolVersion)
 	b = binary.AppendUvarint(b, uint64(c.MemoryMB))

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -23,6 +24,7 @@ var Invariants = []Invariant{
 	{"NoPartialPool", checkNoPartialPool},
 	{"MetadataConsistent", checkMetadataConsistent},
 	{"ResidencyLimit", checkResidencyLimit},
+	{"LedgerBounds", checkLedgerBounds},
 	{"EvictOnlyIdle", checkEvictOnlyIdle},
 	{"LeaseConservation", checkLeaseConservation},
 	{"QueueProgress", checkQueueProgress},
@@ -212,6 +214,47 @@ func checkResidencyLimit(m *Machine) error {
 	}
 	if b := m.opts.MemoryBudgetMB; b > 0 && used > b {
 		return fmt.Errorf("%dMB resident, budget %dMB", used, b)
+	}
+	return nil
+}
+
+// LedgerBounds: the residency ledger is in range with arithmetic that
+// cannot wrap: every resident pool charges 0..MaxMemoryMB and a model that
+// is not resident charges nothing; the ledger's total is the checked sum of
+// the resident pools' charges, 0 <= total and total <= the budget when one
+// is set; the resident count is 0..registered models and within the limit.
+// ResidencyLimit's sum wraps with an overflowed ledger and still agrees;
+// this check does not (CONTRACT.md res.ledger-bounds).
+func checkLedgerBounds(m *Machine) error {
+	count, used := 0, int64(0)
+	for h := range m.models {
+		md := &m.models[h]
+		if !md.resident {
+			if md.resMB != 0 {
+				return fmt.Errorf("%s: not resident but charges %dMB", md.id, md.resMB)
+			}
+			continue
+		}
+		if md.resMB < 0 || md.resMB > MaxMemoryMB {
+			return fmt.Errorf("%s: charges %dMB, outside 0..%d", md.id, md.resMB, MaxMemoryMB)
+		}
+		if md.resMB > math.MaxInt64-used {
+			return fmt.Errorf("%s: the ledger's sum overflows", md.id)
+		}
+		count++
+		used += md.resMB
+	}
+	if m.resMB < 0 || m.resMB != used {
+		return fmt.Errorf("ledger %dMB, resident pools charge %dMB", m.resMB, used)
+	}
+	if b := m.opts.MemoryBudgetMB; b > 0 && m.resMB > b {
+		return fmt.Errorf("ledger %dMB, budget %dMB", m.resMB, b)
+	}
+	if m.resCount < 0 || m.resCount > len(m.models) || m.resCount != count {
+		return fmt.Errorf("ledger counts %d models, %d of %d registered are resident", m.resCount, count, len(m.models))
+	}
+	if n := m.opts.MaxLoadedModels; n > 0 && m.resCount > n {
+		return fmt.Errorf("ledger counts %d models, limit %d", m.resCount, n)
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package core
 
+import "math"
+
 // startLoad puts a model on the loader queue: it becomes Loading and starts
 // when the residency ledger and the cold-load guard allow.
 func (m *Machine) startLoad(h Handle) {
@@ -41,10 +43,22 @@ func (m *Machine) fits(mb int64, afterRetiring bool) bool {
 	if m.mut(MutResidencyOverflow) {
 		return true
 	}
-	if n := m.opts.MaxLoadedModels; n > 0 && count+1 > n {
+	return m.room(count, used, mb)
+}
+
+// room reports whether one more pool of mb megabytes fits a ledger of count
+// models and used megabytes. The arithmetic is checked: it compares against
+// what is left (b-used) instead of summing, and refuses a size that would
+// wrap the ledger even without a budget, so a huge estimate can never make
+// the total negative and fit (CONTRACT.md res.ledger-bounds).
+func (m *Machine) room(count int, used, mb int64) bool {
+	if n := m.opts.MaxLoadedModels; n > 0 && count >= n {
 		return false
 	}
-	if b := m.opts.MemoryBudgetMB; b > 0 && used+mb > b {
+	if mb < 0 || used < 0 || mb > math.MaxInt64-used {
+		return false
+	}
+	if b := m.opts.MemoryBudgetMB; b > 0 && mb > b-used {
 		return false
 	}
 	return true
@@ -106,15 +120,7 @@ func (m *Machine) evictFor(h Handle, mb int64) bool {
 			used -= md.resMB
 		}
 	}
-	ok := func() bool {
-		if n := m.opts.MaxLoadedModels; n > 0 && count+1 > n {
-			return false
-		}
-		if b := m.opts.MemoryBudgetMB; b > 0 && used+mb > b {
-			return false
-		}
-		return true
-	}
+	ok := func() bool { return m.room(count, used, mb) }
 	var picked []Handle
 	taken := func(x Handle) bool {
 		for _, p := range picked {
@@ -215,6 +221,7 @@ func (m *Machine) publish(now int64, h Handle) {
 		md.poolVersion = md.version
 	}
 	md.lastUsed = now
+	endBackoff(md)
 	for b := md.busy; b != 0; b &= b - 1 {
 		s := trailing(b)
 		i := md.slotT[s]
@@ -238,6 +245,9 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 	md := &m.models[h]
 	if md.resident { // the load had started
 		m.loads--
+	}
+	if code == CodeBackend || code == CodeInvalid { // the config did not load (not a residency refusal)
+		m.backOff(now, md)
 	}
 	m.loadersD = true
 	md.capacity, md.built = 0, 0
@@ -272,6 +282,37 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 	if !m.mut(MutLostWakeup) {
 		m.markDirty(h)
 	}
+}
+
+// backOff counts a failed load and starts its backoff: LoadBackoff after the
+// first failure, doubling with each further one up to LoadBackoffMax
+// (CONTRACT.md fail.load-backoff).
+func (m *Machine) backOff(now int64, md *model) {
+	md.loadFails++
+	base := m.opts.LoadBackoff
+	if base <= 0 {
+		return
+	}
+	d, ceil := base, max(m.opts.LoadBackoffMax, base)
+	for k := 1; k < md.loadFails && d < ceil; k++ {
+		d *= 2 // both are at most MaxTimeout: no overflow
+	}
+	md.backoffUntil = deadline(now, min(d, ceil))
+}
+
+// endBackoff forgets the failures of a model: its load succeeded or a
+// manager took it over.
+func endBackoff(md *model) { md.loadFails, md.backoffUntil = 0, 0 }
+
+// backingOff reports whether a load of md may not start, and for how much
+// longer (at least 1 ns). The backoff lasts until the first Tick at or
+// after its end forgets it (NextDeadline names that time, and the shell
+// ticks then), so whether a request is refused depends on events only.
+func backingOff(md *model, now int64) (bool, int64) {
+	if md.backoffUntil == 0 {
+		return false, 0
+	}
+	return true, max(md.backoffUntil-now, 1)
 }
 
 // retire clears a published pool's logical residency (loaded=false, no

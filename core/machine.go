@@ -75,6 +75,12 @@ type model struct {
 	resMB     int64 // what was charged
 	lastUsed  int64
 	dirty     bool
+
+	// loadFails counts failed loads since the last successful one or the
+	// last granted manager; backoffUntil (0: none) is when the backoff after
+	// the last of them ends (CONTRACT.md fail.load-backoff).
+	loadFails    int
+	backoffUntil int64
 }
 
 func (md *model) settled() bool {

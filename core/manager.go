@@ -49,7 +49,7 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 			m.finish(i, EfReject, CodeServerBusy)
 			return tid
 		}
-		t.dead = now + d
+		t.dead = deadline(now, d)
 	}
 	m.enqueue(h, i) // (4)
 	m.markDirty(h)
@@ -148,6 +148,7 @@ func (m *Machine) grantManager(now int64, h Handle, i int32) {
 	t := &m.ts.t[i]
 	t.phase, t.since = phManaging, now
 	md.mgr = i
+	endBackoff(md) // a manager's load is never refused for earlier failures
 	switch t.op {
 	case OpLoad:
 		m.managedLoad(h)

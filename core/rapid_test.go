@@ -17,8 +17,8 @@ func (c rapidChooser) intn(label string, n int) int { return rapid.IntRange(0, n
 var rapidOptions = []Options{
 	{},
 	{MaxLoadedModels: 2, IdleTimeout: 20_000},
-	{MemoryBudgetMB: 250, SerializeColdLoads: true, DefaultAdmissionTimeout: 6000},
-	{MaxLoadedModels: 1, AdmissionCeiling: 5000},
+	{MemoryBudgetMB: 250, SerializeColdLoads: true, DefaultAdmissionTimeout: 6000, LoadBackoff: 4000, LoadBackoffMax: 9000},
+	{MaxLoadedModels: 1, AdmissionCeiling: 5000, LoadBackoff: 1500},
 }
 
 // TestRapidMachine lets rapid choose every next event among all that can

@@ -20,6 +20,11 @@ type ModelStatus struct {
 	ConfigVersion    uint64
 	MemoryMB         int64
 	ResidentMB       int64
+	// LoadFailures counts failed loads since the last successful load or
+	// granted manager; BackoffUntil is when the backoff after the last one
+	// ends (machine time, 0 for none; CONTRACT.md fail.load-backoff).
+	LoadFailures int
+	BackoffUntil int64
 }
 
 // Status returns the status of one model.
@@ -29,7 +34,7 @@ func (m *Machine) Status(h Handle) ModelStatus {
 		ID: md.id, Task: md.cfg.Task, Engine: md.cfg.Engine, State: md.state, Loaded: md.published,
 		Slots: md.cfg.Slots, ActiveSlots: md.active, QueuedRequests: md.nReq, QueuedManagers: md.nMgr,
 		MaxParallelSlots: md.capacity * b2i(md.published), ConfigVersion: md.version,
-		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB,
+		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB, LoadFailures: md.loadFails, BackoffUntil: md.backoffUntil,
 	}
 }
 

@@ -118,6 +118,24 @@ const MaxSlots = 16
 // reconfigure to count on without wrapping.
 const MaxBaseVersion = 1 << 62
 
+// The ranges of the sizes and durations a Config and Options may carry.
+// Every input is bounded where it enters, so the ledger and deadline
+// arithmetic (sums of MemoryMB, now+timeout) can never wrap an int64
+// (CONTRACT.md res.ledger-bounds, fail.spec-bounds).
+const (
+	// MaxMemoryMB bounds one pool's memory estimate and the memory budget:
+	// 2^40 MB (one exbibyte), beyond any device; 2^23 such pools still sum
+	// inside an int64.
+	MaxMemoryMB int64 = 1 << 40
+	// MaxTimeout bounds every admission timeout, default, ceiling and the
+	// idle timeout (nanoseconds): one year, so now+timeout cannot wrap.
+	MaxTimeout int64 = 365 * 24 * 3600 * 1e9
+	// MaxQueueLimit bounds a model's max_queue.
+	MaxQueueLimit = 1 << 20
+	// MaxLoadedLimit bounds Options.MaxLoadedModels.
+	MaxLoadedLimit = 1 << 20
+)
+
 // NoTimeout in a timeout field means "not set: use the next default" (the
 // model's for a request, the server's for a model).
 const NoTimeout int64 = -1
@@ -179,14 +197,14 @@ func (c *Config) Validate() error {
 	if c.Slots < 1 || c.Slots > MaxSlots {
 		return fmt.Errorf("config: slots must be 1..%d, got %d", MaxSlots, c.Slots)
 	}
-	if c.AdmissionTimeout < NoTimeout {
-		return fmt.Errorf("config: admission timeout must be NoTimeout, 0 or positive")
+	if c.AdmissionTimeout < NoTimeout || c.AdmissionTimeout > MaxTimeout {
+		return fmt.Errorf("config: admission timeout must be NoTimeout or 0..%d ns, got %d", MaxTimeout, c.AdmissionTimeout)
 	}
-	if c.MaxQueue < 0 {
-		return fmt.Errorf("config: max queue must not be negative")
+	if c.MaxQueue < 0 || c.MaxQueue > MaxQueueLimit {
+		return fmt.Errorf("config: max queue must be 0..%d, got %d", MaxQueueLimit, c.MaxQueue)
 	}
-	if c.MemoryMB < 0 {
-		return fmt.Errorf("config: memory estimate must not be negative")
+	if c.MemoryMB < 0 || c.MemoryMB > MaxMemoryMB {
+		return fmt.Errorf("config: memory estimate must be 0..%d MB, got %d", MaxMemoryMB, c.MemoryMB)
 	}
 	if c.BaseVersion > MaxBaseVersion {
 		return fmt.Errorf("config: base version must be at most %d", uint64(MaxBaseVersion))
@@ -213,6 +231,16 @@ type Options struct {
 	// AdmissionCeiling bounds every effective admission timeout, including
 	// "unbounded" ones (nanoseconds; 0 means no ceiling). Bulk waits ignore it.
 	AdmissionCeiling int64
+	// LoadBackoff is the first backoff after a failed load (nanoseconds;
+	// 0 disables the backoff): while a model backs off, a request that
+	// would start its load is refused server_busy with the remaining time
+	// (CONTRACT.md fail.load-backoff). Each further failure doubles it, up
+	// to LoadBackoffMax; a successful load or a granted manager ends it, and
+	// so does the first Tick at or after its end (NextDeadline names it).
+	LoadBackoff int64
+	// LoadBackoffMax caps the doubled backoff (nanoseconds; 0 or below
+	// LoadBackoff: LoadBackoff).
+	LoadBackoffMax int64
 	// SerializeColdLoads lets at most one load run at a time (the global
 	// cold-load guard); warm models keep serving meanwhile.
 	SerializeColdLoads bool
@@ -225,9 +253,21 @@ type Options struct {
 
 // Validate checks the options.
 func (o *Options) Validate() error {
-	if o.MaxLoadedModels < 0 || o.MemoryBudgetMB < 0 || o.IdleTimeout < 0 ||
-		o.DefaultAdmissionTimeout < 0 || o.AdmissionCeiling < 0 {
-		return fmt.Errorf("options: limits must not be negative")
+	if o.MaxLoadedModels < 0 || o.MaxLoadedModels > MaxLoadedLimit {
+		return fmt.Errorf("options: max loaded models must be 0..%d, got %d", MaxLoadedLimit, o.MaxLoadedModels)
+	}
+	if o.MemoryBudgetMB < 0 || o.MemoryBudgetMB > MaxMemoryMB {
+		return fmt.Errorf("options: memory budget must be 0..%d MB, got %d", MaxMemoryMB, o.MemoryBudgetMB)
+	}
+	for _, d := range []struct {
+		name string
+		v    int64
+	}{{"idle timeout", o.IdleTimeout}, {"default admission timeout", o.DefaultAdmissionTimeout},
+		{"admission ceiling", o.AdmissionCeiling},
+		{"load backoff", o.LoadBackoff}, {"load backoff cap", o.LoadBackoffMax}} {
+		if d.v < 0 || d.v > MaxTimeout {
+			return fmt.Errorf("options: %s must be 0..%d ns, got %d", d.name, MaxTimeout, d.v)
+		}
 	}
 	return nil
 }

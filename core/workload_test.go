@@ -199,6 +199,13 @@ func (w *workload) observe() error {
 				return fmt.Errorf("step %d: %s for a ticket that already ended or was granted", w.step, e.Kind)
 			}
 			o.seenBy = w.step
+			// Only a request refused for a load backoff carries a retry
+			// time, never longer than the cap (CONTRACT.md fail.load-backoff).
+			if opts := w.m.Options(); e.RetryAfter != 0 && (e.Kind != EfReject || e.Code != CodeServerBusy ||
+				o.kind != "request" || opts.LoadBackoff == 0 || e.RetryAfter < 0 ||
+				e.RetryAfter > max(opts.LoadBackoff, opts.LoadBackoffMax)) {
+				return fmt.Errorf("step %d: %s %s of a %s carries RetryAfter %d", w.step, e.Kind, e.Code, o.kind, e.RetryAfter)
+			}
 			w.live = slices.DeleteFunc(w.live, func(x Ticket) bool { return x == e.Ticket })
 			if e.Kind == EfGrant {
 				o.granted = true

@@ -32,11 +32,16 @@ type Config struct {
 	AdmissionTimeout   time.Duration
 	AdmissionCeiling   time.Duration
 	SerializeColdLoads bool
-	ShutdownTimeout    time.Duration // bounds the whole exit; 0: wait for finite work
-	TraceFile          string        // ndjson trace of every scheduler event; an earlier run's is moved to FILE.N
-	Models             []ModelEntry  // registered at start
-	ReadHeaderTimeout  time.Duration
-	IdleConnTimeout    time.Duration
+	// LoadBackoff is the first backoff after a model's load fails (0: none)
+	// and LoadBackoffMax the cap of its doubling (CONTRACT.md
+	// fail.load-backoff).
+	LoadBackoff       time.Duration
+	LoadBackoffMax    time.Duration
+	ShutdownTimeout   time.Duration // bounds the whole exit; 0: wait for finite work
+	TraceFile         string        // ndjson trace of every scheduler event; an earlier run's is moved to FILE.N
+	Models            []ModelEntry  // registered at start
+	ReadHeaderTimeout time.Duration
+	IdleConnTimeout   time.Duration
 	// AllowedHosts are Host names served besides localhost, 127.0.0.1,
 	// [::1] and the listen host (name or name:port; "*": any Host, unsafe:
 	// it re-opens DNS rebinding). CONTRACT.md err.host.
@@ -112,6 +117,8 @@ func DefaultConfig() Config {
 		SpoolThreshold:    1 << 20,
 		BodyBudget:        256 << 20,
 		SpoolBudget:       4 << 30,
+		LoadBackoff:       time.Second,
+		LoadBackoffMax:    time.Minute,
 	}
 }
 

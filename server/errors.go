@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // Error is the one error type handlers return. Its Type and Status are the
@@ -22,6 +23,10 @@ type Error struct {
 	Code    string // a finer machine-readable reason, may be empty
 	Message string
 	Err     error // the cause, for logs; never sent to clients of 500s
+	// RetryAfter, when positive, is the Retry-After of a server_busy
+	// (rounded up to whole seconds, at least 1): the remaining load backoff
+	// that core put in its Reject (CONTRACT.md fail.load-backoff).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -74,7 +79,19 @@ func FromCode(c core.Code, msg string, cause error) *Error {
 		e.Status, e.Type = http.StatusInternalServerError, "internal_error"
 	}
 	e.Code = c.String()
+	if re := (*runtime.Error)(nil); c == core.CodeServerBusy && errors.As(cause, &re) {
+		e.RetryAfter = re.RetryAfter
+	}
 	return e
+}
+
+// retryAfter is the Retry-After header of a server_busy: the remaining
+// backoff rounded up to whole seconds, at least retryAfterSeconds.
+func (e *Error) retryAfter() int {
+	if e.RetryAfter <= 0 {
+		return retryAfterSeconds
+	}
+	return max(int((e.RetryAfter+time.Second-1)/time.Second), retryAfterSeconds)
 }
 
 // retryAfterSeconds is the Retry-After a 503 server_busy carries.
@@ -108,7 +125,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body.Error.Message = "internal error"
 	}
 	if e.Type == "server_busy" {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter()))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)

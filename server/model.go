@@ -24,6 +24,13 @@ type Model struct {
 	// mode.slot-capacity).
 	MaxParallelSlots *int   `json:"max_parallel_slots"`
 	ConfigVersion    uint64 `json:"config_version"`
+	// LoadFailures counts the failed loads since the last successful one or
+	// the last granted manager; BackingOff says a request that would load
+	// the model is refused now, with the remaining time as its Retry-After
+	// (CONTRACT.md fail.load-backoff). Both change only with scheduler
+	// events, so the events stream carries them exactly.
+	LoadFailures int  `json:"load_failures"`
+	BackingOff   bool `json:"backing_off"`
 }
 
 // ModelList is the answer of GET /v1/models.
@@ -37,7 +44,8 @@ func modelOf(s core.ModelStatus) Model {
 	m := Model{
 		ID: s.ID, Object: "model", Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
 		Slots: s.Slots, ActiveSlots: s.ActiveSlots, QueuedRequests: s.QueuedRequests,
-		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion,
+		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion, LoadFailures: s.LoadFailures,
+		BackingOff: s.BackoffUntil != 0,
 	}
 	if s.Loaded && s.MaxParallelSlots > 0 {
 		n := s.MaxParallelSlots

@@ -195,6 +195,7 @@ func (c *Config) validate() error {
 	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
 		return errors.New("server: residency limits must not be negative")
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
+		c.LoadBackoff < 0, c.LoadBackoffMax < 0,
 		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0, c.WriteTimeout < 0, c.BodyReadTimeout < 0, c.BodyRateGrace < 0:
 		return errors.New("server: durations must not be negative")
 	case c.SignInLimit < 0:
@@ -216,6 +217,8 @@ func (c *Config) coreOptions() core.Options {
 		DefaultAdmissionTimeout: int64(c.AdmissionTimeout),
 		AdmissionCeiling:        int64(c.AdmissionCeiling),
 		SerializeColdLoads:      c.SerializeColdLoads,
+		LoadBackoff:             int64(c.LoadBackoff),
+		LoadBackoffMax:          int64(c.LoadBackoffMax),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
@@ -68,18 +69,20 @@ func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
 		p.AdmissionTimeoutSet = true
 	}
 	if s.MaxQueue != nil {
-		if *s.MaxQueue < 0 {
-			return p, Invalid("max_queue must not be negative")
+		if *s.MaxQueue < 0 || *s.MaxQueue > core.MaxQueueLimit {
+			return p, Invalid("max_queue must be 0..%d, got %d", core.MaxQueueLimit, *s.MaxQueue)
 		}
 		p.MaxQueue = *s.MaxQueue
 	}
 	return p, nil
 }
 
-// maxTimeoutMS bounds every admission timeout in milliseconds (one year),
-// so that the scheduler's deadlines (now + timeout, in nanoseconds) cannot
-// overflow.
-const maxTimeoutMS = 365 * 24 * 3600 * 1000
+// maxTimeoutMS bounds every admission timeout in milliseconds (one year,
+// core.MaxTimeout), so that the scheduler's deadlines (now + timeout, in
+// nanoseconds) cannot overflow (CONTRACT.md fail.spec-bounds). The memory
+// estimate is bounded by core.Config.Validate (core.MaxMemoryMB), which the
+// runtime applies to every spec, whatever its engine.
+const maxTimeoutMS = core.MaxTimeout / int64(time.Millisecond)
 
 // ToRuntime validates the spec for the server's mode (parallel: started
 // with --parallel-jobs; without it any slots field is refused) and converts

@@ -64,6 +64,9 @@ type omodel struct {
 	wq     []tref
 	wqHead int
 	mgrs   []tref // targeted managers that have not ended
+	// failAt is when the model's last load failed (0: none since its pool
+	// last served a grant): a backoff refusal needs one (fail.load-backoff).
+	failAt int64
 }
 
 // tref names a ticket with its submission order.
@@ -382,9 +385,14 @@ func (o *oracle) postJob(ev *core.Event, err error) {
 		} else {
 			md.sessions = 1
 		}
+		if ev.Failed || ev.Capacity < o.m.Config(c.jh).Slots {
+			md.failAt = ev.Now
+		}
 	case core.EvCloneDone:
 		if !ev.Failed {
 			md.sessions++
+		} else {
+			md.failAt = ev.Now
 		}
 	case core.EvTeardownDone:
 		md.sessions -= int(md.tdSessions)

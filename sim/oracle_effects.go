@@ -37,6 +37,10 @@ func (o *oracle) effect(ev *core.Event, tk core.Ticket, e *core.Effect) {
 			if why := o.badCode(ev, tk, t, e.Code); why != "" {
 				o.failf("reject-code", now, "ticket %s (%s) rejected %s: %s", tname(e.Ticket), kindName(t), e.Code, why)
 			}
+			if why := o.badRetry(now, t, e); why != "" {
+				o.failf("backoff-refusal", now, "ticket %s (%s) rejected %s with RetryAfter %d: %s", tname(e.Ticket),
+					kindName(t), e.Code, e.RetryAfter, why)
+			}
 		} else {
 			o.done(now, t, e)
 		}
@@ -62,6 +66,9 @@ func kindName(t *tinfo) string {
 }
 
 func (o *oracle) grant(now int64, e *core.Effect) {
+	if int(e.Model) < len(o.md) {
+		o.md[e.Model].failAt = 0 // a pool serves: its load succeeded
+	}
 	i := o.find(e.Ticket)
 	if i < 0 {
 		o.failf("grant-unknown", now, "Grant for ended or unknown ticket %s", tname(e.Ticket))
@@ -114,6 +121,29 @@ func cfgString(c *core.Config) string {
 		return "nothing"
 	}
 	return fmt.Sprintf("%s/%s slots=%d mem=%d", c.Checkpoint, c.Options, c.Slots, c.MemoryMB)
+}
+
+// badRetry says why a Reject cannot carry its RetryAfter, or "": only a
+// request refused server_busy for a load backoff carries one, after a
+// failed load of its model, and the backoff ends no later than the cap
+// after that failure (CONTRACT.md fail.load-backoff).
+func (o *oracle) badRetry(now int64, t *tinfo, e *core.Effect) string {
+	if e.RetryAfter == 0 {
+		return ""
+	}
+	ceil := max(o.opts.LoadBackoff, o.opts.LoadBackoffMax)
+	md := &o.md[t.h]
+	switch {
+	case e.RetryAfter < 0 || e.Code != core.CodeServerBusy || t.kind != kReq:
+		return "only a request's server_busy carries a backoff"
+	case o.opts.LoadBackoff == 0:
+		return "the machine does not back off"
+	case md.failAt == 0:
+		return "no load of the model failed since its pool last served"
+	case now+e.RetryAfter > md.failAt+ceil && md.failAt+ceil > now:
+		return fmt.Sprintf("the backoff ends after the last failure (at %d) plus the cap %d", md.failAt, ceil)
+	}
+	return ""
 }
 
 // badCode says why code cannot end ticket t in event ev, or "".

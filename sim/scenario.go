@@ -171,6 +171,12 @@ func newScenario(o *Options, r rng) scenario {
 		}
 	}
 	sc.shutdown = max(sc.shutdown, 0)
+	// Drawn last, so the rest of a seed's scenario is as it was before the
+	// backoff existed (CONTRACT.md fail.load-backoff).
+	if r.IntN(2) == 0 {
+		sc.opts.LoadBackoff = r.logUniform(10*millis, 2*secs)
+		sc.opts.LoadBackoffMax = sc.opts.LoadBackoff * r.between(1, 64)
+	}
 	return sc
 }
 
@@ -217,6 +223,9 @@ func (sc *scenario) describe() string {
 	}
 	if o.SerializeColdLoads {
 		b.WriteString(", serial cold loads")
+	}
+	if o.LoadBackoff > 0 {
+		fmt.Fprintf(&b, ", load backoff %s..%s", dur(o.LoadBackoff), dur(o.LoadBackoffMax))
 	}
 	if sc.shutdown > 0 {
 		fmt.Fprintf(&b, ", shutdown at event %d", sc.shutdown)

@@ -205,9 +205,11 @@ func (w *world) do(ev core.Event, ref int32) (core.Ticket, bool, error) {
 		w.takeFailure()
 	}
 	switch {
-	case ev.Kind == core.EvSubmitManager || (w.idleCand && w.sc.opts.IdleTimeout > 0):
+	case ev.Kind == core.EvSubmitManager || (w.idleCand && w.sc.opts.IdleTimeout > 0) ||
+		(w.sc.opts.LoadBackoff > 0 && (ev.Kind == core.EvLoadDone || ev.Kind == core.EvCloneDone)):
 		// A manager's deadline is core's to compute; a model that may have
-		// gone idle may have an idle-retirement deadline.
+		// gone idle may have an idle-retirement deadline; a failed load may
+		// have started a backoff, which ends on a Tick.
 		w.schedTick(w.m.NextDeadline())
 	case ev.Kind == core.EvSubmitRequest && o.cur.dead > 0 && o.find(tk) >= 0:
 		// A queued request's deadline is the contract's, which the oracle

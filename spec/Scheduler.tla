@@ -36,12 +36,14 @@ CONSTANTS
     IdleRetire,         \* idle retirement on Tick
     DefaultTimeout,     \* server default admission timeout, 0 = unbounded
     Ceiling,            \* admission ceiling, 0 = none
+    LoadBackoff,        \* a failed load backs off (core.Options.LoadBackoff > 0)
     Capacities,         \* capacities a backend may advertise
     BulkSelections,     \* the ID sequences a bulk unload may name
     TicketIds           \* the ticket numbers a run may hand out
 
 NoTimeout == -1                 \* "use the next default"
 MaxSlots == 16
+MaxMemoryMB == 2^40             \* core.MaxMemoryMB: one pool's estimate and the budget
 Reasons == {"timeout", "disconnect"}
 NoEntry == [id |-> 0, kind |-> "none", op |-> "none", cfg |-> "none", bounded |-> FALSE, bulk |-> 0, seq |-> 0]
 
@@ -64,7 +66,7 @@ vars == <<models, order, loaders, bulks, shutdown, shutdownSent, seq, nextId, cl
 Unregistered == [reg |-> FALSE, life |-> "unloaded", cfg |-> "none", ver |-> 0, published |-> FALSE,
                  poolVer |-> 0, sessions |-> 0, capacity |-> 0, built |-> 0, holders |-> {},
                  queue |-> <<>>, mgr |-> NoEntry, step |-> "none", failCode |-> "none", job |-> "none",
-                 cause |-> "none", resident |-> FALSE, resMB |-> 0, lastUse |-> 0]
+                 cause |-> "none", resident |-> FALSE, resMB |-> 0, lastUse |-> 0, backoff |-> FALSE]
 
 Init ==
     /\ models = [m \in ModelIds |-> Unregistered]
@@ -198,10 +200,14 @@ Unresident(T, m) == [T EXCEPT !.models[m].resident = FALSE, !.models[m].resMB = 
 \* CONTRACT fail.initial-load, reg.first-load-failure: waiting
 \* requests are answered at once; a manager keeps its ownership until the
 \* private sessions are gone, so its answer finds the model unloaded.
+\* A load that failed (not one residency refused) backs off
+\* (CONTRACT fail.load-backoff).
 FailLoad(T, m, code, private) ==
     LET md == T.models[m]
         waiters == {h \in md.holders : h.wait}
         U == [T EXCEPT !.models[m].capacity = 0, !.models[m].built = 0,
+                       !.models[m].backoff = IF LoadBackoff /\ code \in {"backend_error", "invalid_request"}
+                                             THEN TRUE ELSE @,
                        !.models[m].holders = @ \ waiters,
                        !.out = @ \o SetToSeq({Ans("Reject", h.id, code) : h \in waiters})]
     IN IF private > 0
@@ -219,6 +225,7 @@ Publish(T, m) ==
         waiters == {h \in md.holders : h.wait}
         U == [T EXCEPT !.models[m].life = "ready", !.models[m].published = TRUE,
                        !.models[m].sessions = md.built, !.models[m].poolVer = md.ver, !.models[m].lastUse = T.clock,
+                       !.models[m].backoff = FALSE,
                        !.models[m].holders = Running(md) \cup
                             {[h EXCEPT !.wait = FALSE, !.ver = md.ver] : h \in waiters},
                        !.out = @ \o SetToSeq({[kind |-> "Grant", ticket |-> h.id, ver |-> md.ver] : h \in waiters})]
@@ -261,8 +268,9 @@ Apply(T, m, cfg) ==
     THEN ManagerDone(T, m, "Reject", "invalid_request")
     ELSE Replace(T, m, cfg)
 
+\* A granted manager ends a load backoff (CONTRACT fail.load-backoff).
 GrantManager(T, m, e) ==
-    LET U == [T EXCEPT !.models[m].mgr = e, !.models[m].step = "none"] IN
+    LET U == [T EXCEPT !.models[m].mgr = e, !.models[m].step = "none", !.models[m].backoff = FALSE] IN
     IF e.op = "load" THEN ManagedLoad(U, m)
     ELSE IF e.op = "unload" /\ U.models[m].life = "unloaded" THEN ManagerDone(U, m, "Done", "ok")
     ELSE IF e.op = "unload" THEN Retire([U EXCEPT !.models[m].step = "unload"], m, "unload")
@@ -273,6 +281,8 @@ Admit(T, m, id, sq) ==
     IF md.life = "ready"
     THEN Emit([T EXCEPT !.models[m].holders = @ \cup {[id |-> id, wait |-> FALSE, ver |-> md.poolVer, seq |-> sq]}],
               [kind |-> "Grant", ticket |-> id, ver |-> md.poolVer])
+    ELSE IF md.life = "unloaded" /\ md.backoff
+    THEN Emit(T, Ans("Reject", id, "server_busy")) \* CONTRACT fail.load-backoff
     ELSE LET U == [T EXCEPT !.models[m].holders = @ \cup {[id |-> id, wait |-> TRUE, ver |-> 0, seq |-> sq]}]
          IN IF md.life = "unloaded" THEN StartLoad(U, m) ELSE U
 
@@ -519,10 +529,13 @@ TeardownDone(m) ==
                   [] OTHER -> T)
 
 \* Time passed: queued tickets past their deadline (any of those with one)
-\* are rejected server_busy; idle, queue-free ready models (any of them)
-\* retire.  Which ones is a matter of time.
-Tick(expire, idle) ==
-    LET T == Fresh
+\* are rejected server_busy; load backoffs (any of them) end; idle,
+\* queue-free ready models (any of them) retire.  Which ones is a matter
+\* of time.
+Tick(expire, idle, ended) ==
+    LET T0 == Fresh
+        T == [T0 EXCEPT !.models = [m \in ModelIds |->
+                                      [T0.models[m] EXCEPT !.backoff = @ /\ m \notin ended]]]
         expirable == {T.models[x[1]].queue[x[2]].id :
                          x \in {y \in QueuedAt(T) : T.models[y[1]].queue[y[2]].bounded /\
                                                     T.models[y[1]].queue[y[2]].kind # "member"}}
@@ -531,6 +544,7 @@ Tick(expire, idle) ==
                        !.out = @ \o SetToSeq({Ans("Reject", t, "server_busy") : t \in expire})]
     IN
     /\ expire \subseteq expirable
+    /\ \A m \in ended : T0.models[m].backoff
     /\ \A m \in idle : Evictable(U, m) /\ IdleRetire /\ ~U.shutdown
     /\ Event(RetireAll(U, idle, "idle"))
 
@@ -571,7 +585,7 @@ Next ==
     \/ \E m \in ModelIds, f \in BOOLEAN : CloneDone(m, f)
     \/ \E m \in ModelIds, c \in Capacities, f \in BOOLEAN : ProbeDone(m, c, f)
     \/ \E m \in ModelIds : TeardownDone(m)
-    \/ \E x \in SUBSET Live(S), y \in SUBSET ModelIds : Tick(x, y)
+    \/ \E x \in SUBSET Live(S), y \in SUBSET ModelIds, z \in SUBSET ModelIds : Tick(x, y, z)
     \/ BeginShutdown
     \/ Internal
     \/ Quiesce
@@ -647,6 +661,15 @@ ResidencyLimit == Quiescent =>
     /\ MaxLoaded = 0 \/ Cardinality({m \in ModelIds : models[m].resident}) <= MaxLoaded
     /\ MemoryBudget = 0 \/ SumResMB(S, {m \in ModelIds : models[m].resident}) <= MemoryBudget
 
+\* The ledger is in range: a resident pool charges 0..MaxMemoryMB, a model
+\* that is not resident charges nothing, and the total is within the budget.
+\* (Integers do not wrap here; the Go transcription and core check the same
+\* with arithmetic that cannot overflow an int64.)
+LedgerBounds == Quiescent =>
+    /\ \A m \in ModelIds : IF models[m].resident THEN models[m].resMB \in 0..MaxMemoryMB
+                                               ELSE models[m].resMB = 0
+    /\ MemoryBudget = 0 \/ SumResMB(S, {m \in ModelIds : models[m].resident}) \in 0..MemoryBudget
+
 \* Eviction and idle retirement took only published, idle, queue-free models.
 EvictOnlyIdle == Quiescent =>
     \A e \in evicted : e.active = 0 /\ e.queued = 0 /\ ~e.mgr /\ e.published
@@ -676,6 +699,7 @@ Invariants ==
     /\ NoPartialPool
     /\ MetadataConsistent
     /\ ResidencyLimit
+    /\ LedgerBounds
     /\ EvictOnlyIdle
     /\ LeaseConservation
     /\ QueueProgress

@@ -68,7 +68,7 @@ func TestNamesCatchRename(t *testing.T) {
 	}
 	s := string(src)
 	everywhere := strings.ReplaceAll(s, "TeardownDone", "TeardownFinished")
-	definition := strings.Replace(s, "\nTick(expire, idle) ==", "\nTock(expire, idle) ==", 1)
+	definition := strings.Replace(s, "\nTick(expire, idle, ended) ==", "\nTock(expire, idle, ended) ==", 1)
 	invariant := strings.ReplaceAll(s, "NoBarging", "NoOvertaking")
 	for name, v := range map[string]string{"everywhere": everywhere, "definition": definition, "invariant": invariant} {
 		if v == s {

@@ -53,6 +53,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "retire a ready model idle this long (0: never)")
 	fs.DurationVar(&c.AdmissionTimeout, "admission-timeout", 0, "default admission wait of a request (0: unbounded)")
 	fs.DurationVar(&c.AdmissionCeiling, "admission-ceiling", 0, "upper bound of every admission wait, request overrides included (0: none)")
+	fs.DurationVar(&c.LoadBackoff, "load-backoff", c.LoadBackoff, "after a model's load fails, refuse requests that would load it again for this long, doubling per failure (0: no backoff)")
+	fs.DurationVar(&c.LoadBackoffMax, "load-backoff-max", c.LoadBackoffMax, "cap of the doubled load backoff")
 	fs.BoolVar(&c.SerializeColdLoads, "serialize-cold-loads", false, "run at most one model load at a time (warm models keep serving)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound of the whole exit after SIGINT or SIGTERM (0: wait for finite work)")
 	fs.StringVar(&o.configFile, "config", "", "YAML file of models to register at start (default: the embedded default models)")

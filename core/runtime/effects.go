@@ -19,6 +19,9 @@ type outcome struct {
 	status  core.ModelStatus
 	bulk    *core.BulkResult
 	cause   error // why a Reject happened, when a backend step said so
+	// retryAfter is a backoff Reject's remaining backoff (core's
+	// Effect.RetryAfter, nanoseconds).
+	retryAfter int64
 }
 
 // waiter is one caller waiting for its ticket. The outcome is written into
@@ -119,6 +122,9 @@ func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket
 	}
 	r.m.Advance()
 	r.armTickLocked(now)
+	if ev.Kind == core.EvLoadDone || ev.Kind == core.EvCloneDone {
+		r.armBackoffLocked(now) // a failed load may have started a backoff
+	}
 }
 
 func (r *Runtime) checkLocked(ev *core.Event) {
@@ -147,7 +153,7 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 		}
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: pub[e.Slot]})
 	case core.EfReject:
-		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause})
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter})
 	case core.EfDone:
 		o := outcome{kind: core.EfDone, bulk: e.Bulk}
 		if e.Status != nil { // the status when the manager finished, not after what followed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
@@ -16,6 +17,10 @@ type Error struct {
 	Code core.Code
 	Msg  string
 	Err  error
+	// RetryAfter is, for a server_busy refused while the model backs off
+	// after a failed load, how long the backoff still runs (from core's
+	// Reject effect; 0 otherwise).
+	RetryAfter time.Duration
 }
 
 // Error returns the message, followed by the cause when there is one.
@@ -72,6 +77,17 @@ func CodeOf(err error) core.Code {
 
 func invalidf(err error, format string, args ...any) *Error {
 	return &Error{Code: core.CodeInvalid, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// refused is the caller's error for a Reject outcome: rejectError with a
+// backoff's remaining time.
+func refused(id string, o outcome) *Error {
+	e := rejectError(id, o.code, o.cause)
+	if o.retryAfter > 0 {
+		e.RetryAfter = time.Duration(o.retryAfter)
+		e.Msg = fmt.Sprintf("model %q: server busy: its last load failed; backing off for %v before the next load", id, e.RetryAfter.Round(time.Millisecond))
+	}
+	return e
 }
 
 // rejectError turns a Reject effect into the caller's error. id is empty

@@ -190,7 +190,7 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID s
 		}
 	}
 	if o.kind != core.EfGrant {
-		return grant{}, rejectError(id, o.code, o.cause)
+		return grant{}, refused(id, o)
 	}
 	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session}, nil
 }

@@ -102,7 +102,7 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 		}
 	}
 	if o.kind != core.EfDone {
-		return core.ModelStatus{}, rejectError(id, o.code, o.cause)
+		return core.ModelStatus{}, refused(id, o)
 	}
 	return o.status, nil
 }

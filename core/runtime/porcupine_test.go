@@ -109,8 +109,11 @@ func modelSpec(c *linmodel.Config) ModelSpec {
 func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linmodel.History {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	// The runtime's status shows memory; server_busy only ends a bounded
-	// wait on a registered model (no residency limit here).
-	h := &linmodel.History{Spec: linmodel.Spec{Configs: linmodel.GenConfigs(rng), Memory: true}}
+	// wait on a registered model (no residency limit here) or a load's
+	// backoff (CONTRACT.md fail.load-backoff; 2 ms of the bubble's time,
+	// doubling to 8 ms).
+	h := &linmodel.History{Spec: linmodel.Spec{Configs: linmodel.GenConfigs(rng), Memory: true, Backoff: true}}
+	backoff := core.Options{LoadBackoff: int64(2 * time.Millisecond), LoadBackoffMax: int64(8 * time.Millisecond)}
 	anyAdmission, anyQueue := false, false
 	for _, c := range h.Spec.Configs {
 		anyAdmission = anyAdmission || c.Admission > 0
@@ -118,9 +121,10 @@ func runHistory(t *testing.T, seed int64, mutants core.Mutants) *linmodel.Histor
 	}
 	var e *env
 	if mutants != 0 {
-		e = newEnv(t, core.Options{Mutants: mutants}, withoutChecks())
+		backoff.Mutants = mutants
+		e = newEnv(t, backoff, withoutChecks())
 	} else {
-		e = newEnv(t, core.Options{}, withTraceName(fmt.Sprintf("TestLinearizable-seed%d", seed)))
+		e = newEnv(t, backoff, withTraceName(fmt.Sprintf("TestLinearizable-seed%d", seed)))
 	}
 	clients := 3 + rng.IntN(3)
 	var wg sync.WaitGroup

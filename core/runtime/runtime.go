@@ -124,7 +124,7 @@ func New(opts Options) (*Runtime, error) {
 		waitBounds: append([]time.Duration(nil), opts.WaitBuckets...),
 		workCtx:    workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
 	}
-	if r.idle > 0 {
+	if r.idle > 0 || opts.Core.LoadBackoff > 0 {
 		r.tickTimer = time.NewTimer(time.Hour)
 		r.tickTimer.Stop()
 		r.tickStop = make(chan struct{})

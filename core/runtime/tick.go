@@ -7,8 +7,9 @@ import (
 )
 
 // The idle timer drives core.Tick for idle retirement (CONTRACT.md,
-// "Eviction / idle retirement"). It runs only when Options.Core.IdleTimeout
-// is set; admission deadlines are the waiters' own timers. The timer is
+// "Eviction / idle retirement") and for the end of load backoffs
+// (fail.load-backoff). It runs only when Options.Core.IdleTimeout or
+// LoadBackoff is set; admission deadlines are the waiters' own timers. The timer is
 // armed lazily: any event can make a model idle no earlier than now +
 // IdleTimeout, so an event re-arms it only when it is unarmed or armed
 // later than that; when it fires, core.NextDeadline says when to fire next.
@@ -21,6 +22,19 @@ func (r *Runtime) armTickLocked(now int64) {
 	if want := now + r.idle; r.tickAt == 0 || r.tickAt > want {
 		r.tickAt = want
 		r.tickTimer.Reset(time.Duration(r.idle))
+	}
+}
+
+// armBackoffLocked makes sure the timer fires when the machine's next
+// deadline (a load backoff's end, CONTRACT.md fail.load-backoff) is due:
+// core forgets a backoff only on the Tick at or after its end.
+func (r *Runtime) armBackoffLocked(now int64) {
+	if r.copts.LoadBackoff == 0 || r.tickAt < 0 || r.m.ShuttingDown() {
+		return
+	}
+	if next := r.m.NextDeadline(); next > 0 && (r.tickAt == 0 || next < r.tickAt) {
+		r.tickAt = next
+		r.tickTimer.Reset(time.Duration(max(next-now, 1)))
 	}
 }
 

@@ -122,17 +122,23 @@ type Spec struct {
 	// only waits on a registered model (a target whose residency limits the
 	// checker does not know).
 	BusyRegister bool
+	// Backoff: the target backs off after a failed load (CONTRACT.md
+	// fail.load-backoff): until a granted manager or a successful load, an
+	// inference that would load the model may be refused server_busy (the
+	// backoff may also have run out: time is not modelled).
+	Backoff bool
 
 	_ struct{}
 }
 
 // model is the per-model part of the sequential state.
 type model struct {
-	reg    bool
-	order  int8
-	ver    uint16
-	cfg    int8
-	loaded bool
+	reg     bool
+	order   int8
+	ver     uint16
+	cfg     int8
+	loaded  bool
+	backoff bool // a load failed since the last granted manager or successful load
 }
 
 // state is the whole sequential state; it is comparable, so porcupine's
@@ -225,10 +231,19 @@ func (sp *Spec) infer(s state, in Input) []outcome {
 		return []outcome{{code: core.CodeNotFound, next: s}}
 	}
 	if m := &s.m[in.Model]; !m.loaded {
-		if code := sp.Configs[m.cfg].loadCode(); code != core.CodeOK {
-			return []outcome{{code: code, next: s}}
+		var busy []outcome
+		if m.backoff {
+			busy = append(busy, outcome{code: core.CodeServerBusy, next: s}) // refused: nothing changes
 		}
-		m.loaded = true
+		if code := sp.Configs[m.cfg].loadCode(); code != core.CodeOK {
+			m.backoff = sp.Backoff
+			return append(busy, outcome{code: code, next: s})
+		}
+		m.loaded, m.backoff = true, false
+		if in.Fail {
+			return append(busy, outcome{code: core.CodeBackend, next: s})
+		}
+		return append(busy, outcome{code: core.CodeOK, next: s})
 	}
 	if in.Fail {
 		return []outcome{{code: core.CodeBackend, next: s}}
@@ -236,11 +251,13 @@ func (sp *Spec) infer(s state, in Input) []outcome {
 	return []outcome{{code: core.CodeOK, next: s}}
 }
 
-// ensureLoad is a load manager on a registered model.
+// ensureLoad is a load manager on a registered model (granted: its backoff
+// was reset); a failed load backs off again.
 func (sp *Spec) ensureLoad(s state, i int) outcome {
 	m := &s.m[i]
 	if !m.loaded {
 		if code := sp.Configs[m.cfg].loadCode(); code != core.CodeOK {
+			m.backoff = sp.Backoff
 			return outcome{code: code, next: s}
 		}
 		m.loaded = true
@@ -252,6 +269,7 @@ func (sp *Spec) load(s state, in Input) []outcome {
 	if !s.registered(in.Model) {
 		return []outcome{{code: core.CodeNotFound, next: s}}
 	}
+	s.m[in.Model].backoff = false // granted
 	return []outcome{sp.ensureLoad(s, in.Model)}
 }
 
@@ -259,7 +277,7 @@ func unload(s state, in Input) []outcome {
 	if !s.registered(in.Model) {
 		return []outcome{{code: core.CodeNotFound, next: s}}
 	}
-	s.m[in.Model].loaded = false
+	s.m[in.Model].loaded, s.m[in.Model].backoff = false, false
 	return []outcome{{code: core.CodeOK, next: s}}
 }
 
@@ -271,7 +289,8 @@ func (sp *Spec) apply(s state, in Input) []outcome {
 	}
 	i := in.Model
 	m := &s.m[i]
-	if !m.reg { // register, then load
+	m.backoff = false // granted (a new entry has none)
+	if !m.reg {       // register, then load
 		*m = model{reg: true, order: s.nreg, ver: 1, cfg: int8(in.Config)}
 		s.nreg++
 		return []outcome{sp.ensureLoad(s, i)}
@@ -311,14 +330,14 @@ func bulkMember(s state, in Input, out Output) []any {
 			return []any{s}
 		}
 		n := s
-		n.m[in.Model].loaded = false
+		n.m[in.Model].loaded, n.m[in.Model].backoff = false, false
 		return []any{s, n}
 	}
 	if out.Found != reg {
 		return nil
 	}
 	if reg {
-		s.m[in.Model].loaded = false
+		s.m[in.Model].loaded, s.m[in.Model].backoff = false, false
 	}
 	return []any{s}
 }
@@ -396,7 +415,7 @@ func describeState(s state) string {
 	var b strings.Builder
 	for i, m := range s.m {
 		if m.reg {
-			fmt.Fprintf(&b, "%s: v%d cfg%d loaded=%v; ", Name(i), m.ver, m.cfg, m.loaded)
+			fmt.Fprintf(&b, "%s: v%d cfg%d loaded=%v backoff=%v; ", Name(i), m.ver, m.cfg, m.loaded, m.backoff)
 		}
 	}
 	return b.String()

@@ -110,6 +110,21 @@ func TestHandWrittenHistories(t *testing.T) {
 		{"server_busy on an unknown ID", Spec{BusyRegister: true}, []op{
 			{0, Input{Kind: Infer, Model: z, Busy: true}, code(core.CodeServerBusy), 1, 2}}, false},
 
+		// A failed load backs off (CONTRACT.md fail.load-backoff): an
+		// inference that would load again may be refused until a manager
+		// or a successful load ends the backoff.
+		{"server_busy after a failed load, with a backoff", Spec{Backoff: true}, []op{
+			{0, apply(a, 3), code(core.CodeBackend), 1, 2}, {1, infer(a), code(core.CodeServerBusy), 3, 4}}, true},
+		{"server_busy after a failed load, without a backoff", Spec{}, []op{
+			{0, apply(a, 3), code(core.CodeBackend), 1, 2}, {1, infer(a), code(core.CodeServerBusy), 3, 4}}, false},
+		{"the backoff may have run out", Spec{Backoff: true}, []op{
+			{0, apply(a, 3), code(core.CodeBackend), 1, 2}, {1, infer(a), code(core.CodeBackend), 3, 4}}, true},
+		{"no backoff before any failure", Spec{Backoff: true}, []op{{0, apply(b, 0), ok(), 1, 2},
+			{0, Input{Kind: Unload, Model: b}, ok(), 3, 4}, {1, infer(b), code(core.CodeServerBusy), 5, 6}}, false},
+		{"a manager ends the backoff", Spec{Backoff: true}, []op{
+			{0, apply(a, 3), code(core.CodeBackend), 1, 2}, {0, Input{Kind: Unload, Model: a}, ok(), 3, 4},
+			{1, infer(a), code(core.CodeServerBusy), 5, 6}}, false},
+
 		// Status: one atomic snapshot in registration order.
 		{"status in registration order", Spec{}, []op{reg, {0, apply(b, 3), code(core.CodeBackend), 3, 4},
 			{1, Input{Kind: Status}, rows(Row{Model: a, Version: 1, Slots: 1}, Row{Model: b, Version: 1, Slots: 1}), 5, 6}}, true},

@@ -24,9 +24,10 @@ type Action struct {
 	// Now is when the event happened (0: the next tick of State.Clock); only
 	// the order of times matters, for least-recently-used eviction.
 	Now int64
-	// Tick's parameters, as in the TLA+ Tick(expire, idle): the queued
+	// Tick's parameters, as in the TLA+ Tick(expire, idle, ended): the queued
 	// tickets that expire and the idle models that retire. Unless TickGiven,
-	// Step explores every choice.
+	// Step explores every choice; the load backoffs that end (ended) are
+	// always explored, as no effect shows them.
 	Expire    []uint64
 	Retire    []string
 	TickGiven bool
@@ -45,6 +46,9 @@ type run struct {
 	out []Effect
 	p   *Params
 	now int64
+	// skipBackoff admits past a load backoff: in loose mode (unknown
+	// options) whether the machine backs off at all is open.
+	skipBackoff bool
 }
 
 func (r *run) fork() *run {
@@ -219,8 +223,16 @@ func (r *run) SubmitRequest(a Action) []*run {
 	}
 	md := &r.s.Models[i]
 	if len(md.Queue) == 0 && !md.HasMgr && r.admittable(i) && md.Active() < md.Cfg.Slots {
+		var runs []*run
+		if r.backoffOpen(i) {
+			g := r.fork()
+			g.skipBackoff = true
+			g.admit(i, id, seq)
+			g.skipBackoff = false
+			runs = append(runs, g)
+		}
 		r.admit(i, id, seq)
-		return []*run{r}
+		return append(runs, r)
 	}
 	if md.Cfg.MaxQueue > 0 && md.QueuedRequests() >= md.Cfg.MaxQueue {
 		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeServerBusy, Model: i})
@@ -497,8 +509,9 @@ func (r *run) TeardownDone(a Action) ([]*run, error) {
 }
 
 // Tick: time passed. Any queued ticket past its deadline may be rejected
-// server_busy, and any ready model idle and queue-free long enough may
-// retire (CONTRACT res.idle-retirement). Which ones is a matter of
+// server_busy, any load backoff may end, and any ready model idle and
+// queue-free long enough may retire (CONTRACT res.idle-retirement,
+// fail.load-backoff). Which ones is a matter of
 // time, so every choice is an outcome.
 func (r *run) Tick() []*run {
 	type ref struct{ model, idx int }
@@ -542,10 +555,35 @@ func (r *run) Tick() []*run {
 	return runs
 }
 
-// TickGiven is Tick with its choice given (trace validation reads it from
-// the logged effects): no outcome when a ticket cannot expire or a model
-// cannot retire.
+// TickGiven is Tick with its choice of expired tickets and idle models given
+// (trace validation reads it from the logged effects): no outcome when a
+// ticket cannot expire or a model cannot retire. Which load backoffs ended
+// shows in no effect, so every choice of them is an outcome (CONTRACT
+// fail.load-backoff).
 func (r *run) TickGiven(expire []uint64, retire []string) []*run {
+	var off []int
+	for i := range r.s.Models {
+		if r.s.Models[i].Backoff {
+			off = append(off, i)
+		}
+	}
+	var runs []*run
+	for mask := 0; mask < 1<<len(off); mask++ {
+		f := r
+		if mask < 1<<len(off)-1 {
+			f = r.fork()
+		}
+		for b, i := range off {
+			if mask&(1<<b) != 0 {
+				f.s.Models[i].Backoff = false
+			}
+		}
+		runs = append(runs, f.tickGiven(expire, retire)...)
+	}
+	return runs
+}
+
+func (r *run) tickGiven(expire []uint64, retire []string) []*run {
 	for _, id := range expire {
 		where, i, k := r.s.FindTicket(id)
 		if where != PlaceQueued {

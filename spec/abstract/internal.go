@@ -25,8 +25,8 @@ func settleAll(runs []*run) ([]Outcome, error) {
 		// time is taken in place.
 		r := runs[0]
 		for n := 0; n < MaxInternal; n++ {
-			if r.p.Loose && len(r.s.Loaders) > 0 {
-				return settleSearch([]*run{r}) // LoaderStep has optional outcomes
+			if r.p.Loose && (len(r.s.Loaders) > 0 || r.anyBackoffOpen()) {
+				return settleSearch([]*run{r}) // LoaderStep and backed-off admissions have optional outcomes
 			}
 			k, only := r.enabledInternal()
 			switch {
@@ -116,6 +116,13 @@ func (r *run) internalSteps() (mandatory, optional []*run) {
 			f := r.fork()
 			f.Pump(i)
 			mandatory = append(mandatory, f)
+			if md := &s.Models[i]; md.Queue[0].Kind == KReq && r.backoffOpen(i) {
+				g := r.fork()
+				g.skipBackoff = true
+				g.Pump(i)
+				g.skipBackoff = false
+				mandatory = append(mandatory, g)
+			}
 		}
 	}
 	ls := r.LoaderStep()
@@ -200,10 +207,32 @@ func (r *run) admit(i int, id, seq uint64) {
 		r.emit(Effect{Kind: core.EfGrant, Ticket: id, Model: i, Ver: md.PoolVer})
 		return
 	}
+	if md.Life == core.Unloaded && md.Backoff && !r.skipBackoff {
+		// The load would start again while it backs off: refused
+		// (CONTRACT fail.load-backoff).
+		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: core.CodeServerBusy, Model: i})
+		return
+	}
 	md.Holders = append(md.Holders, Holder{ID: id, Wait: true, Seq: seq})
 	if md.Life == core.Unloaded {
 		r.startLoad(i)
 	}
+}
+
+// backoffOpen: in loose mode (unknown options) a request that would start
+// model i's load after a failure may be refused for a backoff or not.
+func (r *run) backoffOpen(i int) bool {
+	md := &r.s.Models[i]
+	return r.p.Loose && md.Backoff && md.Life == core.Unloaded
+}
+
+func (r *run) anyBackoffOpen() bool {
+	for i := range r.s.Models {
+		if r.backoffOpen(i) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) startLoad(i int) {
@@ -224,6 +253,7 @@ func (r *run) withdrawLoad(i int) {
 func (r *run) grantManager(i int, e Entry) {
 	md := &r.s.Models[i]
 	md.HasMgr, md.Mgr, md.Step = true, e, SNone
+	md.Backoff = false // a manager's load is never refused for earlier failures
 	switch e.Op {
 	case core.OpLoad:
 		r.managedLoad(i)
@@ -378,6 +408,9 @@ func (r *run) unresident(i int) {
 func (r *run) failLoad(i int, code core.Code, private int) {
 	md := &r.s.Models[i]
 	md.Capacity, md.Built = 0, 0
+	if (code == core.CodeBackend || code == core.CodeInvalid) && (r.p.LoadBackoff || r.p.Loose) {
+		md.Backoff = true // not after a residency refusal (CONTRACT fail.load-backoff)
+	}
 	hs := md.Holders[:0:0]
 	for _, h := range md.Holders {
 		if h.Wait {
@@ -426,6 +459,7 @@ func (r *run) publish(i int) {
 	md.Sessions = md.Built
 	md.PoolVer = md.Ver
 	md.LastUse = r.now
+	md.Backoff = false
 	for k := range md.Holders {
 		if h := &md.Holders[k]; h.Wait {
 			h.Wait, h.Ver = false, md.PoolVer

@@ -3,6 +3,7 @@ package abstract
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -23,6 +24,7 @@ var Invariants = []Invariant{
 	{"NoPartialPool", NoPartialPool},
 	{"MetadataConsistent", MetadataConsistent},
 	{"ResidencyLimit", ResidencyLimit},
+	{"LedgerBounds", LedgerBounds},
 	{"EvictOnlyIdle", EvictOnlyIdle},
 	{"LeaseConservation", LeaseConservation},
 	{"QueueProgress", QueueProgress},
@@ -200,6 +202,30 @@ func ResidencyLimit(s *State, p *Params) error {
 		return fmt.Errorf("%d resident models, limit %d", count, n)
 	}
 	if b := p.MemoryBudgetMB; b > 0 && used > b {
+		return fmt.Errorf("%dMB resident, budget %dMB", used, b)
+	}
+	return nil
+}
+
+// LedgerBounds: every resident pool charges 0..core.MaxMemoryMB, a model
+// that is not resident charges nothing, and the checked sum of the charges
+// stays within the budget (CONTRACT.md res.ledger-bounds).
+func LedgerBounds(s *State, p *Params) error {
+	used := int64(0)
+	for i := range s.Models {
+		md := &s.Models[i]
+		if !md.Resident {
+			if md.ResMB != 0 {
+				return fmt.Errorf("%s: not resident but charges %dMB", md.ID, md.ResMB)
+			}
+			continue
+		}
+		if md.ResMB < 0 || md.ResMB > core.MaxMemoryMB || md.ResMB > math.MaxInt64-used {
+			return fmt.Errorf("%s: charges %dMB on a ledger of %dMB", md.ID, md.ResMB, used)
+		}
+		used += md.ResMB
+	}
+	if b := p.MemoryBudgetMB; b > 0 && !p.Loose && used > b {
 		return fmt.Errorf("%dMB resident, budget %dMB", used, b)
 	}
 	return nil

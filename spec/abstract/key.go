@@ -119,7 +119,8 @@ func (s *State) appendModelKey(b []byte, i int, ids bool) []byte {
 		cause = 0
 	}
 	b = append(b, byte(md.Life), byte(md.Cfg.id), b2b(md.Published), byte(md.Sessions), byte(md.Capacity),
-		byte(md.Built), byte(md.Step), byte(md.FailCode), byte(md.Job), byte(cause), b2b(md.Resident), lpos)
+		byte(md.Built), byte(md.Step), byte(md.FailCode), byte(md.Job), byte(cause), b2b(md.Resident), lpos,
+		b2b(md.Backoff))
 	b = binary.AppendUvarint(b, md.Ver)
 	b = binary.AppendUvarint(b, md.PoolVer)
 	b = binary.AppendUvarint(b, uint64(md.ResMB))

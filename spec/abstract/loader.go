@@ -2,6 +2,7 @@ package abstract
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/sluice-dev/sluice/core"
@@ -27,10 +28,15 @@ func (r *run) fits(mb int64, afterRetiring bool, victims []int) bool {
 			used += md.ResMB
 		}
 	}
-	if n := r.p.MaxLoaded; n > 0 && count+1 > n {
+	if n := r.p.MaxLoaded; n > 0 && count >= n {
 		return false
 	}
-	if b := r.p.MemoryBudgetMB; b > 0 && used+mb > b {
+	// Checked: compare with what is left, never sum past an int64
+	// (CONTRACT.md res.ledger-bounds).
+	if mb < 0 || mb > math.MaxInt64-used {
+		return false
+	}
+	if b := r.p.MemoryBudgetMB; b > 0 && mb > b-used {
 		return false
 	}
 	return true

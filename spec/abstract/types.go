@@ -230,6 +230,11 @@ type Model struct {
 	Resident  bool
 	ResMB     int64
 	LastUse   int64 // when a lease of its pool last ended, or it was published (eviction order)
+	// Backoff: the last load failed and its backoff has not been forgotten
+	// by a Tick, a granted manager or a successful load; meanwhile a
+	// request that would start the load is refused (CONTRACT
+	// fail.load-backoff).
+	Backoff bool
 }
 
 // Evicted records a model retired by eviction or idle retirement in the last
@@ -275,6 +280,7 @@ type Params struct {
 	IdleRetire         bool  // Options.IdleTimeout > 0
 	DefaultTimeout     int64 // Options.DefaultAdmissionTimeout
 	Ceiling            int64 // Options.AdmissionCeiling
+	LoadBackoff        bool  // Options.LoadBackoff > 0
 	// Loose leaves undecided what depends on unknown options (trace validation
 	// without an options file): residency and cold-load decisions, deadlines
 	// and idle retirement become free choices.
@@ -286,7 +292,8 @@ type Params struct {
 // ParamsOf returns the spec constants for core options.
 func ParamsOf(o core.Options) Params {
 	return Params{MaxLoaded: o.MaxLoadedModels, MemoryBudgetMB: o.MemoryBudgetMB, SerializeColdLoads: o.SerializeColdLoads,
-		IdleRetire: o.IdleTimeout > 0, DefaultTimeout: o.DefaultAdmissionTimeout, Ceiling: o.AdmissionCeiling}
+		IdleRetire: o.IdleTimeout > 0, DefaultTimeout: o.DefaultAdmissionTimeout, Ceiling: o.AdmissionCeiling,
+		LoadBackoff: o.LoadBackoff > 0}
 }
 
 // Clone returns a deep copy of s (configs and bulk results are shared: they

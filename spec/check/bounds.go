@@ -31,7 +31,7 @@ func Bounds() map[string]*env.Bound {
 				cfg(`{"voice":"b"}`, 2, 100), // changed sessions: probed, then replaced
 				cfg("{}", 1, 100),            // same sessions, fewer slots: replaced without probe
 			},
-			Options:         core.Options{MaxLoadedModels: 1},
+			Options:         core.Options{MaxLoadedModels: 1, LoadBackoff: env.LoadBackoff},
 			Requests:        3,
 			AnyManagers:     1,
 			Bulks:           1,
@@ -56,7 +56,7 @@ func Bounds() map[string]*env.Bound {
 			Registered:      3,
 			Configs:         []*core.Config{cfg("{}", 2, 100), cfg(`{"voice":"b"}`, 2, 100), cfg("{}", 1, 100)},
 			InitConfigs:     []uint8{0, 0, 2},
-			Options:         core.Options{MaxLoadedModels: 2, SerializeColdLoads: true},
+			Options:         core.Options{MaxLoadedModels: 2, SerializeColdLoads: true, LoadBackoff: env.LoadBackoff},
 			Requests:        3,
 			AnyManagers:     1,
 			Bulks:           2,

@@ -29,6 +29,10 @@ const (
 	BigTimeout int64 = 1 << 50
 	// IdleTimeout is Options.IdleTimeout when a bound has Ticks.
 	IdleTimeout int64 = 1 << 30
+	// LoadBackoff is Options.LoadBackoff of the bounds that back off: longer
+	// than any explored run, shorter than the time a Tick skips, so a load
+	// backoff lasts until the next Tick ends it.
+	LoadBackoff int64 = 1 << 20
 )
 
 // Capacity choices of a LoadDone or ProbeDone.

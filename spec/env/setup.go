@@ -9,8 +9,9 @@ import (
 
 // Setups returns, for every initial state, the labels that build it from
 // an empty registry: the first Registered models are registered with
-// Configs[0]; cold ones fail their first load (registered, unloaded), warm
-// ones (the last k, for each k allowed) load completely. Both the spec and
+// Configs[0]; cold ones fail their first load (registered, unloaded; with
+// a load backoff an unload then ends it), warm ones (the last k, for each
+// k allowed) load completely. Both the spec and
 // the core replay these labels, outside the budget.
 func (b *Bound) Setups() ([][]Label, error) {
 	maxWarm := 0
@@ -61,7 +62,15 @@ func (b *Bound) Setups() ([][]Label, error) {
 					return nil, err
 				}
 			}
-			if md := &s.Models[s.Lookup(b.Models[i])]; md.HasMgr || len(md.Queue) > 0 || (warm != (md.Life == core.Ready)) {
+			if md := &s.Models[s.Lookup(b.Models[i])]; md.Backoff {
+				// A cold model's failed first load backs off; an unload
+				// manager ends that, so a cold model starts out as one
+				// that never loaded (CONTRACT fail.load-backoff).
+				if err := step(Label{Kind: core.EvSubmitManager, Model: uint8(i), Op: core.OpUnload}); err != nil {
+					return nil, err
+				}
+			}
+			if md := &s.Models[s.Lookup(b.Models[i])]; md.HasMgr || len(md.Queue) > 0 || md.Backoff || (warm != (md.Life == core.Ready)) {
 				return nil, fmt.Errorf("env: setup of %s ended in %s", b.Models[i], md.Life)
 			}
 		}
