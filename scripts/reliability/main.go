@@ -450,7 +450,7 @@ func (h *harness) stalledStream() string {
 	}
 	defer conn.Close()
 	body := `{"input":{"chunks":10000},"stream":true}`
-	fmt.Fprintf(conn, "POST /v1/models/"+model+"/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(conn, "POST /v1/models/"+model+"/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	if err := awaitActive(p.url, model); err != nil {
 		return "error: " + err.Error()
 	}
@@ -558,7 +558,7 @@ func (h *harness) slowConns() string {
 				mu.Lock()
 				dialed++
 				mu.Unlock()
-				fmt.Fprintf(c, "POST /v1/models/fixture-echo/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{")
+				fmt.Fprintf(c, "POST /v1/models/fixture-echo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{")
 			}
 			opened.Done()
 			if err != nil {
