@@ -93,10 +93,13 @@ bench-http:
 reliability:
 	$(GO) run ./scripts/reliability -models-root $(MODELS_ROOT) $(if $(BINARY),-binary $(BINARY)) $(if $(BASELINE),-baseline $(BASELINE))
 
-# fuzz: 10 minutes per target.
+# fuzz: 10 minutes per target (50 minutes in all).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStrictKeys$$' -fuzztime 10m ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseWAV$$' -fuzztime 10m ./backends/audio/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInput$$' -fuzztime 10m ./backends/audio/
 
 # ui-deps installs Debian chromium and playwright-core (into .deps/ui), idempotently; no browser download.
 ui-deps:
