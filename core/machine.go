@@ -81,6 +81,13 @@ type model struct {
 	// the last of them ends (CONTRACT.md fail.load-backoff).
 	loadFails    int
 	backoffUntil int64
+
+	// wantLoaded is the desired state the last manager that succeeded on
+	// the model left: true after a register, reconfigure or load, false
+	// after an unload or a bulk member (and at registration, until its load
+	// succeeds). Evictions and idle retirement leave it alone. Nothing in
+	// the machine reads it; the persistent registry records it.
+	wantLoaded bool
 }
 
 func (md *model) settled() bool {

@@ -270,6 +270,9 @@ func (m *Machine) managerDone(h Handle, kind EffectKind, code Code) {
 	md := &m.models[h]
 	i := md.mgr
 	md.mgr, md.step, md.pend = -1, msNone, nil
+	if kind == EfDone {
+		md.wantLoaded = m.ts.t[i].op != OpUnload // OpApply and OpLoad leave it loaded
+	}
 	if m.ts.t[i].parent < 0 {
 		st := m.Status(h)
 		m.finishWith(i, kind, code, &st)

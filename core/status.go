@@ -25,6 +25,11 @@ type ModelStatus struct {
 	// ends (machine time, 0 for none; CONTRACT.md fail.load-backoff).
 	LoadFailures int
 	BackoffUntil int64
+	// WantLoaded is the desired state the last successful manager left
+	// (loaded after a register, reconfigure or load; unloaded after an
+	// unload or bulk member), whatever evictions did since: what a restart
+	// restores (CONTRACT.md persist.restore).
+	WantLoaded bool
 }
 
 // Status returns the status of one model.
@@ -35,6 +40,7 @@ func (m *Machine) Status(h Handle) ModelStatus {
 		Slots: md.cfg.Slots, ActiveSlots: md.active, QueuedRequests: md.nReq, QueuedManagers: md.nMgr,
 		MaxParallelSlots: md.capacity * b2i(md.published), ConfigVersion: md.version,
 		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB, LoadFailures: md.loadFails, BackoffUntil: md.backoffUntil,
+		WantLoaded: md.wantLoaded,
 	}
 }
 

@@ -50,12 +50,12 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 		if _, after, aerr := s.rt.ConfigOf(id); aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {
 			return err
 		}
-		if rerr := s.recordModels([]string{id}, keepDesired); rerr != nil {
+		if rerr := s.recordModels([]string{id}); rerr != nil {
 			logger(r.Context()).Error("committed change not durable", "model", id, "err", rerr)
 		}
 		return err
 	}
-	if err := s.recordModels([]string{id}, wantLoaded); err != nil { // persist.durable-before-200
+	if err := s.recordModels([]string{id}); err != nil { // persist.durable-before-200
 		return notDurable(err)
 	}
 	logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
@@ -73,7 +73,7 @@ func (s *Server) handleLoad(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRuntime(err)
 	}
-	if err := s.recordModels([]string{id}, wantLoaded); err != nil { // CONTRACT.md persist.durable-before-200
+	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
 		return notDurable(err)
 	}
 	return writeJSON(w, modelOf(st))
@@ -90,7 +90,7 @@ func (s *Server) handleUnload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRuntime(err)
 	}
-	if err := s.recordModels([]string{id}, wantUnloaded); err != nil { // CONTRACT.md persist.durable-before-200
+	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
 		return notDurable(err)
 	}
 	return writeJSON(w, UnloadResult{ID: id, Loaded: st.Loaded})
@@ -117,7 +117,7 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return fromRuntime(err)
 	}
-	if err := s.recordModels(res.Unloaded, wantUnloaded); err != nil { // CONTRACT.md persist.durable-before-200: one write for all
+	if err := s.recordModels(res.Unloaded); err != nil { // CONTRACT.md persist.durable-before-200: one write for all
 		return notDurable(err)
 	}
 	out := BulkUnloadResult{Unloaded: res.Unloaded, NotFound: res.NotFound}

@@ -327,22 +327,16 @@ func (g *registry) close() error {
 	return err
 }
 
-// desired is what a management change asks of a model's residency.
-type desired int8
-
-const (
-	keepDesired desired = iota // no change: keep the recorded one (a new record: unloaded)
-	wantLoaded
-	wantUnloaded
-)
-
 // recordModels makes the committed state of every model of ids durable:
-// its committed config and config_version as the runtime has them now
-// (the change's own or a later one, never an older one) and, unless keep,
-// the desired residency of the change. It runs before the change is
-// answered (CONTRACT.md persist.durable-before-200). An ID that is not
-// registered (a bulk's not_found) is skipped.
-func (s *Server) recordModels(ids []string, want desired) error {
+// its committed config, config_version and desired residency as the
+// runtime has them now (the change's own or a later one, never an older
+// one). The desired residency is the core's (ModelStatus.WantLoaded: what
+// the last successful manager on the model left), not the handler's, so
+// two changes of one model that overlap in time are recorded in the order
+// the model's queue ran them, whichever handler writes last. It runs
+// before the change is answered (CONTRACT.md persist.durable-before-200).
+// An ID that is not registered (a bulk's not_found) is skipped.
+func (s *Server) recordModels(ids []string) error {
 	g := s.reg
 	if g == nil {
 		return nil
@@ -356,18 +350,10 @@ func (s *Server) recordModels(ids []string, want desired) error {
 			if err != nil {
 				continue
 			}
-			old, known := st.get(id)
-			if known && old.ConfigVersion > status.ConfigVersion {
+			if old, known := st.get(id); known && old.ConfigVersion > status.ConfigVersion {
 				continue // never backwards (the live version only grows)
 			}
-			loaded := old.Loaded
-			switch want {
-			case wantLoaded:
-				loaded = true
-			case wantUnloaded:
-				loaded = false
-			}
-			if st.put(recordOf(id, &cfg, status.ConfigVersion, loaded)) {
+			if st.put(recordOf(id, &cfg, status.ConfigVersion, status.WantLoaded)) {
 				changed = true
 			}
 		}

@@ -373,3 +373,31 @@ func BenchmarkRegistryWrite(b *testing.B) {
 		})
 	}
 }
+
+// Two changes of one model that overlap in time are recorded in the order
+// the model's queue ran them, not in the order their handlers wrote
+// (CONTRACT.md persist.restore): here the unload ran after the load, but
+// the load's handler writes last, as a slow handler would.
+func TestRegistryRecordsQueueOrderNotHandlerOrder(t *testing.T) {
+	rs := newRestartable(t)
+	a := rs.start()
+	a.put("m", `{"engine":"fixture"}`)
+	ctx := context.Background()
+	if _, err := a.s.rt.Load(ctx, "m"); err != nil { // the load's manager, then ...
+		t.Fatal(err)
+	}
+	if _, err := a.s.rt.Unload(ctx, "m"); err != nil { // ... the unload's, behind it
+		t.Fatal(err)
+	}
+	if err := a.s.recordModels([]string{"m"}); err != nil { // the unload's handler writes first
+		t.Fatal(err)
+	}
+	if err := a.s.recordModels([]string{"m"}); err != nil { // the load's handler last
+		t.Fatal(err)
+	}
+	a.close()
+	b := rs.start()
+	if _, loaded, _ := b.summary("m"); loaded {
+		t.Fatal("restored loaded: the load's late write won over the unload that ran after it")
+	}
+}
