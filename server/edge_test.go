@@ -272,6 +272,13 @@ func TestConnLimitClosesOldestIdle(t *testing.T) {
 	if n := ts.s.conns.evicted.Load(); n != 1 {
 		t.Fatalf("%d connections closed for the limit, want 1", n)
 	}
+	text := ts.metricsText()
+	for _, want := range []string{"sluice_http_connections_evicted_total 1\n", "sluice_http_max_connections 4\n",
+		`sluice_http_body_budget_bytes{store="memory"} `, `sluice_http_body_bytes{store="disk"} 0`} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("metrics lack %q:\n%s", want, text)
+		}
+	}
 }
 
 // edge.conn-limit, the probe reserve: when every connection at the limit runs a

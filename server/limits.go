@@ -81,7 +81,7 @@ func (b *budget) give(n int64) {
 	b.mu.Unlock()
 }
 
-// inUse returns the reserved bytes (tests).
+// inUse returns the reserved bytes (metrics, tests).
 func (b *budget) inUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -142,3 +142,31 @@ func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// edge registers the serving edge's metrics (CONTRACT.md "Connections and
+// request bodies"): open connections against --max-conns, connections
+// closed or refused for it, and the body bytes in flight against their
+// budgets. They read the edge's own counters at scrape time.
+func (m *metrics) edge(t *connTracker, l *bodyLimits) {
+	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	const bodyHelp = "Request body bytes held by requests in flight, in memory or spooled to disk."
+	const budgetHelp = "The budget of request body bytes in flight (--body-budget, --spool-budget; 0: unlimited)."
+	m.reg.MustRegister(
+		gauge("sluice_http_open_connections", "Open client connections.", nil, func() float64 { return float64(t.open.Load()) }),
+		gauge("sluice_http_max_connections", "The connection limit in force (--max-conns; 0: none).", nil,
+			func() float64 { return float64(max(t.maxConns, 0)) }),
+		counter("sluice_http_connections_evicted_total", "Connections closed to make room for a new one at --max-conns.",
+			func() float64 { return float64(t.evicted.Load()) }),
+		counter("sluice_http_connections_refused_total", "Connections answered 503 and closed at accept: over --max-conns and its probe reserve.",
+			func() float64 { return float64(t.refused.Load()) }),
+		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "memory"}, func() float64 { return float64(l.mem.inUse()) }),
+		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.inUse()) }),
+		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "memory"}, func() float64 { return float64(l.mem.limit) }),
+		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.limit) }),
+	)
+}

@@ -164,6 +164,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 	}
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
+	s.met.edge(s.conns, s.limits)
 	s.refuse = newRefusalSink(s.met)
 	s.feed = startFeed(rt, s.met, log)
 	s.events = newEventHub(rt, epoch, log)
