@@ -553,17 +553,7 @@ func TestBodyBudgetRefuses(t *testing.T) {
 	if res.StatusCode == http.StatusServiceUnavailable {
 		t.Fatalf("the first request: %d", res.StatusCode)
 	}
-	ts.awaitConns("no handler running", func(cs []*trackedConn) bool {
-		for _, c := range cs {
-			if in, _ := c.phase(); in {
-				return false
-			}
-		}
-		return true
-	})
-	if n := ts.s.limits.mem.inUse() + ts.s.limits.disk.inUse(); n != 0 {
-		t.Fatalf("%d bytes still reserved", n)
-	}
+	ts.awaitNothingReserved()
 	ts.must(http.StatusOK, "POST", "/v1/models/a/infer", `{"input":{}}`)
 }
 
@@ -608,17 +598,7 @@ func TestBodyBudgetChunked(t *testing.T) {
 	}
 	requireErr(t, res, http.StatusServiceUnavailable, "server_busy", "body_budget")
 	_ = res.Body.Close()
-	ts.awaitConns("no handler running", func(cs []*trackedConn) bool {
-		for _, c := range cs {
-			if in, _ := c.phase(); in {
-				return false
-			}
-		}
-		return true
-	})
-	if n := ts.s.limits.mem.inUse() + ts.s.limits.disk.inUse(); n != 0 {
-		t.Fatalf("%d bytes still reserved", n)
-	}
+	ts.awaitNothingReserved()
 	if ents, _ := os.ReadDir(eng.dir); len(ents) != 0 {
 		t.Fatalf("spool files left: %v", ents)
 	}
@@ -652,5 +632,22 @@ func TestAutoMaxConns(t *testing.T) {
 	ts = newServer(t, func(c *Config) { c.MaxConns = -1 })
 	if ts.s.conns.maxConns > 0 {
 		t.Fatalf("negative --max-conns should disable the limit, got %d", ts.s.conns.maxConns)
+	}
+}
+
+// awaitNothingReserved waits until no handler runs, then checks that the
+// body budgets are whole again (edge.body-budget).
+func (ts *tserver) awaitNothingReserved() {
+	ts.t.Helper()
+	ts.awaitConns("no handler running", func(cs []*trackedConn) bool {
+		for _, c := range cs {
+			if in, _ := c.phase(); in {
+				return false
+			}
+		}
+		return true
+	})
+	if n := ts.s.limits.mem.inUse() + ts.s.limits.disk.inUse(); n != 0 {
+		ts.t.Fatalf("%d bytes still reserved", n)
 	}
 }

@@ -81,6 +81,13 @@ func newServer(t *testing.T, mutate func(*Config)) *tserver {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	return newServerCfg(t, cfg)
+}
+
+// newServerCfg builds a server from cfg as it is; it is shut down, and
+// checked, when the test ends.
+func newServerCfg(t *testing.T, cfg Config) *tserver {
+	t.Helper()
 	logs := &logBuffer{}
 	s, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		CheckInvariants: true})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,19 +40,6 @@ func (rs *restartable) start() *tserver {
 	if err := ts.s.LoadRestored(context.Background()); err != nil {
 		rs.t.Fatal(err)
 	}
-	return ts
-}
-
-func newServerCfg(t *testing.T, cfg Config) *tserver {
-	t.Helper()
-	logs := &logBuffer{}
-	s, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		CheckInvariants: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &tserver{t: t, s: s, logs: logs, client: &http.Client{Transport: &http.Transport{}}}
-	t.Cleanup(ts.close)
 	return ts
 }
 

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,18 +92,7 @@ func TestShutdownNonReadingClient(t *testing.T) {
 	ts := startServer(t, stalledConfig)
 	id := strings.Repeat("m", 128) // long IDs make long chunks: about 3 MB in all
 	ts.put(id, `{"engine":"fixture"}`)
-	d := net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	c, err := d.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := ts.dialSmallBuffers()
 	defer c.Close()
 	// Small socket buffers on the server's side too, so that the stream
 	// (about 3.5 MB) cannot fit into the kernel's buffers on any machine.
