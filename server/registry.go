@@ -283,6 +283,17 @@ func syncDir(dir string) error {
 	return err
 }
 
+// locked runs update under the registry's lock; without a state dir (g
+// nil) it does nothing.
+func (g *registry) locked(change func(st *registryState) bool) error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.update(change)
+}
+
 // update applies change to a copy of the durable state and writes it when
 // it differs. A change that is already durable writes nothing.
 func (g *registry) update(change func(st *registryState) bool) error {
@@ -337,13 +348,7 @@ func (g *registry) close() error {
 // before the change is answered (CONTRACT.md persist.durable-before-200).
 // An ID that is not registered (a bulk's not_found) is skipped.
 func (s *Server) recordModels(ids []string) error {
-	g := s.reg
-	if g == nil {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.update(func(st *registryState) bool {
+	return s.reg.locked(func(st *registryState) bool {
 		changed := false
 		for _, id := range ids {
 			cfg, status, err := s.rt.ConfigOf(id)
@@ -364,13 +369,7 @@ func (s *Server) recordModels(ids []string) error {
 // recordModelsRoot makes a new models root durable; it runs inside the
 // root's swap, before the swap (CONTRACT.md persist.models-root).
 func (s *Server) recordModelsRoot(root string) error {
-	g := s.reg
-	if g == nil {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.update(func(st *registryState) bool {
+	return s.reg.locked(func(st *registryState) bool {
 		if st.ModelsRoot == root {
 			return false
 		}
