@@ -86,7 +86,7 @@ bench-http:
 # figures (scripts/reliability): CPU and peak RSS of hostile audio, a stalled
 # stream's slot, 20 concurrent 24 MiB uploads, /healthz beside 1,100 slow
 # connections under nofile 1024, the SIGTERM exit over stuck engine calls.
-# About 8 server starts and 500 MiB of loopback traffic per binary, 1 to 4
+# About 9 server starts and 1 GiB of loopback traffic per binary, 2 to 5
 # minutes per binary. Needs the default models root (make models). BINARY=PATH
 # attacks a prebuilt binary (default: builds ./cmd/sluice); BASELINE=PATH
 # measures another beside it in the same run.
