@@ -103,9 +103,13 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 // memory or spooled to a temporary file (CONTRACT.md edge.upload-spool).
 type upload struct {
 	model, format string
+	fields        map[string][]string // every field but file (multipart) or query parameter, as sent
 	payload       *spooled
 	input         json.RawMessage // {"sample_rate":N} for a declared audio/L16 payload
 }
+
+// maxFormFields bounds the fields of one upload (besides the file).
+const maxFormFields = 32
 
 // request is the engine request of the upload: the payload as Body (a
 // backends.Blob, valid until the handler returns), and also as Data when
@@ -156,7 +160,11 @@ func readUpload(r *http.Request) (*upload, error) {
 			return nil, bodyError("reading the audio", err)
 		}
 		q := r.URL.Query()
-		u.model, u.format, u.payload, u.input = q.Get("model"), q.Get("response_format"), p, in
+		if len(q) > maxFormFields {
+			p.Close()
+			return nil, Invalid("more than %d query parameters", maxFormFields)
+		}
+		u.model, u.format, u.payload, u.input, u.fields = q.Get("model"), q.Get("response_format"), p, in, q
 		return u, nil
 	}
 	mr, err := r.MultipartReader()
@@ -167,6 +175,7 @@ func readUpload(r *http.Request) (*upload, error) {
 		u.Close()
 		return nil, err
 	}
+	nf := 0
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -189,22 +198,26 @@ func readUpload(r *http.Request) (*upload, error) {
 				return fail(bodyError("multipart body", err))
 			}
 			u.payload, u.input = p, in
-		case "model", "response_format":
+		default:
 			b, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
 			if err != nil {
 				return fail(bodyError("multipart body", err))
 			}
 			if len(b) > maxFormField {
-				return fail(Invalid("multipart field %q over %d bytes", name, maxFormField))
+				return fail(Invalid("multipart field %.64q over %d bytes", name, maxFormField))
 			}
-			if name == "model" {
+			if nf++; nf > maxFormFields {
+				return fail(Invalid("multipart body has more than %d fields", maxFormFields))
+			}
+			if u.fields == nil {
+				u.fields = map[string][]string{}
+			}
+			u.fields[name] = append(u.fields[name], string(b))
+			switch name {
+			case "model":
 				u.model = string(b)
-			} else {
+			case "response_format":
 				u.format = string(b)
-			}
-		default:
-			if _, err := io.Copy(io.Discard, part); err != nil {
-				return fail(bodyError("multipart body", err))
 			}
 		}
 	}
@@ -231,31 +244,46 @@ func declaredRate(contentType string) (json.RawMessage, error) {
 	return json.RawMessage(`{"sample_rate":` + strconv.Itoa(rate) + `}`), nil
 }
 
-// handleTranscription serves POST /v1/audio/transcriptions: a WAV file (any
-// rate; resampled by the engine) answered as json, text or verbose_json.
+// handleTranscription serves POST /v1/audio/transcriptions: an audio
+// upload answered as json, text, verbose_json (segments, and words with
+// timestamp_granularities[]=word), srt or vtt, or with stream=true as
+// server-sent transcript.text.delta and transcript.text.done events. Every
+// field is checked before a lease is taken (audio.ParseTranscription): an
+// unknown or unusable one is 400 naming it; language is checked by the
+// engine against the model's.
 func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) error {
 	u, err := audioUpload(r)
 	if err != nil {
 		return err
 	}
 	defer u.Close()
-	model, format := u.model, u.format
-	switch format {
-	case "", "json", "text", "verbose_json":
-	default:
-		return Invalid("response_format %q is not supported (json, text or verbose_json)", format)
+	p, err := audio.ParseTranscription(u.fields)
+	if err != nil {
+		return Invalid("%v", err)
 	}
-	lease, err := s.taskLease(r, model, "asr")
+	in, err := p.Input(u.input)
+	if err != nil {
+		return Invalid("%v", err)
+	}
+	lease, err := s.taskLease(r, p.Model, "asr")
 	if err != nil {
 		return err
 	}
 	defer lease.Release(true)
-	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	req := u.request(requestIDFrom(r.Context()))
+	req.Input = in
+	if p.Stream {
+		req.Stream = true
+		err := s.streamEvents(w, r, lease, req, audio.TranscriptEvents)
+		u.Close()
+		return err
+	}
+	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)
 	}
-	ct, body, err := audio.TranscriptionBody(out, format)
+	ct, body, err := audio.TranscriptionBody(out, p)
 	if err != nil {
 		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a transcription model", Err: err}
 	}
