@@ -5,11 +5,16 @@
 //
 // Requests: see backends/audio (ASR). Body or Data is a WAV file (any rate,
 // resampled to 16 kHz) or raw PCM16LE mono at Input's declared sample_rate
-// (required for raw PCM), read with audio.DecodeInput; the output is JSON {"text","duration"}.
+// (required for raw PCM), read with audio.DecodeInput; Input's language,
+// when given, must be the model's. The output is an audio.ASRResult: text,
+// duration, language, and the words with their times from the decoder's
+// word segmentation (ps_seg_iter; fillers and silences left out), grouped
+// into segments at pauses (audio.Segments).
 //
 // Checkpoints: a catalogue folder whose manifest names engine
 // "pocketsphinx"; options hmm (acoustic model folder), lm (language model),
-// dict (dictionary), all relative to the checkpoint, and max_seconds (the
+// dict (dictionary), all relative to the checkpoint, language (its
+// ISO-639-1 code, default "en"), and max_seconds (the
 // longest accepted audio, 1..3600, default 300, checked against the WAV
 // header before decoding). Validate checks every file (hash
 // via the catalogue, then each format's magic) before the library reads it,

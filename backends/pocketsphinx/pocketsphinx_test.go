@@ -308,6 +308,11 @@ func TestWordTimes(t *testing.T) {
 			t.Fatalf("language %q: %v", lang, err)
 		}
 	}
+	bad := spec(dir, 1)
+	bad.Options = json.RawMessage(`{"language":"english"}`)
+	if err := New().Validate(bad); !errors.Is(err, backends.ErrInvalid) {
+		t.Fatalf("language option english: %v, want invalid (ISO-639-1 only)", err)
+	}
 	in, _ := json.Marshal(audio.AudioRequest{Language: "fr"})
 	_, err = s.Infer(context.Background(), backends.Request{Input: in, Data: speak(t, "Yes.")}, nil)
 	if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "language") {
