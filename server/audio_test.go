@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -236,4 +237,52 @@ func transcriptionFormats(t *testing.T, form func([]byte, ...string) (int, strin
 	if done != v.Text || deltas.String() != done || !strings.HasSuffix(strings.TrimSpace(string(b)), "data: [DONE]") {
 		t.Fatalf("stream events %q (deltas %q, want done %q)", b, deltas.String(), v.Text)
 	}
+}
+
+// Transcription fields are checked before any lease or engine call: an
+// unknown one, a value the engine cannot honour, or more than
+// maxFormFields fields is a 400 naming it, and the engine never sees the
+// request. They used to be read past (discarded) and answered 200.
+func TestTranscriptionFieldsCheckedFirst(t *testing.T) {
+	ts, eng := startBlobServer(t, nil)
+	form := func(fields ...string) (string, string) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = mw.WriteField(fields[i], fields[i+1])
+		}
+		fw, _ := mw.CreateFormFile("file", "a.wav")
+		_, _ = fw.Write([]byte("RIFF-payload"))
+		_ = mw.Close()
+		return mw.FormDataContentType(), buf.String()
+	}
+	many := []string{"model", "asr"}
+	for i := range maxFormFields {
+		many = append(many, "prompt", strconv.Itoa(i))
+	}
+	for _, c := range []struct {
+		name   string
+		fields []string
+	}{
+		{"foo", []string{"model", "asr", "foo", "bar"}},
+		{"prompt", []string{"model", "asr", "prompt", "say kitchen"}},
+		{"temperature", []string{"model", "asr", "temperature", "1"}},
+		{"model", []string{"model", "asr", "model", "asr"}},
+		{"fields", many},
+	} {
+		ctype, body := form(c.fields...)
+		r := ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions", body, "Content-Type", ctype)
+		if r.errType(t) != "invalid_request_error" || !strings.Contains(string(r.body), c.name) {
+			t.Fatalf("%s: %s", c.name, r.body)
+		}
+	}
+	ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions?model=asr&foo=1", "RIFF-payload", "Content-Type", "audio/wav")
+	eng.mu.Lock()
+	n := len(eng.seen)
+	eng.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the engine saw %d requests", n)
+	}
+	ctype, body := form("model", "asr", "temperature", "0", "prompt", "")
+	ts.must(http.StatusOK, "POST", "/v1/audio/transcriptions", body, "Content-Type", ctype)
 }

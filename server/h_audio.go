@@ -125,11 +125,12 @@ func (u *upload) Close() {
 	}
 }
 
-// audioUpload reads an uploaded audio request: multipart/form-data with
-// file, model and response_format fields, or a raw audio body with ?model=
-// (and ?response_format=). The file part (or the raw body) is never held
-// in memory past the spool threshold; the other fields are bounded by
-// maxFormField. A payload declared as audio/L16 (rate=N, channels=1 if
+// audioUpload reads an uploaded audio request: multipart/form-data with a
+// file part and fields (model, response_format, ...), or a raw audio body
+// with the fields as query parameters (?model=). Every field is kept in
+// fields for the handler to check. The file part (or the raw body) is
+// never held in memory past the spool threshold; the other fields are
+// bounded by maxFormField each and maxFormFields in number. A payload declared as audio/L16 (rate=N, channels=1 if
 // given), in the Content-Type of the raw body or of the file part, is raw
 // PCM16LE at N Hz: the engine input says {"sample_rate":N}
 // (edge.upload-l16); any other payload is passed as is. The caller closes
