@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,6 +105,20 @@ func TestAudioEndpoints(t *testing.T) {
 		return code, b
 	}
 
+	// form posts wav with fields (name, value pairs) to transcriptions.
+	form := func(wav []byte, fields ...string) (int, string, []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", "speech.wav")
+		_, _ = fw.Write(wav)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = mw.WriteField(fields[i], fields[i+1])
+		}
+		_ = mw.Close()
+		return post("/v1/audio/transcriptions", mw.FormDataContentType(), buf.Bytes())
+	}
+
 	code, ctype, wav := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door."}`))
 	if code != 200 || ctype != "audio/wav" || len(wav) < 10000 || string(wav[:4]) != "RIFF" {
 		t.Fatalf("speech: %d %s %d bytes %q", code, ctype, len(wav), wav[:min(len(wav), 80)])
@@ -124,6 +140,8 @@ func TestAudioEndpoints(t *testing.T) {
 	if code, b := upload("/v1/audio/transcriptions", "asr", "text", wav); code != 200 || strings.TrimSpace(string(b)) != tr.Text {
 		t.Fatalf("text transcription: %d %q", code, b)
 	}
+	_, _, sentences := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Turn on the kitchen lights. Please open the door."}`))
+	transcriptionFormats(t, form, sentences)
 	code, _, b = post("/v1/audio/voice-activity?model=vad", "audio/wav", wav)
 	var vad struct {
 		Segments []struct{ Start, End float64 }
@@ -140,4 +158,131 @@ func TestAudioEndpoints(t *testing.T) {
 	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"nope","input":"hi"}`)); code != 404 {
 		t.Fatalf("unknown model: %d %s", code, b)
 	}
+}
+
+// transcriptionFormats checks what used to be ignored or refused: words
+// and segments with times inside the audio (verbose_json with
+// timestamp_granularities[]), srt and vtt cues, language checked against
+// the model's, stream=true as OpenAI's events, and fields the engine
+// cannot honour refused with a 400 naming them.
+func transcriptionFormats(t *testing.T, form func([]byte, ...string) (int, string, []byte), wav []byte) {
+	t.Helper()
+	code, _, b := form(wav, "model", "asr", "response_format", "verbose_json", "timestamp_granularities[]", "word",
+		"timestamp_granularities[]", "segment", "language", "en", "temperature", "0", "prompt", "")
+	var v struct {
+		Task, Language, Text string
+		Duration             float64
+		Segments             []struct {
+			ID         int
+			Start, End float64
+			Text       string
+		}
+		Words []struct {
+			Word       string
+			Start, End float64
+		}
+	}
+	if code != 200 || json.Unmarshal(b, &v) != nil || v.Language != "english" || len(v.Words) < 4 || len(v.Segments) != 2 {
+		t.Fatalf("verbose_json: %d %s", code, b)
+	}
+	prev := 0.0
+	for _, w := range v.Words {
+		if w.Start < prev || w.End <= w.Start || w.End > v.Duration {
+			t.Fatalf("word %+v out of order or outside the audio's %v s: %s", w, v.Duration, b)
+		}
+		prev = w.End
+	}
+	code, _, b = form(wav, "model", "asr", "response_format", "srt")
+	if code != 200 || !strings.HasPrefix(string(b), "1\n00:00:0") || !strings.Contains(string(b), " --> 00:00:0") ||
+		!strings.Contains(string(b), "\n\n2\n00:00:0") || !strings.Contains(string(b), ","+fmt.Sprintf("%03d", int(v.Segments[1].Start*1000+0.5)%1000)) {
+		t.Fatalf("srt: %d %q", code, b)
+	}
+	code, _, b = form(wav, "model", "asr", "response_format", "vtt")
+	if code != 200 || !strings.HasPrefix(string(b), "WEBVTT\n\n00:00:0") || !strings.Contains(string(b), ".") || strings.Contains(string(b), ",") {
+		t.Fatalf("vtt: %d %q", code, b)
+	}
+	for _, bad := range [][]string{
+		{"language", "fr"}, {"prompt", "kitchen"}, {"temperature", "0.8"}, {"include[]", "logprobs"}, {"chunking_strategy", "auto"},
+		{"timestamp_granularities[]", "word"}, {"stream", "maybe"},
+	} {
+		code, _, b := form(wav, "model", "asr", bad[0], bad[1])
+		if code != 400 || !strings.Contains(string(b), bad[0]) || !strings.Contains(string(b), "invalid_request_error") {
+			t.Fatalf("%s=%s: %d %s, want 400 naming it", bad[0], bad[1], code, b)
+		}
+	}
+	code, ctype, b := form(wav, "model", "asr", "stream", "true")
+	if code != 200 || ctype != "text/event-stream" {
+		t.Fatalf("stream: %d %s %s", code, ctype, b)
+	}
+	var deltas strings.Builder
+	var done string
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ev struct{ Type, Delta, Text string }
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		switch ev.Type {
+		case "transcript.text.delta":
+			deltas.WriteString(ev.Delta)
+		case "transcript.text.done":
+			done = ev.Text
+		default:
+			t.Fatalf("event type %q", ev.Type)
+		}
+	}
+	if done != v.Text || deltas.String() != done || !strings.HasSuffix(strings.TrimSpace(string(b)), "data: [DONE]") {
+		t.Fatalf("stream events %q (deltas %q, want done %q)", b, deltas.String(), v.Text)
+	}
+}
+
+// Transcription fields are checked before any lease or engine call: an
+// unknown one, a value the engine cannot honour, or more than
+// maxFormFields fields is a 400 naming it, and the engine never sees the
+// request. They used to be read past (discarded) and answered 200.
+func TestTranscriptionFieldsCheckedFirst(t *testing.T) {
+	ts, eng := startBlobServer(t, nil)
+	form := func(fields ...string) (string, string) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = mw.WriteField(fields[i], fields[i+1])
+		}
+		fw, _ := mw.CreateFormFile("file", "a.wav")
+		_, _ = fw.Write([]byte("RIFF-payload"))
+		_ = mw.Close()
+		return mw.FormDataContentType(), buf.String()
+	}
+	many := []string{"model", "asr"}
+	for i := range maxFormFields {
+		many = append(many, "prompt", strconv.Itoa(i))
+	}
+	for _, c := range []struct {
+		name   string
+		fields []string
+	}{
+		{"foo", []string{"model", "asr", "foo", "bar"}},
+		{"prompt", []string{"model", "asr", "prompt", "say kitchen"}},
+		{"temperature", []string{"model", "asr", "temperature", "1"}},
+		{"model", []string{"model", "asr", "model", "asr"}},
+		{"fields", many},
+	} {
+		ctype, body := form(c.fields...)
+		r := ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions", body, "Content-Type", ctype)
+		if r.errType(t) != "invalid_request_error" || !strings.Contains(string(r.body), c.name) {
+			t.Fatalf("%s: %s", c.name, r.body)
+		}
+	}
+	ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions?model=asr&foo=1", "RIFF-payload", "Content-Type", "audio/wav")
+	eng.mu.Lock()
+	n := len(eng.seen)
+	eng.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the engine saw %d requests", n)
+	}
+	ctype, body := form("model", "asr", "temperature", "0", "prompt", "")
+	ts.must(http.StatusOK, "POST", "/v1/audio/transcriptions", body, "Content-Type", ctype)
 }

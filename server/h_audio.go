@@ -103,9 +103,13 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 // memory or spooled to a temporary file (CONTRACT.md edge.upload-spool).
 type upload struct {
 	model, format string
+	fields        map[string][]string // every field but file (multipart) or query parameter, as sent
 	payload       *spooled
 	input         json.RawMessage // {"sample_rate":N} for a declared audio/L16 payload
 }
+
+// maxFormFields bounds the fields of one upload (besides the file).
+const maxFormFields = 32
 
 // request is the engine request of the upload: the payload as Body (a
 // backends.Blob, valid until the handler returns), and also as Data when
@@ -121,11 +125,12 @@ func (u *upload) Close() {
 	}
 }
 
-// audioUpload reads an uploaded audio request: multipart/form-data with
-// file, model and response_format fields, or a raw audio body with ?model=
-// (and ?response_format=). The file part (or the raw body) is never held
-// in memory past the spool threshold; the other fields are bounded by
-// maxFormField. A payload declared as audio/L16 (rate=N, channels=1 if
+// audioUpload reads an uploaded audio request: multipart/form-data with a
+// file part and fields (model, response_format, ...), or a raw audio body
+// with the fields as query parameters (?model=). Every field is kept in
+// fields for the handler to check. The file part (or the raw body) is
+// never held in memory past the spool threshold; the other fields are
+// bounded by maxFormField each and maxFormFields in number. A payload declared as audio/L16 (rate=N, channels=1 if
 // given), in the Content-Type of the raw body or of the file part, is raw
 // PCM16LE at N Hz: the engine input says {"sample_rate":N}
 // (edge.upload-l16); any other payload is passed as is. The caller closes
@@ -156,7 +161,11 @@ func readUpload(r *http.Request) (*upload, error) {
 			return nil, bodyError("reading the audio", err)
 		}
 		q := r.URL.Query()
-		u.model, u.format, u.payload, u.input = q.Get("model"), q.Get("response_format"), p, in
+		if len(q) > maxFormFields {
+			p.Close()
+			return nil, Invalid("more than %d query parameters", maxFormFields)
+		}
+		u.model, u.format, u.payload, u.input, u.fields = q.Get("model"), q.Get("response_format"), p, in, q
 		return u, nil
 	}
 	mr, err := r.MultipartReader()
@@ -167,6 +176,7 @@ func readUpload(r *http.Request) (*upload, error) {
 		u.Close()
 		return nil, err
 	}
+	nf := 0
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -189,22 +199,26 @@ func readUpload(r *http.Request) (*upload, error) {
 				return fail(bodyError("multipart body", err))
 			}
 			u.payload, u.input = p, in
-		case "model", "response_format":
+		default:
 			b, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
 			if err != nil {
 				return fail(bodyError("multipart body", err))
 			}
 			if len(b) > maxFormField {
-				return fail(Invalid("multipart field %q over %d bytes", name, maxFormField))
+				return fail(Invalid("multipart field %.64q over %d bytes", name, maxFormField))
 			}
-			if name == "model" {
+			if nf++; nf > maxFormFields {
+				return fail(Invalid("multipart body has more than %d fields", maxFormFields))
+			}
+			if u.fields == nil {
+				u.fields = map[string][]string{}
+			}
+			u.fields[name] = append(u.fields[name], string(b))
+			switch name {
+			case "model":
 				u.model = string(b)
-			} else {
+			case "response_format":
 				u.format = string(b)
-			}
-		default:
-			if _, err := io.Copy(io.Discard, part); err != nil {
-				return fail(bodyError("multipart body", err))
 			}
 		}
 	}
@@ -231,31 +245,46 @@ func declaredRate(contentType string) (json.RawMessage, error) {
 	return json.RawMessage(`{"sample_rate":` + strconv.Itoa(rate) + `}`), nil
 }
 
-// handleTranscription serves POST /v1/audio/transcriptions: a WAV file (any
-// rate; resampled by the engine) answered as json, text or verbose_json.
+// handleTranscription serves POST /v1/audio/transcriptions: an audio
+// upload answered as json, text, verbose_json (segments, and words with
+// timestamp_granularities[]=word), srt or vtt, or with stream=true as
+// server-sent transcript.text.delta and transcript.text.done events. Every
+// field is checked before a lease is taken (audio.ParseTranscription): an
+// unknown or unusable one is 400 naming it; language is checked by the
+// engine against the model's.
 func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) error {
 	u, err := audioUpload(r)
 	if err != nil {
 		return err
 	}
 	defer u.Close()
-	model, format := u.model, u.format
-	switch format {
-	case "", "json", "text", "verbose_json":
-	default:
-		return Invalid("response_format %q is not supported (json, text or verbose_json)", format)
+	p, err := audio.ParseTranscription(u.fields)
+	if err != nil {
+		return Invalid("%v", err)
 	}
-	lease, err := s.taskLease(r, model, "asr")
+	in, err := p.Input(u.input)
+	if err != nil {
+		return Invalid("%v", err)
+	}
+	lease, err := s.taskLease(r, p.Model, "asr")
 	if err != nil {
 		return err
 	}
 	defer lease.Release(true)
-	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	req := u.request(requestIDFrom(r.Context()))
+	req.Input = in
+	if p.Stream {
+		req.Stream = true
+		err := s.streamEvents(w, r, lease, req, audio.TranscriptEvents)
+		u.Close()
+		return err
+	}
+	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)
 	}
-	ct, body, err := audio.TranscriptionBody(out, format)
+	ct, body, err := audio.TranscriptionBody(out, p)
 	if err != nil {
 		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a transcription model", Err: err}
 	}

@@ -119,6 +119,13 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 // after it, the failure is reported as an "event: error" and the stream
 // ends without [DONE].
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request) error {
+	return s.streamEvents(w, r, lease, breq, nil)
+}
+
+// streamEvents is stream with each engine chunk turned into the events
+// events returns (nil: the chunk itself), e.g. an API's event objects.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request,
+	events func(json.RawMessage) ([][]byte, error)) error {
 	rc := http.NewResponseController(w)
 	started := false
 	start := func() {
@@ -152,7 +159,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, lease *runtime.L
 			}
 			chunk = c.Bytes()
 		}
-		return send(chunk)
+		if events == nil {
+			return send(chunk)
+		}
+		evs, err := events(chunk)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if err := send(e); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		lease.Release(true)

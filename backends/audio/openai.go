@@ -3,6 +3,10 @@ package audio
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
 )
@@ -46,26 +50,200 @@ func (p SpeechParams) Request() (backends.Request, error) {
 	return backends.Request{Input: in, Stream: p.StreamFormat != ""}, nil
 }
 
+// TranscriptionParams are the fields of POST /v1/audio/transcriptions
+// that shape the request and the answer.
+type TranscriptionParams struct {
+	Model          string
+	ResponseFormat string // "", json, text, verbose_json, srt or vtt
+	Language       string // as the client sent it; the engine checks it
+	Words          bool   // timestamp_granularities[] includes word
+	Stream         bool
+}
+
+// TranscriptionFields lists the form fields (or query parameters) the
+// endpoint accepts; any other is invalid (ParseTranscription).
+var TranscriptionFields = []string{"model", "response_format", "language", "timestamp_granularities[]", "stream", "temperature", "prompt"}
+
+// ParseTranscription checks the fields of a transcription request, so
+// that none is silently ignored: each takes effect or is invalid, naming
+// it. prompt must be empty and temperature 0 (the engines decode without
+// a prompt and deterministically). timestamp_granularities[] (word,
+// segment) needs verbose_json; stream answers json or text formats only.
+func ParseTranscription(fields map[string][]string) (TranscriptionParams, error) {
+	var p TranscriptionParams
+	for name, vs := range fields {
+		if name == "timestamp_granularities" {
+			name = "timestamp_granularities[]"
+		}
+		if !slices.Contains(TranscriptionFields, name) {
+			return p, backends.Invalidf("field %q is not supported (accepted: %s)", clip(name), strings.Join(TranscriptionFields, ", "))
+		}
+		if len(vs) > 1 && name != "timestamp_granularities[]" {
+			return p, backends.Invalidf("field %q is given %d times", name, len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "model":
+			p.Model = v
+		case "response_format":
+			p.ResponseFormat = v
+		case "language":
+			p.Language = v
+		case "timestamp_granularities[]":
+			for _, g := range vs {
+				switch g {
+				case "word":
+					p.Words = true
+				case "segment":
+				default:
+					return p, backends.Invalidf("timestamp_granularities[] %q is not supported (word or segment)", clip(g))
+				}
+			}
+		case "stream":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return p, backends.Invalidf("stream %q is not a boolean", clip(v))
+			}
+			p.Stream = b
+		case "temperature":
+			if t, err := strconv.ParseFloat(v, 64); v != "" && (err != nil || t != 0) {
+				return p, backends.Invalidf("temperature %q is not supported: the engines decode deterministically (only 0)", clip(v))
+			}
+		case "prompt":
+			if v != "" {
+				return p, backends.Invalidf("prompt is not supported: the engines cannot be prompted (send it empty or not at all)")
+			}
+		}
+	}
+	switch p.ResponseFormat {
+	case "", "json", "text", "verbose_json", "srt", "vtt":
+	default:
+		return p, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
+	}
+	if _, ok := fields["timestamp_granularities[]"]; (ok || fields["timestamp_granularities"] != nil) && p.ResponseFormat != "verbose_json" {
+		return p, backends.Invalidf("timestamp_granularities[] needs response_format verbose_json")
+	}
+	if p.Stream && p.ResponseFormat != "" && p.ResponseFormat != "json" && p.ResponseFormat != "text" {
+		return p, backends.Invalidf("stream needs response_format json or text, not %q", p.ResponseFormat)
+	}
+	return p, nil
+}
+
+// Input is the engine input of p: {"language":...} when one was asked.
+func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) {
+	if p.Language == "" {
+		return in, nil
+	}
+	var r AudioRequest
+	if err := DecodeStrict(in, &r); err != nil {
+		return nil, err
+	}
+	r.Language = p.Language
+	return json.Marshal(r)
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// segments of r: the engine's, or one spanning the audio for an engine
+// that reports none.
+func (r ASRResult) segments() []ASRSegment {
+	if r.Segments != nil || r.Text == "" {
+		return r.Segments
+	}
+	return []ASRSegment{{Start: 0, End: r.Duration, Text: r.Text}}
+}
+
 // TranscriptionBody renders an ASR Output as POST
-// /v1/audio/transcriptions answers it for response_format json (default),
-// text or verbose_json.
-func TranscriptionBody(out backends.Output, responseFormat string) (contentType string, body []byte, err error) {
+// /v1/audio/transcriptions answers it for p's response_format: json
+// (default), text, verbose_json (segments; words with the word
+// granularity), srt or vtt (one cue per segment).
+func TranscriptionBody(out backends.Output, p TranscriptionParams) (contentType string, body []byte, err error) {
 	var r ASRResult
 	if err := json.Unmarshal(out.JSON, &r); err != nil {
 		return "", nil, fmt.Errorf("transcription output: %w", err)
 	}
-	switch responseFormat {
+	switch p.ResponseFormat {
 	case "", "json":
 		b, err := json.Marshal(map[string]string{"text": r.Text})
 		return "application/json", b, err
 	case "text":
 		return "text/plain; charset=utf-8", []byte(r.Text + "\n"), nil
 	case "verbose_json":
-		b, err := json.Marshal(map[string]any{
-			"task": "transcribe", "language": "english", "duration": r.Duration, "text": r.Text,
-			"segments": []map[string]any{{"id": 0, "start": 0, "end": r.Duration, "text": r.Text}},
-		})
+		type segment struct {
+			ID          int     `json:"id"`
+			Seek        int     `json:"seek"`
+			Start       float64 `json:"start"`
+			End         float64 `json:"end"`
+			Text        string  `json:"text"`
+			Tokens      []int   `json:"tokens"`
+			Temperature float64 `json:"temperature"`
+		}
+		segs := []segment{}
+		for _, s := range r.segments() {
+			segs = append(segs, segment{ID: s.ID, Start: s.Start, End: s.End, Text: s.Text, Tokens: []int{}})
+		}
+		v := map[string]any{"task": "transcribe", "language": LanguageName(r.Language), "duration": r.Duration, "text": r.Text, "segments": segs}
+		if p.Words {
+			v["words"] = append([]Word{}, r.Words...)
+		}
+		b, err := json.Marshal(v)
 		return "application/json", b, err
+	case "srt", "vtt":
+		return "text/plain; charset=utf-8", Subtitles(r.segments(), p.ResponseFormat == "vtt"), nil
 	}
-	return "", nil, backends.Invalidf("response_format %q is not supported (json, text or verbose_json)", responseFormat)
+	return "", nil, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
+}
+
+// Subtitles renders segments as SubRip (numbered cues, 00:00:01,250) or,
+// with vtt, WebVTT (a WEBVTT header, 00:00:01.250).
+func Subtitles(segs []ASRSegment, vtt bool) []byte {
+	var b strings.Builder
+	sep := ","
+	if vtt {
+		b.WriteString("WEBVTT\n\n")
+		sep = "."
+	}
+	for i, s := range segs {
+		if !vtt {
+			fmt.Fprintf(&b, "%d\n", i+1)
+		}
+		fmt.Fprintf(&b, "%s --> %s\n%s\n\n", cueTime(s.Start, sep), cueTime(s.End, sep), s.Text)
+	}
+	return []byte(b.String())
+}
+
+// cueTime formats seconds as HH:MM:SS<sep>mmm.
+func cueTime(sec float64, sep string) string {
+	ms := int64(math.Round(max(sec, 0) * 1000))
+	return fmt.Sprintf("%02d:%02d:%02d%s%03d", ms/3600000, ms/60000%60, ms/1000%60, sep, ms%1000)
+}
+
+// TranscriptEvents turns a streamed ASR chunk (an ASRResult) into the
+// server-sent events OpenAI's transcription stream has: one
+// transcript.text.delta ({type, delta}) per segment, then
+// transcript.text.done ({type, text}).
+func TranscriptEvents(chunk json.RawMessage) ([][]byte, error) {
+	var r ASRResult
+	if err := json.Unmarshal(chunk, &r); err != nil {
+		return nil, fmt.Errorf("transcription chunk: %w", err)
+	}
+	var evs [][]byte
+	for i, s := range r.segments() {
+		d := s.Text
+		if i > 0 {
+			d = " " + d
+		}
+		b, err := json.Marshal(map[string]string{"type": "transcript.text.delta", "delta": d})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, b)
+	}
+	b, err := json.Marshal(map[string]string{"type": "transcript.text.done", "text": r.Text})
+	return append(evs, b), err
 }

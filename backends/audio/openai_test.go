@@ -27,18 +27,122 @@ func TestSpeechParams(t *testing.T) {
 
 func TestTranscriptionBody(t *testing.T) {
 	out := backends.Output{JSON: json.RawMessage(`{"text":"turn on the lights","duration":1.5}`)}
-	ct, b, err := TranscriptionBody(out, "")
+	ct, b, err := TranscriptionBody(out, TranscriptionParams{})
 	if err != nil || ct != "application/json" || string(b) != `{"text":"turn on the lights"}` {
 		t.Fatalf("json: %s %s %v", ct, b, err)
 	}
-	if ct, b, _ := TranscriptionBody(out, "text"); !strings.HasPrefix(ct, "text/plain") || string(b) != "turn on the lights\n" {
+	if ct, b, _ := TranscriptionBody(out, TranscriptionParams{ResponseFormat: "text"}); !strings.HasPrefix(ct, "text/plain") || string(b) != "turn on the lights\n" {
 		t.Fatalf("text: %s %q", ct, b)
 	}
-	if _, b, _ := TranscriptionBody(out, "verbose_json"); !strings.Contains(string(b), `"duration":1.5`) {
+	if _, b, _ := TranscriptionBody(out, TranscriptionParams{ResponseFormat: "verbose_json"}); !strings.Contains(string(b), `"duration":1.5`) {
 		t.Fatalf("verbose: %s", b)
 	}
-	if _, _, err := TranscriptionBody(out, "srt"); !errors.Is(err, backends.ErrInvalid) {
-		t.Fatalf("srt: %v", err)
+}
+
+// asr is an engine result of two sentences with word times.
+var asr = backends.Output{JSON: json.RawMessage(`{"text":"turn on the lights please","duration":3725.5,"language":"en",
+	"segments":[{"id":0,"start":0.17,"end":1.63,"text":"turn on the lights"},{"id":1,"start":3661.25,"end":3662.001,"text":"please"}],
+	"words":[{"word":"turn","start":0.17,"end":0.48},{"word":"on","start":0.48,"end":0.65},{"word":"the","start":0.65,"end":0.74},
+	{"word":"lights","start":0.74,"end":1.63},{"word":"please","start":3661.25,"end":3662.001}]}`)}
+
+// srt and vtt were 400; now they are cues from the segments with each
+// format's timestamps.
+func TestSubtitles(t *testing.T) {
+	_, b, err := TranscriptionBody(asr, TranscriptionParams{ResponseFormat: "srt"})
+	want := "1\n00:00:00,170 --> 00:00:01,630\nturn on the lights\n\n2\n01:01:01,250 --> 01:01:02,001\nplease\n\n"
+	if err != nil || string(b) != want {
+		t.Fatalf("srt: %v\n%q\nwant\n%q", err, b, want)
+	}
+	ct, b, err := TranscriptionBody(asr, TranscriptionParams{ResponseFormat: "vtt"})
+	want = "WEBVTT\n\n00:00:00.170 --> 00:00:01.630\nturn on the lights\n\n01:01:01.250 --> 01:01:02.001\nplease\n\n"
+	if err != nil || string(b) != want || !strings.HasPrefix(ct, "text/") {
+		t.Fatalf("vtt: %v %s\n%q\nwant\n%q", err, ct, b, want)
+	}
+	if _, b, _ := TranscriptionBody(backends.Output{JSON: json.RawMessage(`{"text":"","duration":1}`)}, TranscriptionParams{ResponseFormat: "vtt"}); string(b) != "WEBVTT\n\n" {
+		t.Fatalf("empty vtt: %q", b)
+	}
+}
+
+// verbose_json had one segment spanning the audio, no words and the
+// language "english" whatever the model; now it carries the engine's.
+func TestVerboseJSON(t *testing.T) {
+	var v struct {
+		Task, Language, Text string
+		Duration             float64
+		Segments             []ASRSegment
+		Words                []Word
+	}
+	for _, words := range []bool{false, true} {
+		_, b, err := TranscriptionBody(asr, TranscriptionParams{ResponseFormat: "verbose_json", Words: words})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Words = nil
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Task != "transcribe" || v.Language != "english" || len(v.Segments) != 2 || v.Segments[1].Text != "please" ||
+			v.Segments[1].Start != 3661.25 || (len(v.Words) == 5) != words || strings.Contains(string(b), `"words"`) != words {
+			t.Fatalf("words %v: %s", words, b)
+		}
+	}
+}
+
+// Every field takes effect or is a 400 naming it; they used to be
+// dropped.
+func TestParseTranscription(t *testing.T) {
+	p, err := ParseTranscription(map[string][]string{"model": {"m"}, "response_format": {"verbose_json"}, "language": {"en"},
+		"timestamp_granularities[]": {"word", "segment"}, "temperature": {"0"}, "prompt": {""}, "stream": {"false"}})
+	if err != nil || p.Model != "m" || !p.Words || p.Language != "en" || p.Stream {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if p, err := ParseTranscription(map[string][]string{"stream": {"true"}}); err != nil || !p.Stream {
+		t.Fatalf("%+v %v", p, err)
+	}
+	for field, fs := range map[string]map[string][]string{
+		"foo":                       {"foo": {"1"}},
+		"include[]":                 {"include[]": {"logprobs"}},
+		"prompt":                    {"prompt": {"kitchen words"}},
+		"temperature":               {"temperature": {"0.7"}},
+		"stream":                    {"stream": {"yes please"}},
+		"timestamp_granularities[]": {"timestamp_granularities[]": {"word"}},
+		"response_format":           {"response_format": {"mp3"}},
+		"model":                     {"model": {"a", "b"}},
+	} {
+		if _, err := ParseTranscription(fs); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%v: %v, want invalid naming %s", fs, err, field)
+		}
+	}
+	if _, err := ParseTranscription(map[string][]string{"stream": {"true"}, "response_format": {"srt"}}); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("stream srt: %v", err)
+	}
+}
+
+func TestCheckLanguage(t *testing.T) {
+	for _, l := range []string{"", "en", "EN", "en-US", "en_gb", "English"} {
+		if c, err := CheckLanguage(l, []string{"en"}); err != nil || c != "en" {
+			t.Errorf("%q: %q %v", l, c, err)
+		}
+	}
+	for _, l := range []string{"fr", "french", "eng", strings.Repeat("x", 5000)} {
+		if _, err := CheckLanguage(l, []string{"en"}); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "language") || len(err.Error()) > 300 {
+			t.Errorf("%.10q: %v", l, err)
+		}
+	}
+}
+
+// The stream's events are one delta per segment, then done with the text.
+func TestTranscriptEvents(t *testing.T) {
+	evs, err := TranscriptEvents(asr.JSON)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("%q %v", evs, err)
+	}
+	want := []string{`{"delta":"turn on the lights","type":"transcript.text.delta"}`, `{"delta":" please","type":"transcript.text.delta"}`,
+		`{"text":"turn on the lights please","type":"transcript.text.done"}`}
+	for i, e := range evs {
+		if string(e) != want[i] {
+			t.Errorf("event %d %s, want %s", i, e, want[i])
+		}
 	}
 }
 
@@ -52,5 +156,26 @@ func TestSplitSentences(t *testing.T) {
 		if len(s) > 60 {
 			t.Fatalf("piece of %d bytes", len(s))
 		}
+	}
+}
+
+// Words split into segments at pauses and at subtitle-sized lengths.
+func TestSegments(t *testing.T) {
+	var ws []Word
+	for i := range 60 { // 60 words back to back, 0.3 s each, then a pause
+		ws = append(ws, Word{Word: "w", Start: float64(i) * 0.3, End: float64(i)*0.3 + 0.3})
+	}
+	ws = append(ws, Word{Word: "x", Start: 30, End: 30.5})
+	segs := Segments(ws)
+	if len(segs) != 4 || segs[3].Text != "x" || segs[3].Start != 30 || segs[0].Start != 0 || segs[2].End != ws[59].End {
+		t.Fatalf("%+v", segs)
+	}
+	for i, s := range segs {
+		if s.ID != i || s.End-s.Start > SegmentMaxSeconds || len(strings.Fields(s.Text)) > SegmentMaxWords {
+			t.Fatalf("segment %+v", s)
+		}
+	}
+	if Segments(nil) != nil {
+		t.Fatal("no words, no segments")
 	}
 }

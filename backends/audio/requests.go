@@ -54,7 +54,8 @@ type TTSRequest struct {
 
 // AudioRequest is the optional Input of an ASR request.
 type AudioRequest struct {
-	SampleRate int `json:"sample_rate,omitempty"` // declares raw PCM16LE Data at this rate; ignored for WAV
+	SampleRate int    `json:"sample_rate,omitempty"` // declares raw PCM16LE Data at this rate; ignored for WAV
+	Language   string `json:"language,omitempty"`    // ISO-639-1 (or its English name); "" = the model's; one it cannot do is invalid
 }
 
 // VADRequest is the optional Input of a VAD request; zero fields take the
@@ -67,10 +68,109 @@ type VADRequest struct {
 	SpeechPadMS  int     `json:"speech_pad_ms,omitempty"`
 }
 
-// ASRResult is the Output.JSON of an ASR request.
+// ASRResult is the Output.JSON of an ASR request. Segments and Words are
+// in seconds from the start of the audio, in order, within Duration.
 type ASRResult struct {
-	Text     string  `json:"text"`
-	Duration float64 `json:"duration"` // seconds of audio
+	Text     string       `json:"text"`
+	Duration float64      `json:"duration"`           // seconds of audio
+	Language string       `json:"language,omitempty"` // ISO-639-1 code of the transcript
+	Segments []ASRSegment `json:"segments,omitempty"`
+	Words    []Word       `json:"words,omitempty"`
+}
+
+// ASRSegment is one stretch of the transcript (split at pauses and at
+// sentence-sized lengths).
+type ASRSegment struct {
+	ID    int     `json:"id"`
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+	Text  string  `json:"text"`
+}
+
+// Word is one recognised word and its time.
+type Word struct {
+	Word  string  `json:"word"`
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+}
+
+// Segmenting: a pause of at least SegmentPause seconds between words, or
+// a segment reaching SegmentMaxWords words or SegmentMaxSeconds, starts a
+// new segment (subtitle-sized pieces).
+const (
+	SegmentPause      = 0.2
+	SegmentMaxWords   = 24
+	SegmentMaxSeconds = 10.0
+)
+
+// Segments groups words (in time order) into segments.
+func Segments(words []Word) []ASRSegment {
+	var out []ASRSegment
+	var text []string
+	flush := func(end float64) {
+		if len(text) > 0 {
+			out[len(out)-1].End, out[len(out)-1].Text = end, strings.Join(text, " ")
+			text = text[:0]
+		}
+	}
+	for i, w := range words {
+		if len(text) > 0 {
+			cur, prev := out[len(out)-1], words[i-1]
+			if w.Start-prev.End >= SegmentPause || len(text) >= SegmentMaxWords || w.End-cur.Start > SegmentMaxSeconds {
+				flush(prev.End)
+			}
+		}
+		if len(text) == 0 {
+			out = append(out, ASRSegment{ID: len(out), Start: w.Start})
+		}
+		text = append(text, w.Word)
+	}
+	if len(words) > 0 {
+		flush(words[len(words)-1].End)
+	}
+	return out
+}
+
+// languageNames maps the ISO-639-1 codes the engines here transcribe to
+// the English names OpenAI's verbose_json reports (and clients may send).
+var languageNames = map[string]string{"en": "english"}
+
+// LanguageName is the English name of an ISO-639-1 code (the code itself
+// when it is not known).
+func LanguageName(code string) string {
+	if n, ok := languageNames[code]; ok {
+		return n
+	}
+	return code
+}
+
+// CheckLanguage resolves a requested language against the ones a model
+// transcribes (ISO-639-1 codes, the first its default): "" is the
+// default; an ISO-639-1 code, a regional tag (en-US) or an English name
+// (english) of one of them is that code; anything else is invalid, naming
+// the field.
+func CheckLanguage(asked string, have []string) (string, error) {
+	if asked == "" && len(have) > 0 {
+		return have[0], nil
+	}
+	a := strings.ToLower(strings.TrimSpace(asked))
+	if i := strings.IndexAny(a, "-_"); i > 0 {
+		a = a[:i]
+	}
+	for code, name := range languageNames {
+		if a == name {
+			a = code
+		}
+	}
+	for _, h := range have {
+		if a == h {
+			return h, nil
+		}
+	}
+	if len(asked) > 64 {
+		asked = asked[:64] + "..."
+	}
+	return "", backends.Invalidf("language %q is not supported by this model (it transcribes %s)", asked, strings.Join(have, ", "))
 }
 
 // VADResult is the Output.JSON of a VAD request.

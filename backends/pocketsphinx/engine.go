@@ -5,11 +5,16 @@
 //
 // Requests: see backends/audio (ASR). Body or Data is a WAV file (any rate,
 // resampled to 16 kHz) or raw PCM16LE mono at Input's declared sample_rate
-// (required for raw PCM), read with audio.DecodeInput; the output is JSON {"text","duration"}.
+// (required for raw PCM), read with audio.DecodeInput; Input's language,
+// when given, must be the model's. The output is an audio.ASRResult: text,
+// duration, language, and the words with their times from the decoder's
+// word segmentation (ps_seg_iter; fillers and silences left out), grouped
+// into segments at pauses (audio.Segments).
 //
 // Checkpoints: a catalogue folder whose manifest names engine
 // "pocketsphinx"; options hmm (acoustic model folder), lm (language model),
-// dict (dictionary), all relative to the checkpoint, and max_seconds (the
+// dict (dictionary), all relative to the checkpoint, language (its
+// ISO-639-1 code, default "en"), and max_seconds (the
 // longest accepted audio, 1..3600, default 300, checked against the WAV
 // header before decoding). Validate checks every file (hash
 // via the catalogue, then each format's magic) before the library reads it,
@@ -59,6 +64,9 @@ type Options struct {
 	LM         string `json:"lm"`
 	Dict       string `json:"dict"`
 	MaxSeconds int    `json:"max_seconds,omitempty"`
+	// Language is the ISO-639-1 code of the model's language ("" = "en":
+	// the Debian models are US English).
+	Language string `json:"language,omitempty"`
 }
 
 // Engine is the pocketsphinx engine.
@@ -82,6 +90,7 @@ type config struct {
 	dict       string
 	maxSeconds int
 	maxSlots   int
+	language   string
 }
 
 // resolve checks spec and every model file without the library.
@@ -110,7 +119,13 @@ func resolve(spec backends.Spec) (config, error) {
 	if o.MaxSeconds < 1 || o.MaxSeconds > 3600 {
 		return config{}, backends.Invalidf("pocketsphinx: max_seconds %d outside 1..3600", o.MaxSeconds)
 	}
-	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission[cp.Name]))}
+	if o.Language == "" {
+		o.Language = "en"
+	}
+	if len(o.Language) != 2 || strings.ToLower(o.Language) != o.Language {
+		return config{}, backends.Invalidf("pocketsphinx: language %q is not an ISO-639-1 code", o.Language)
+	}
+	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission[cp.Name])), language: o.Language}
 	for _, f := range []struct {
 		rel string
 		dst *string
@@ -252,6 +267,10 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
+	lang, err := audio.CheckLanguage(r.Language, []string{s.cfg.language})
+	if err != nil {
+		return backends.Output{}, fmt.Errorf("pocketsphinx: %w", err)
+	}
 	// audio.duration-limit: max_seconds is checked against the header
 	// before decoding; decoding stops when ctx ends.
 	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(s.cfg.maxSeconds), RawRate: r.SampleRate})
@@ -261,11 +280,12 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err
 	}
-	text, err := s.decode(a.Samples)
+	dur := round3(a.Seconds())
+	text, words, err := s.decode(a.Samples, dur)
 	if err != nil {
 		return backends.Output{}, err
 	}
-	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: round3(a.Seconds())})
+	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
 	if err != nil {
 		return backends.Output{}, err
 	}
@@ -277,10 +297,16 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	return backends.Output{JSON: b}, nil
 }
 
+// frameRate is the decoder's frames per second (its default -frate).
+const frameRate = 100
+
 // decode runs one whole utterance in a fresh stream (full_utt, so batch
 // CMN sees all of it): the result depends on this audio alone, not on
 // earlier requests.
-func (s *session) decode(samples []int16) (string, error) {
+// It returns the hypothesis and its words with their times (from the
+// decoder's word segmentation, fillers and silences left out), clamped to
+// the audio's seconds.
+func (s *session) decode(samples []int16, seconds float64) (string, []audio.Word, error) {
 	buf := native.Malloc(2 * len(samples))
 	defer native.Free(buf)
 	copy(unsafe.Slice((*int16)(buf), len(samples)), samples)
@@ -290,19 +316,56 @@ func (s *session) decode(samples []int16) (string, error) {
 	// one request's channel estimate into the next (the same audio then
 	// decodes differently after different predecessors).
 	if l.startStream(s.ps) < 0 {
-		return "", fmt.Errorf("pocketsphinx: start_stream failed")
+		return "", nil, fmt.Errorf("pocketsphinx: start_stream failed")
 	}
 	if l.startUtt(s.ps) < 0 {
-		return "", fmt.Errorf("pocketsphinx: start_utt failed")
+		return "", nil, fmt.Errorf("pocketsphinx: start_utt failed")
 	}
 	if l.processRaw(s.ps, buf, uintptr(len(samples)), 0, 1) < 0 {
 		l.endUtt(s.ps)
-		return "", fmt.Errorf("pocketsphinx: process_raw failed")
+		return "", nil, fmt.Errorf("pocketsphinx: process_raw failed")
 	}
 	if l.endUtt(s.ps) < 0 {
-		return "", fmt.Errorf("pocketsphinx: end_utt failed")
+		return "", nil, fmt.Errorf("pocketsphinx: end_utt failed")
 	}
-	return strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score))), nil
+	text := strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score)))
+	return text, s.words(seconds), nil
+}
+
+// words walks the last utterance's segmentation.
+func (s *session) words(seconds float64) []audio.Word {
+	l := s.lib
+	frames := native.Malloc(8)
+	defer native.Free(frames)
+	sf, ef := frames, unsafe.Add(frames, 4)
+	var out []audio.Word
+	for seg := l.segIter(s.ps, s.score); seg != nil; seg = l.segNext(seg) {
+		w := wordOf(native.GoString(l.segWord(seg)))
+		if w == "" {
+			continue
+		}
+		l.segFrames(seg, sf, ef)
+		start := min(round3(float64(*(*int32)(sf))/frameRate), seconds)
+		end := min(round3(float64(*(*int32)(ef)+1)/frameRate), seconds)
+		if n := len(out); n > 0 && start < out[n-1].End {
+			start = out[n-1].End
+		}
+		out = append(out, audio.Word{Word: w, Start: start, End: max(start, end)})
+	}
+	return out
+}
+
+// wordOf is a segment's dictionary word as text: "" for silences and
+// fillers (<s>, </s>, <sil>, [NOISE], ++BREATH++), and without the
+// alternate-pronunciation suffix ("read(2)" is "read").
+func wordOf(w string) string {
+	if w == "" || strings.HasPrefix(w, "<") || strings.HasPrefix(w, "[") || strings.HasPrefix(w, "++") {
+		return ""
+	}
+	if i := strings.IndexByte(w, '('); i > 0 && strings.HasSuffix(w, ")") {
+		w = w[:i]
+	}
+	return w
 }
 
 // Close implements backends.Session.

@@ -19,6 +19,15 @@ type lib struct {
 	processRaw  func(ps unsafe.Pointer, data unsafe.Pointer, n uintptr, noSearch, fullUtt int32) int32
 	endUtt      func(ps unsafe.Pointer) int32
 	getHyp      func(ps unsafe.Pointer, score unsafe.Pointer) unsafe.Pointer
+	// The word segmentation of the last utterance. ps_seg_iter takes only
+	// the decoder in 5prealpha (older releases had a score out-parameter:
+	// a valid pointer is passed as a second argument, which the C calling
+	// convention lets a one-argument function ignore).
+	segIter   func(ps unsafe.Pointer, score unsafe.Pointer) unsafe.Pointer
+	segNext   func(seg unsafe.Pointer) unsafe.Pointer
+	segWord   func(seg unsafe.Pointer) unsafe.Pointer
+	segFrames func(seg unsafe.Pointer, sf, ef unsafe.Pointer)
+	segFree   func(seg unsafe.Pointer)
 
 	initMu sync.Mutex // decoder construction reads shared defaults; keep it one at a time
 }
@@ -61,6 +70,11 @@ func load() (*lib, error) {
 			&l.processRaw, "ps_process_raw",
 			&l.endUtt, "ps_end_utt",
 			&l.getHyp, "ps_get_hyp",
+			&l.segIter, "ps_seg_iter",
+			&l.segNext, "ps_seg_next",
+			&l.segWord, "ps_seg_word",
+			&l.segFrames, "ps_seg_frames",
+			&l.segFree, "ps_seg_free",
 		); err != nil {
 			theLibErr = err
 			return

@@ -271,3 +271,51 @@ func TestMaxSecondsBeforeDecoding(t *testing.T) {
 		t.Fatalf("cancelled: got %v, want context.Canceled", err)
 	}
 }
+
+// The decoder's word segmentation comes back as words whose times
+// increase and fall inside the audio, grouped into segments at the pause
+// between two sentences.
+func TestWordTimes(t *testing.T) {
+	dir := checkpoint(t)
+	s, _, err := New().Open(context.Background(), spec(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	r := transcribe(t, s, speak(t, "Turn on the kitchen lights. Please open the door."))
+	if len(r.Words) < 4 {
+		t.Fatalf("words %+v, want the sentence's words", r.Words)
+	}
+	var joined []string
+	prev := 0.0
+	for _, w := range r.Words {
+		if w.Start < prev || w.End <= w.Start || w.End > r.Duration {
+			t.Fatalf("word %+v out of order or outside 0..%v (previous end %v)", w, r.Duration, prev)
+		}
+		prev = w.End
+		joined = append(joined, w.Word)
+	}
+	if got := strings.Join(joined, " "); got != r.Text {
+		t.Fatalf("words %q, text %q", got, r.Text)
+	}
+	if r.Language != "en" || len(r.Segments) != 2 || !strings.HasPrefix(r.Segments[1].Text, "please") || r.Segments[0].Start != r.Words[0].Start ||
+		r.Segments[len(r.Segments)-1].End != r.Words[len(r.Words)-1].End {
+		t.Fatalf("language %q segments %+v", r.Language, r.Segments)
+	}
+	for _, lang := range []string{"", "en", "EN", "en-US", "english"} {
+		in, _ := json.Marshal(audio.AudioRequest{Language: lang})
+		if _, err := s.Infer(context.Background(), backends.Request{Input: in, Data: speak(t, "Yes.")}, nil); err != nil {
+			t.Fatalf("language %q: %v", lang, err)
+		}
+	}
+	bad := spec(dir, 1)
+	bad.Options = json.RawMessage(`{"language":"english"}`)
+	if err := New().Validate(bad); !errors.Is(err, backends.ErrInvalid) {
+		t.Fatalf("language option english: %v, want invalid (ISO-639-1 only)", err)
+	}
+	in, _ := json.Marshal(audio.AudioRequest{Language: "fr"})
+	_, err = s.Infer(context.Background(), backends.Request{Input: in, Data: speak(t, "Yes.")}, nil)
+	if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "language") {
+		t.Fatalf("language fr: %v, want invalid naming language", err)
+	}
+}
