@@ -23,6 +23,7 @@ type metrics struct {
 	loadFails *prometheus.CounterVec
 	unloads   *prometheus.HistogramVec
 	refusals  *prometheus.CounterVec // by error type and code: both from fixed sets
+	http      *httpMetrics
 }
 
 // waitBuckets are the bounds of sluice_admission_wait_seconds, in seconds.
@@ -57,7 +58,8 @@ func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.Ad
 		Help: "Error answers that refuse a request (4xx, 503 server_busy and shutting_down), by error type and code.",
 	}, []string{"type", "code"})
 	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, m.refusals, statusCollector(status), admissionCollector(admissions),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	m.http = newHTTPMetrics(m.reg)
 	return m
 }
 
@@ -72,7 +74,7 @@ var (
 	descQMgr   = prometheus.NewDesc("sluice_queued_managers", "Management operations waiting in the model's FIFO.", []string{"model"}, nil)
 	descSlots  = prometheus.NewDesc("sluice_slots", "Configured slots.", []string{"model"}, nil)
 	descState  = prometheus.NewDesc("sluice_model_state", "1 for the model's current state.", []string{"model", "state"}, nil)
-	descRes    = prometheus.NewDesc("sluice_resident_megabytes", "Memory charged to the residency budget.", []string{"model"}, nil)
+	descRes    = prometheus.NewDesc("sluice_resident_bytes", "Memory charged to the residency budget (--memory-budget).", []string{"model"}, nil)
 )
 
 // statusCollector exports per-model gauges from one status snapshot.
@@ -90,7 +92,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(s.QueuedRequests), s.ID)
 		ch <- prometheus.MustNewConstMetric(descQMgr, prometheus.GaugeValue, float64(s.QueuedManagers), s.ID)
 		ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(s.Slots), s.ID)
-		ch <- prometheus.MustNewConstMetric(descRes, prometheus.GaugeValue, float64(s.ResidentMB), s.ID)
+		ch <- prometheus.MustNewConstMetric(descRes, prometheus.GaugeValue, float64(s.ResidentMB<<20), s.ID)
 		for st := core.Unloaded; st <= core.Unloading; st++ {
 			v := 0.0
 			if s.State == st {
