@@ -144,3 +144,40 @@ func TestMetricsPromtool(t *testing.T) {
 	}
 	t.Logf("promtool check metrics: ok %s", out)
 }
+
+// Per-model series are bounded: past modelSeriesLimit models (2 here),
+// later models share model="_other", their gauges, counters and
+// histograms summed, and their IDs never become label values.
+func TestMetricsModelBound(t *testing.T) {
+	ts := newServer(t, nil)
+	ts.s.met.models.mu.Lock()
+	ts.s.met.models.limit = 2
+	ts.s.met.models.mu.Unlock()
+	ts.put("a", `{"engine":"fixture"}`)
+	ts.put("b", `{"engine":"fixture"}`)
+	ts.awaitMetrics(`sluice_load_seconds_count{model="a"} 1`, `sluice_load_seconds_count{model="b"} 1`)
+	ts.put("cc", `{"engine":"fixture","slots":2}`)
+	ts.put("dd", `{"engine":"fixture"}`)
+	for _, id := range []string{"a", "cc", "dd", "dd"} {
+		ts.must(200, "POST", "/v1/models/"+id+"/infer", `{"input":1}`)
+	}
+	ts.must(200, "POST", "/v1/models/dd/unload", "")
+	ts.awaitMetrics(`sluice_load_seconds_count{model="_other"} 2`, `sluice_unload_seconds_count{cause="unload",model="_other"} 1`,
+		`sluice_admissions_total{model="_other"} 3`, `sluice_admissions_total{model="a"} 1`,
+		`sluice_admission_wait_seconds_count{model="_other"} 3`, `sluice_slots{model="_other"} 3`,
+		`sluice_model_state{model="_other",state="ready"} 1`, `sluice_model_state{model="_other",state="unloaded"} 1`,
+		`sluice_model_state{model="b",state="ready"} 1`)
+	text := ts.metricsText()
+	for _, id := range []string{`model="cc"`, `model="dd"`} {
+		if strings.Contains(text, id) {
+			t.Fatalf("%s has its own series past the bound:\n%s", id, text)
+		}
+	}
+	if p, err := exec.LookPath("promtool"); err == nil {
+		cmd := exec.CommandContext(ctxLimit(t), p, "check", "metrics")
+		cmd.Stdin = strings.NewReader(text)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("promtool check metrics: %v\n%s", err, out)
+		}
+	}
+}
