@@ -138,7 +138,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.status() {
 		sum := statusSums{active: float64(s.ActiveSlots), queued: float64(s.QueuedRequests),
 			managers: float64(s.QueuedManagers), slots: float64(s.Slots), resident: float64(s.ResidentMB << 20)}
-		if s.State >= 0 && s.State <= core.Unloading {
+		if s.State <= core.Unloading {
 			sum.states[s.State] = 1
 		}
 		if c.labels.label(s.ID) != otherModels {
