@@ -51,18 +51,24 @@ func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 		start := time.Now()
 		h.inFlight.Inc()
 		rec := &statusRecorder{ResponseWriter: w}
+		returned := false
 		defer func() {
 			h.inFlight.Dec()
+			code := rec.status
+			if !returned && code == 0 {
+				code = http.StatusInternalServerError // a panic: net/http drops the connection
+			}
 			route := unmatchedRoute
 			if rc := chi.RouteContext(r.Context()); rc != nil {
 				if p := rc.RoutePattern(); p != "" {
 					route = p
 				}
 			}
-			h.duration.WithLabelValues(route, methodLabel(r.Method), statusClass(rec.status)).
+			h.duration.WithLabelValues(route, methodLabel(r.Method), statusClass(code)).
 				Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(rec, r)
+		returned = true
 	})
 }
 
