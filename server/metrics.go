@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,41 @@ type metrics struct {
 	loadFails *prometheus.CounterVec
 	unloads   *prometheus.HistogramVec
 	refusals  *prometheus.CounterVec // by error type and code: both from fixed sets
+	http      *httpMetrics
+	models    *modelLabels // the model label of every per-model series
+}
+
+// modelSeriesLimit is how many models get their own series (model="ID");
+// the models seen after them share model="_other", their gauges and
+// counters summed (sluice_model_state counts them per state). About 40
+// series per model (gauges, the admission wait and load and unload
+// histograms) would be 40,000 series at --max-models's default of 1024;
+// the bound keeps a scrape near 10,000 whatever --max-models says.
+const modelSeriesLimit = 256
+
+// otherModels labels the models past modelSeriesLimit.
+const otherModels = "_other"
+
+// modelLabels hands out model labels: the first limit models it is asked
+// about keep their ID, for good (models are never removed), so the set
+// behind "_other" only grows and its sums stay monotone.
+type modelLabels struct {
+	mu    sync.Mutex
+	limit int
+	named map[string]struct{}
+}
+
+func (l *modelLabels) label(id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.named[id]; ok {
+		return id
+	}
+	if len(l.named) < l.limit {
+		l.named[id] = struct{}{}
+		return id
+	}
+	return otherModels
 }
 
 // waitBuckets are the bounds of sluice_admission_wait_seconds, in seconds.
@@ -39,7 +75,8 @@ func WaitBuckets() []time.Duration {
 
 func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.AdmissionStats) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:    prometheus.NewRegistry(),
+		models: &modelLabels{limit: modelSeriesLimit, named: map[string]struct{}{}},
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_load_seconds", Help: "Duration of pool loads (primary and clones).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
@@ -56,8 +93,9 @@ func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.Ad
 		Name: "sluice_http_refusals_total",
 		Help: "Error answers that refuse a request (4xx, 503 server_busy and shutting_down), by error type and code.",
 	}, []string{"type", "code"})
-	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, m.refusals, statusCollector(status), admissionCollector(admissions),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, m.refusals, statusCollector{status, m.models}, admissionCollector{admissions, m.models},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	m.http = newHTTPMetrics(m.reg)
 	return m
 }
 
@@ -71,12 +109,16 @@ var (
 	descQueued = prometheus.NewDesc("sluice_queued_requests", "Requests waiting in the model's FIFO.", []string{"model"}, nil)
 	descQMgr   = prometheus.NewDesc("sluice_queued_managers", "Management operations waiting in the model's FIFO.", []string{"model"}, nil)
 	descSlots  = prometheus.NewDesc("sluice_slots", "Configured slots.", []string{"model"}, nil)
-	descState  = prometheus.NewDesc("sluice_model_state", "1 for the model's current state.", []string{"model", "state"}, nil)
-	descRes    = prometheus.NewDesc("sluice_resident_megabytes", "Memory charged to the residency budget.", []string{"model"}, nil)
+	descState  = prometheus.NewDesc("sluice_model_state", "1 for the model's current state (model=\"_other\": how many of those models are in it).", []string{"model", "state"}, nil)
+	descRes    = prometheus.NewDesc("sluice_resident_bytes", "Memory charged to the residency budget (--memory-budget).", []string{"model"}, nil)
 )
 
-// statusCollector exports per-model gauges from one status snapshot.
-type statusCollector func() []core.ModelStatus
+// statusCollector exports per-model gauges from one status snapshot; the
+// models past modelSeriesLimit are summed under model="_other".
+type statusCollector struct {
+	status func() []core.ModelStatus
+	labels *modelLabels
+}
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descQueued, descQMgr, descSlots, descState, descRes} {
@@ -84,20 +126,48 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// statusSums are the gauges of one label.
+type statusSums struct {
+	active, queued, managers, slots, resident float64
+	states                                    [core.Unloading + 1]float64
+}
+
 func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c() {
-		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(s.ActiveSlots), s.ID)
-		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(s.QueuedRequests), s.ID)
-		ch <- prometheus.MustNewConstMetric(descQMgr, prometheus.GaugeValue, float64(s.QueuedManagers), s.ID)
-		ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(s.Slots), s.ID)
-		ch <- prometheus.MustNewConstMetric(descRes, prometheus.GaugeValue, float64(s.ResidentMB), s.ID)
-		for st := core.Unloaded; st <= core.Unloading; st++ {
-			v := 0.0
-			if s.State == st {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, s.ID, st.String())
+	var other statusSums
+	others := false
+	for _, s := range c.status() {
+		sum := statusSums{active: float64(s.ActiveSlots), queued: float64(s.QueuedRequests),
+			managers: float64(s.QueuedManagers), slots: float64(s.Slots), resident: float64(s.ResidentMB << 20)}
+		if s.State <= core.Unloading {
+			sum.states[s.State] = 1
 		}
+		if c.labels.label(s.ID) != otherModels {
+			sum.emit(ch, s.ID)
+			continue
+		}
+		others = true
+		other.active += sum.active
+		other.queued += sum.queued
+		other.managers += sum.managers
+		other.slots += sum.slots
+		other.resident += sum.resident
+		for i, v := range sum.states {
+			other.states[i] += v
+		}
+	}
+	if others {
+		other.emit(ch, otherModels)
+	}
+}
+
+func (v *statusSums) emit(ch chan<- prometheus.Metric, model string) {
+	ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, v.active, model)
+	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, v.queued, model)
+	ch <- prometheus.MustNewConstMetric(descQMgr, prometheus.GaugeValue, v.managers, model)
+	ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, v.slots, model)
+	ch <- prometheus.MustNewConstMetric(descRes, prometheus.GaugeValue, v.resident, model)
+	for st := core.Unloaded; st <= core.Unloading; st++ {
+		ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v.states[st], model, st.String())
 	}
 }
 
@@ -111,8 +181,12 @@ var (
 // random IDs cannot grow the metrics without bound.
 const unknownModel = "_unknown"
 
-// admissionCollector exports the runtime's admission counters.
-type admissionCollector func() []runtime.AdmissionStats
+// admissionCollector exports the runtime's admission counters; the models
+// past modelSeriesLimit are summed under model="_other".
+type admissionCollector struct {
+	stats  func() []runtime.AdmissionStats
+	labels *modelLabels
+}
 
 func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAdmissions, descRejections, descWait} {
@@ -121,24 +195,49 @@ func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c() {
-		model := st.Model
-		if model == "" {
-			model = unknownModel
-		} else {
-			ch <- prometheus.MustNewConstMetric(descAdmissions, prometheus.CounterValue, float64(st.Admissions), model)
-			buckets := make(map[float64]uint64, len(waitBuckets))
-			for i, b := range waitBuckets {
-				if i < len(st.WaitBuckets) {
-					buckets[b] = st.WaitBuckets[i]
+	var other runtime.AdmissionStats
+	others := false
+	for _, st := range c.stats() {
+		if st.Model != "" && c.labels.label(st.Model) == otherModels {
+			others = true
+			other.Admissions += st.Admissions
+			other.WaitSum += st.WaitSum
+			if other.WaitBuckets == nil {
+				other.WaitBuckets = make([]uint64, len(st.WaitBuckets))
+			}
+			for i, n := range st.WaitBuckets {
+				if i < len(other.WaitBuckets) {
+					other.WaitBuckets[i] += n
 				}
 			}
-			ch <- prometheus.MustNewConstHistogram(descWait, st.Admissions, st.WaitSum.Seconds(), buckets, model)
-		}
-		for code, n := range st.Refusals {
-			if n > 0 {
-				ch <- prometheus.MustNewConstMetric(descRejections, prometheus.CounterValue, float64(n), model, core.Code(code).String())
+			for code, n := range st.Refusals {
+				other.Refusals[code] += n
 			}
+			continue
+		}
+		emitAdmissions(ch, &st, st.Model)
+	}
+	if others {
+		emitAdmissions(ch, &other, otherModels)
+	}
+}
+
+func emitAdmissions(ch chan<- prometheus.Metric, st *runtime.AdmissionStats, model string) {
+	if model == "" {
+		model = unknownModel
+	} else {
+		ch <- prometheus.MustNewConstMetric(descAdmissions, prometheus.CounterValue, float64(st.Admissions), model)
+		buckets := make(map[float64]uint64, len(waitBuckets))
+		for i, b := range waitBuckets {
+			if i < len(st.WaitBuckets) {
+				buckets[b] = st.WaitBuckets[i]
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(descWait, st.Admissions, st.WaitSum.Seconds(), buckets, model)
+	}
+	for code, n := range st.Refusals {
+		if n > 0 {
+			ch <- prometheus.MustNewConstMetric(descRejections, prometheus.CounterValue, float64(n), model, core.Code(code).String())
 		}
 	}
 }

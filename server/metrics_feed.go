@@ -204,26 +204,26 @@ func (s *feedState) apply(r *core.Record) {
 			return
 		}
 		if r.Failed {
-			s.met.loadFails.WithLabelValues(model).Inc()
+			s.met.loadFails.WithLabelValues(s.met.models.label(model)).Inc()
 			delete(s.loads, model)
 			return
 		}
 		if l.built++; l.built >= l.slots { // the pool is complete: published
-			s.met.loads.WithLabelValues(model).Observe(seconds(r.T - l.t))
+			s.met.loads.WithLabelValues(s.met.models.label(model)).Observe(seconds(r.T - l.t))
 			delete(s.loads, model)
 		}
 	case r.Ef == efStartTeardown:
 		s.teardowns[r.Job] = teardownStart{model: r.Model, cause: r.Cause, t: r.T}
 		if r.Cause == causeFailedLoad {
 			if _, ok := s.loads[r.Model]; ok { // refused capacity after a successful open
-				s.met.loadFails.WithLabelValues(r.Model).Inc()
+				s.met.loadFails.WithLabelValues(s.met.models.label(r.Model)).Inc()
 				delete(s.loads, r.Model)
 			}
 		}
 	case r.Ev == evTeardownDone:
 		if t, ok := s.teardowns[r.Job]; ok {
 			delete(s.teardowns, r.Job)
-			s.met.unloads.WithLabelValues(t.model, t.cause).Observe(seconds(r.T - t.t))
+			s.met.unloads.WithLabelValues(s.met.models.label(t.model), t.cause).Observe(seconds(r.T - t.t))
 		}
 	}
 }

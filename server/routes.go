@@ -11,9 +11,9 @@ import (
 // routes builds the router: one handler per endpoint, each returning its
 // error through adapt (issue 5, "Endpoints").
 //
-// Middleware, outermost first: the connection tracker (shutdown deadlines),
-// the request ID and request-scoped logger, the refusal counter and
-// sampled log (errors.go), the Host allow-list and the cross-origin check
+// Middleware, outermost first: the request metrics (mw_metrics.go), the
+// connection tracker (shutdown deadlines), the request ID and
+// request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
 // (mw_origin.go), the credential (one Bearer header or a dashboard
 // session: mw_auth.go), the body limit. Each route group then names who
 // may use it: the dashboard's reads take the API key or any dashboard
@@ -26,6 +26,7 @@ func (s *Server) routes() http.Handler {
 	a := newAuth(s.cfg, s.log)
 	s.auth = a
 	r := chi.NewRouter()
+	r.Use(s.met.http.middleware) // outermost: every answer is measured, refusals included
 	r.Use(trackRequest, requestID(s.log), s.refuse.middleware, checkHost(s.hosts), checkOrigin(s.origins),
 		a.authenticate, s.limitBody)
 	// Unknown routes and methods need the API key too, so they say nothing

@@ -39,13 +39,15 @@ type Options struct {
 }
 
 // ParallelWarning is the one startup warning of the parallel runtime
-// (CONTRACT.md mode.parallel): its experimental scope and what is not
-// complete yet.
-const ParallelWarning = "parallel runtime enabled (--parallel-jobs): experimental. It applies to every model, " +
-	"one-slot models included. Lifecycle coverage is incomplete: shutdown, reconfiguration, eviction and " +
-	"disconnects are verified with the fixture engine only, and device memory after teardown is unverified on GPUs. " +
-	"Engine coverage is incomplete: a model runs more than one slot only on an engine that advertises a " +
-	"parallel factory for its checkpoint."
+// (CONTRACT.md mode.parallel), one short line: it is experimental and
+// applies to every model, one-slot ones included, and its
+// lifecycle coverage (shutdown, reconfiguration, eviction and disconnects
+// are verified with the fixture engine only; device memory after teardown
+// is unverified on GPUs) and engine coverage (more than one slot only on an
+// engine that advertises a parallel factory) are incomplete. The details
+// are in CONTRACT.md, not in every start's log.
+const ParallelWarning = "parallel runtime enabled (--parallel-jobs): experimental, one-slot models included; " +
+	"lifecycle and engine coverage incomplete (see CONTRACT.md mode.parallel)"
 
 // Server is Sluice's HTTP server: the runtime, its engines, the chi router,
 // the metrics and the http.Server with its connection tracking.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -20,19 +21,25 @@ import (
 // (GET /v1/models of --target) as a table, like `ollama ps`.
 func models(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("models", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	target := fs.String("target", "http://127.0.0.1:8080", "base URL of the server")
+	target := fs.String("target", "http://127.0.0.1:8080", "the server: a base URL, or host:port for http://host:port")
 	key := fs.String("api-key", os.Getenv("SLUICE_API_KEY"), "Bearer key (default $SLUICE_API_KEY)")
 	timeout := fs.Duration("timeout", 10*time.Second, "request timeout")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr, func(w io.Writer) {
+		fmt.Fprintln(w, "usage: sluice models [flags]\n\nmodels lists the models of a running server (GET /v1/models) as a table.\n\nFlags:")
+		printFlags(w, fs, nil)
+	}); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("models: unexpected arguments %q", fs.Args())
+		return &usageError{cmd: "models", err: fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	base, err := targetURL(*target)
+	if err != nil {
+		return &usageError{cmd: "models", err: fmt.Errorf("--target: %w", err)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(*target, "/")+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
 		return fmt.Errorf("models: %w", err)
 	}
@@ -62,6 +69,30 @@ func models(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("models: decoding the answer: %w", err)
 	}
 	return printModels(stdout, list.Data)
+}
+
+// targetURL turns a --target into a base URL without a trailing slash: a
+// value without a scheme (host:port, host) is taken as http://; the scheme
+// must be http or https and name a host.
+func targetURL(t string) (string, error) {
+	t = strings.TrimSpace(t)
+	if !strings.Contains(t, "://") {
+		t = "http://" + t
+	}
+	u, err := url.Parse(t)
+	if err != nil {
+		return "", fmt.Errorf("%q is neither host:port nor a URL: %w", t, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%q: the scheme must be http or https", t)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%q names no host", t)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%q: a base URL takes no query, fragment or user", t)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // printModels writes the model table.

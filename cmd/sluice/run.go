@@ -26,7 +26,6 @@ import (
 // on its own line as it comes.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "YAML models file holding MODEL (default: the embedded default models)")
 	specJSON := fs.String("spec", "", "model spec as JSON, instead of a models file")
 	root := fs.String("models-root", server.DefaultConfig().ModelsRoot, "folder of checkpoints")
@@ -34,16 +33,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "write a binary result (for example audio) to this file")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound of the whole run")
 	verbose := fs.Bool("v", false, "log the runtime's steps to stderr")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice run [flags] MODEL INPUT")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr, func(w io.Writer) {
+		fmt.Fprintln(w, "usage: sluice run [flags] MODEL INPUT\n\nrun runs one inference of MODEL on INPUT (JSON, else taken as a JSON string) without a server.\n\nFlags:")
+		printFlags(w, fs, nil)
+	}); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		fs.Usage()
-		return fmt.Errorf("run: want MODEL and INPUT, got %d arguments", fs.NArg())
+		return &usageError{cmd: "run", err: fmt.Errorf("want MODEL and INPUT, got %d arguments", fs.NArg())}
 	}
 	id, input := fs.Arg(0), json.RawMessage(fs.Arg(1))
 	if !json.Valid(input) {

@@ -38,7 +38,6 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	o := serveOptions{cfg: server.DefaultConfig()}
 	c := &o.cfg
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address to listen on (host:port)")
 	fs.BoolVar(&c.ParallelJobs, "parallel-jobs", false, "use the parallel runtime (experimental); without it the legacy single-session mode refuses any slots field")
 	fs.BoolVar(&c.UIManagement, "ui-management", false, "enable the management endpoints (register, load, unload); 403 without it")
@@ -76,11 +75,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	bodyBudget := fs.String("body-budget", "256MiB", "request body bytes held in memory by all requests in flight; 503 over it (0: unlimited)")
 	spoolBudget := fs.String("spool-budget", "4GiB", "spooled request body bytes on disk for all requests in flight; 503 over it (0: unlimited)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr, func(w io.Writer) { serveHelp(w, fs) }); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+		return o, &usageError{cmd: "serve", err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	c.AllowedHosts, c.AllowedOrigins = splitList(*hosts), splitList(*origins)
 	var err error
@@ -105,6 +104,70 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		return o, fmt.Errorf("serve: --log-level: %w", err)
 	}
 	return o, nil
+}
+
+// serveDescription opens `sluice serve -h`.
+const serveDescription = `usage: sluice serve [flags]
+
+serve runs the Sluice HTTP server: the OpenAI-compatible speech routes
+(/v1/audio/speech, /v1/audio/transcriptions), the model API (/v1/models),
+the management API, the event stream, /metrics, and the dashboard at /.
+It registers the models of --config (without it, the embedded defaults
+whose engines and checkpoints are present), loads each on its first
+request within --memory-budget and --max-loaded-models, retires idle ones
+after --idle-timeout, and on SIGINT or SIGTERM finishes its work and exits
+within --shutdown-timeout. Keys may come from the environment
+(SLUICE_API_KEY, SLUICE_MANAGEMENT_KEY), which keeps them out of the
+process list.
+`
+
+// serveExample closes `sluice serve -h`.
+const serveExample = `Example:
+  SLUICE_API_KEY=secret sluice serve --listen 0.0.0.0:8080 \
+    --allowed-hosts sluice.internal --models-root /srv/models --memory-budget 8GiB
+`
+
+// serveFlagGroups orders `sluice serve -h`: every flag belongs to one
+// group (TestServeHelp); one left out would be printed under "Other".
+var serveFlagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"Listening and limits", []string{"listen", "allowed-hosts", "allowed-origins", "max-conns", "max-body", "max-json-body",
+		"spool-threshold", "spool-dir", "body-budget", "spool-budget"}},
+	{"Models", []string{"config", "models-root", "max-models", "max-loaded-models", "memory-budget", "idle-timeout",
+		"parallel-jobs", "serialize-cold-loads", "load-backoff", "load-backoff-max", "fixture"}},
+	{"Keys and access", []string{"api-key", "management-key", "ui-management", "sign-in-limit"}},
+	{"Timeouts", []string{"admission-timeout", "admission-ceiling", "read-header-timeout", "idle-conn-timeout",
+		"write-timeout", "body-read-timeout", "min-body-rate", "body-rate-grace", "shutdown-timeout"}},
+	{"State, logs and tracing", []string{"state-dir", "trace", "log-level"}},
+}
+
+// serveHelp writes `sluice serve -h`: the description, the flags by
+// group, an example.
+func serveHelp(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, serveDescription+"\n")
+	grouped := map[string]bool{}
+	for _, g := range serveFlagGroups {
+		fmt.Fprintf(w, "%s:\n", g.title)
+		printFlags(w, fs, g.flags)
+		fmt.Fprintln(w)
+		for _, n := range g.flags {
+			grouped[n] = true
+		}
+	}
+	var other []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !grouped[f.Name] {
+			other = append(other, f.Name)
+		}
+	})
+	if len(other) > 0 {
+		fmt.Fprintln(w, "Other:")
+		printFlags(w, fs, other)
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, serveExample)
 }
 
 // splitList splits a comma-separated flag value, dropping empty entries.
