@@ -23,6 +23,7 @@ import (
 const (
 	maxVoicesPerModel = 256
 	maxVoiceModels    = 1024
+	maxParamName      = 64 // of an unknown parameter echoed in an error
 )
 
 // VoiceList is the answer of GET /v1/audio/voices.
@@ -52,6 +53,9 @@ func (s *Server) handleVoices(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "model" {
+			if len(k) > maxParamName {
+				k = k[:maxParamName] + "..."
+			}
 			return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_parameter", Param: k,
 				Message: fmt.Sprintf("unknown query parameter %q (GET /v1/audio/voices takes model)", k)}
 		}

@@ -45,6 +45,11 @@ func TestErrorBodyHasOpenAIShape(t *testing.T) {
 	if e["param"] != "bogus" || e["code"] != "unknown_parameter" {
 		t.Fatalf("%v", e)
 	}
+	long := strings.Repeat("k", 10000)
+	e = rawError(t, ts.must(400, "GET", "/v1/audio/voices?"+long+"=1", ""))
+	if p := e["param"].(string); len(p) > 100 || len(e["message"].(string)) > 300 {
+		t.Fatalf("an unknown parameter's name is echoed unbounded: %d bytes", len(p))
+	}
 }
 
 // A missing or wrong key is OpenAI's 401: invalid_request_error with code
