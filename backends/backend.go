@@ -98,13 +98,49 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
+// Voice is one voice a speech model speaks (GET /v1/audio/voices).
+type Voice struct {
+	ID        string   `json:"id"`        // what a request's voice names
+	Languages []string `json:"languages"` // BCP 47-like tags, lower or mixed case as the engine has them
+	// SampleRate is the engine's output rate in Hz for this voice when the
+	// request asks for none; 0 (absent) when the engine does not say.
+	SampleRate int  `json:"sample_rate,omitempty"`
+	Default    bool `json:"default,omitempty"` // the model's own voice, which "" and OpenAI's stock names mean
+}
+
+// VoiceLister is implemented by speech engines that can list the voices of
+// a spec from its files alone (no library call, no session), so that a
+// listing never loads a model.
+type VoiceLister interface {
+	Voices(spec Spec) ([]Voice, error)
+}
+
 // ErrInvalid marks a spec or request the engine refuses (HTTP 400).
 var ErrInvalid = errors.New("invalid")
 
-// Invalidf returns an error wrapping ErrInvalid.
+// Invalidf returns an error that matches ErrInvalid (errors.Is) and reads
+// as the formatted message alone: the "invalid" is said once, by the HTTP
+// answer's type, not again in its message. %w in format wraps as
+// fmt.Errorf does.
 func Invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return &invalidError{err: fmt.Errorf(format, args...)}
 }
+
+// AsInvalid marks err as the engine refusing its input (errors.Is(x,
+// ErrInvalid)) without changing its message; nil stays nil.
+func AsInvalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &invalidError{err: err}
+}
+
+// invalidError is Invalidf's and AsInvalid's error.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string        { return e.err.Error() }
+func (e *invalidError) Unwrap() error        { return e.err }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Registry maps engine names to engines.
 type Registry map[string]Engine

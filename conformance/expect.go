@@ -115,7 +115,9 @@ func (r *caseRun) check(a *answer, e *Expect) error {
 // ended with an error event (whose body may end abruptly).
 func (e *Expect) ErrorEventSet() bool { return e.ErrorEvent != nil && *e.ErrorEvent }
 
-// errorShape checks {"error":{"message","type","code"}} and nothing else.
+// errorShape checks OpenAI's {"error":{"message","type","param","code"}}
+// and nothing else: message and type strings, param and code each a string
+// or null.
 func errorShape(b []byte) error {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
@@ -128,13 +130,19 @@ func errorShape(b []byte) error {
 	if err := json.Unmarshal(top["error"], &inner); err != nil {
 		return fmt.Errorf("error object (err.shape): %w", err)
 	}
-	for _, k := range []string{"message", "type", "code"} {
+	for _, k := range []string{"message", "type"} {
 		if _, ok := inner[k].(string); !ok {
 			return fmt.Errorf("error object lacks string %q (err.shape): %s", k, b)
 		}
 	}
-	if len(inner) != 3 {
-		return fmt.Errorf("error object has fields beyond message, type and code (err.shape): %s", b)
+	for _, k := range []string{"param", "code"} {
+		v, ok := inner[k]
+		if _, str := v.(string); !ok || (v != nil && !str) {
+			return fmt.Errorf("error object lacks %q as a string or null (err.shape): %s", k, b)
+		}
+	}
+	if len(inner) != 4 {
+		return fmt.Errorf("error object has fields beyond message, type, param and code (err.shape): %s", b)
 	}
 	return nil
 }

@@ -199,7 +199,7 @@ func TestE2EErrorShapes(t *testing.T) {
 		typ                string
 		auth               bool
 	}{
-		{"GET", "/v1/models", "", 401, "permission_error", false},
+		{"GET", "/v1/models", "", 401, "invalid_request_error", false},
 		{"PUT", "/v1/models/a", `{"engine":"fixture"}`, 403, "permission_error", true},
 		{"GET", "/v1/models/a", "", 404, "not_found_error", true},
 		{"POST", "/v1/models/a/infer", `{}`, 400, "invalid_request_error", true},

@@ -16,11 +16,13 @@ import (
 )
 
 // Error is the one error type handlers return. Its Type and Status are the
-// API's error shape: {"error":{"message","type","code"}}.
+// API's error shape, OpenAI's: {"error":{"message","type","param","code"}},
+// with param and code JSON null where there is none (CONTRACT.md err.shape).
 type Error struct {
 	Status  int
 	Type    string // invalid_request_error, permission_error, not_found_error, server_busy, shutting_down, internal_error
-	Code    string // a finer machine-readable reason, may be empty
+	Code    string // a finer machine-readable reason; "" is sent as null
+	Param   string // the offending request field where known; "" is sent as null
 	Message string
 	Err     error // the cause, for logs; never sent to clients of 500s
 	// RetryAfter, when positive, is the Retry-After of a server_busy
@@ -54,9 +56,12 @@ func Forbidden(format string, args ...any) *Error {
 	return &Error{Status: http.StatusForbidden, Type: "permission_error", Message: fmt.Sprintf(format, args...)}
 }
 
-// Unauthorized returns a 401 permission_error.
+// Unauthorized returns a 401 for a missing or wrong key in OpenAI's shape:
+// type invalid_request_error, code invalid_api_key (CONTRACT.md err.auth),
+// which the OpenAI SDKs surface as their AuthenticationError. A 403 (a key
+// that may not do this) stays permission_error.
 func Unauthorized(format string, args ...any) *Error {
-	return &Error{Status: http.StatusUnauthorized, Type: "permission_error", Code: "invalid_api_key", Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key", Message: fmt.Sprintf(format, args...)}
 }
 
 // FromCode maps a scheduler outcome to the API error (the one place where
@@ -97,12 +102,40 @@ func (e *Error) retryAfter() int {
 // retryAfterSeconds is the Retry-After a 503 server_busy carries.
 const retryAfterSeconds = 1
 
+// errorBody reads an error answer (a null param or code reads as "").
 type errorBody struct {
 	Error struct {
 		Message string `json:"message"`
 		Type    string `json:"type"`
+		Param   string `json:"param"`
 		Code    string `json:"code"`
 	} `json:"error"`
+}
+
+// errorWire is the wire shape of an error; nil Param and Code are JSON null.
+type errorWire struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// body is e's wire shape.
+func (e *Error) body() errorWire {
+	var b errorWire
+	b.Error.Message, b.Error.Type = e.Message, e.Type
+	b.Error.Param, b.Error.Code = nullable(e.Param), nullable(e.Code)
+	return b
+}
+
+// nullable is s as a JSON string, or nil (null) when it is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // writeError writes err in the API's error shape. Errors that are not an
@@ -119,8 +152,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		logger(r.Context()).Error("request failed", slog.Int("status", e.Status), slog.String("type", e.Type), slog.Any("err", err))
 	}
-	var body errorBody
-	body.Error.Message, body.Error.Type, body.Error.Code = e.Message, e.Type, e.Code
+	body := e.body()
 	if e.Status == http.StatusInternalServerError && e.Message == "" {
 		body.Error.Message = "internal error"
 	}

@@ -128,7 +128,10 @@ type activation struct {
 // of a restarted server are larger than those of the process it replaced,
 // and an old Last-Event-ID is answered with a reset instead of a wrong
 // resumption.
-func newEventHub(rt *runtime.Runtime, epoch time.Time, log *slog.Logger) *eventHub {
+//
+// created gives a status object its created (model.go createdAt.of), so
+// the stream's objects equal GET /v1/models'; nil leaves it out.
+func newEventHub(rt *runtime.Runtime, epoch time.Time, log *slog.Logger, created func(id string) int64) *eventHub {
 	base := uint64(epoch.UnixMicro())
 	h := &eventHub{rt: rt, log: log, epoch: epoch, stop: make(chan struct{}), done: make(chan struct{}),
 		activate: make(chan activation, 1), idle: make(chan struct{}, 1),
@@ -136,6 +139,7 @@ func newEventHub(rt *runtime.Runtime, epoch time.Time, log *slog.Logger) *eventH
 		base: base, next: base + 1, clients: map[*eventClient]struct{}{}, changed: make(chan struct{})}
 	h.ring = make([]Event, h.lim.ring)
 	h.tr = newTranslator(log)
+	h.tr.created = created
 	go h.run()
 	return h
 }

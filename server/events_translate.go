@@ -36,6 +36,8 @@ type translator struct {
 
 	step stepState
 	out  []Event
+
+	created func(id string) int64 // a status object's created; nil: none
 }
 
 // Record names of the request path, which only the translator reads (the
@@ -395,6 +397,9 @@ func (t *translator) flush() {
 		if ev.Status == nil {
 			if st, ok := t.statusOf(ev.Model); ok {
 				m := modelOf(st)
+				if t.created != nil {
+					m.Created = t.created(st.ID)
+				}
 				ev.Status = &m
 				cache = append(cache, &m)
 			}

@@ -180,9 +180,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
 			e := fromRuntime(err)
-			var body errorBody
-			body.Error.Message, body.Error.Type, body.Error.Code = e.Message, e.Type, e.Code
-			b, _ := json.Marshal(body)
+			b, _ := json.Marshal(e.body())
 			buf = append(append(append(buf[:0], "event: error\ndata: "...), b...), "\n\n"...)
 			_, _ = w.Write(buf)
 			_ = rc.Flush()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
@@ -59,7 +60,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 		return notDurable(err)
 	}
 	logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
-	return writeJSON(w, modelOf(st))
+	return writeJSON(w, s.model(st))
 }
 
 // handleLoad answers POST /v1/models/{id}/load: 200 with the model object
@@ -76,7 +77,7 @@ func (s *Server) handleLoad(w http.ResponseWriter, r *http.Request) error {
 	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
 		return notDurable(err)
 	}
-	return writeJSON(w, modelOf(st))
+	return writeJSON(w, s.model(st))
 }
 
 // handleUnload answers POST /v1/models/{id}/unload: 200 {"id","loaded":false}
@@ -181,5 +182,6 @@ func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (
 	if err != nil {
 		return st, fromRuntime(err)
 	}
+	s.created.note(id, time.Now())
 	return st, nil
 }

@@ -31,7 +31,7 @@ func (s *Server) handleListModels(w http.ResponseWriter, r *http.Request) error 
 	st := s.rt.Status()
 	list := ModelList{Object: "list", Data: make([]Model, len(st))}
 	for i := range st {
-		list.Data[i] = modelOf(st[i])
+		list.Data[i] = s.model(st[i])
 	}
 	return writeJSON(w, list)
 }
@@ -46,7 +46,7 @@ func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRuntime(err)
 	}
-	return writeJSON(w, modelOf(st))
+	return writeJSON(w, s.model(st))
 }
 
 // modelID returns the {id} of the route, validated.

@@ -75,7 +75,7 @@ func TestAPIKeys(t *testing.T) {
 	ts := newServer(t, func(c *Config) { c.APIKey, c.ManagementKey = "k", "m" })
 	ts.must(200, "GET", "/healthz", "")
 	ts.must(200, "GET", "/readyz", "")
-	if r := ts.must(401, "GET", "/v1/models", ""); r.errType(t) != "permission_error" {
+	if r := ts.must(401, "GET", "/v1/models", ""); r.errType(t) != "invalid_request_error" {
 		t.Fatal(string(r.body))
 	}
 	ts.must(401, "GET", "/metrics", "")

@@ -2,15 +2,26 @@ package server
 
 import (
 	"encoding/json"
+	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/core"
 )
 
+// OwnedBy is the owned_by of every model object: the models are this
+// server's, whatever engine runs them (the engine has its own field).
+const OwnedBy = "sluice"
+
 // Model is the model object of GET /v1/models, GET /v1/models/{id}, PUT
 // and load answers (issue 5; CONTRACT.md, "Endpoints named in the cells").
 type Model struct {
-	ID             string `json:"id"`
-	Object         string `json:"object"` // always "model"
+	ID     string `json:"id"`
+	Object string `json:"object"` // always "model"
+	// Created is OpenAI's created: the Unix second this process registered
+	// the model (a restored model: when this process restored it, see
+	// createdAt); the events stream's status objects carry it too.
+	Created        int64  `json:"created,omitempty"`
+	OwnedBy        string `json:"owned_by"` // always OwnedBy
 	Task           string `json:"task"`
 	Engine         string `json:"engine"`
 	State          string `json:"state"` // unloaded, loading, ready, reconfiguring, unloading
@@ -42,7 +53,7 @@ type ModelList struct {
 // modelOf converts a runtime status into the model object.
 func modelOf(s core.ModelStatus) Model {
 	m := Model{
-		ID: s.ID, Object: "model", Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
+		ID: s.ID, Object: "model", OwnedBy: OwnedBy, Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
 		Slots: s.Slots, ActiveSlots: s.ActiveSlots, QueuedRequests: s.QueuedRequests,
 		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion, LoadFailures: s.LoadFailures,
 		BackingOff: s.BackoffUntil != 0,
@@ -51,6 +62,51 @@ func modelOf(s core.ModelStatus) Model {
 		n := s.MaxParallelSlots
 		m.MaxParallelSlots = &n
 	}
+	return m
+}
+
+// createdAt records the Unix second each model was registered in this
+// process: noted when an Apply registers a new ID (a reconfigure keeps the
+// first time), when the state dir restores one, or when the events stream
+// describes the registration, whichever comes first (all within the
+// registration). The registry file does not record it, so a restart
+// restamps restored models; models are never deregistered, so the map
+// holds at most the registered models.
+type createdAt struct {
+	mu sync.Mutex
+	at map[string]int64
+}
+
+// note records now for id unless id has a time already.
+func (c *createdAt) note(id string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil {
+		c.at = map[string]int64{}
+	}
+	if _, ok := c.at[id]; !ok {
+		c.at[id] = now.Unix()
+	}
+}
+
+// of returns id's registration second, noting now for an ID registered
+// without note (none is today; the answer must never lack created).
+func (c *createdAt) of(id string) int64 {
+	c.mu.Lock()
+	t, ok := c.at[id]
+	c.mu.Unlock()
+	if !ok {
+		c.note(id, time.Now())
+		return c.of(id)
+	}
+	return t
+}
+
+// model is the model object of GET /v1/models, GET /v1/models/{id}, PUT and
+// load answers: modelOf with its created.
+func (s *Server) model(st core.ModelStatus) Model {
+	m := modelOf(st)
+	m.Created = s.created.of(st.ID)
 	return m
 }
 

@@ -395,6 +395,7 @@ func (s *Server) restoreRegistry() error {
 		if _, err := s.rt.Apply(context.Background(), m.ID, m.runtimeSpec()); err != nil {
 			return fmt.Errorf("state file %s: restoring model %q: %w", g.file, m.ID, err)
 		}
+		s.created.note(m.ID, time.Now())
 		s.restored[m.ID] = m.Loaded
 		s.log.Info("model restored from the state dir", "model", m.ID, "config_version", m.ConfigVersion, "loaded", m.Loaded)
 	}

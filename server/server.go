@@ -70,6 +70,7 @@ type Server struct {
 	origins *http.CrossOriginProtection // CONTRACT.md err.origin
 	refuse  *refusalSink                // CONTRACT.md err.refusal-log
 	regs    registrations               // the --max-models cap
+	created createdAt                   // each model's registration second (model.go)
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
 
@@ -169,7 +170,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.met.edge(s.conns, s.limits)
 	s.refuse = newRefusalSink(s.met)
 	s.feed = startFeed(rt, s.met, log)
-	s.events = newEventHub(rt, epoch, log)
+	s.events = newEventHub(rt, epoch, log, s.created.of)
 	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
 	s.roots.commit = s.recordModelsRoot
 	s.handler = s.routes()

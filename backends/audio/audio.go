@@ -100,5 +100,5 @@ func checkRate(rate int) error {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: audio: %s", backends.ErrInvalid, fmt.Sprintf(format, args...))
+	return backends.Invalidf("audio: %s", fmt.Sprintf(format, args...))
 }

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -79,6 +80,8 @@ type config struct {
 	variant string          // "" or the variant appended to every voice
 	voices  map[string]bool // lower-case voice names and languages present in data
 	wpm     int
+
+	list []backends.Voice // one per voice file under data/lang (Voices)
 }
 
 // maxSlots is every checkpoint's ceiling (see ParallelAdmission).
@@ -141,6 +144,7 @@ func checkData(c *config) error {
 			return err
 		}
 		names, dict := readVoice(p)
+		c.list = append(c.list, backends.Voice{ID: strings.ToLower(d.Name()), Languages: append([]string{}, names...), SampleRate: outputRate})
 		for _, n := range append(names, strings.ToLower(d.Name())) {
 			c.voices[n] = true
 			dicts[n] = dict
@@ -206,6 +210,33 @@ func (c config) voiceList() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// outputRate is espeak-ng's synthesis rate (what espeak_ng_GetSampleRate
+// answers once initialised), the output rate when a request asks none.
+const outputRate = 22050
+
+// Voices implements backends.VoiceLister: every voice file of the
+// checkpoint's data, sorted by ID; the model's voice is marked default
+// (and listed first when it names a file rather than a language).
+func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
+	c, err := resolve(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(c.list)
+	slices.SortFunc(out, func(a, b backends.Voice) int { return strings.Compare(a.ID, b.ID) })
+	for i := range out {
+		if out[i].ID == c.voice {
+			out[i].Default = true
+			v := out[i]
+			copy(out[1:i+1], out[:i])
+			out[0] = v
+			return out, nil
+		}
+	}
+	// The model's voice is a language: say so first, at the same rate.
+	return append([]backends.Voice{{ID: c.voice, Languages: []string{c.voice}, SampleRate: outputRate, Default: true}}, out...), nil
 }
 
 // Validate implements backends.Engine: any slot count above one is refused

@@ -139,7 +139,7 @@ func (l *lib) open(dataPath string) error {
 	// print them and call exit(1) instead.
 	if st := l.initialize(ctx); st != ensOK {
 		l.clearContext(ctx)
-		return fmt.Errorf("%w: espeak-ng: initialise %s: %s", backends.ErrInvalid, dataPath, l.message(st))
+		return backends.Invalidf("espeak-ng: initialise %s: %s", dataPath, l.message(st))
 	}
 	if st := l.initOutput(outputSync, 0, nil); st != ensOK {
 		return fmt.Errorf("espeak-ng: initialise output: %s", l.message(st))

@@ -115,6 +115,21 @@ func resolve(spec backends.Spec) (config, error) {
 	return config{opts: o, maxSlots: min(maxSlots, max(1, ParallelAdmission[o.Voice]))}, nil
 }
 
+// voiceRates are the output rates of Debian's voices: the clustergen
+// voices and kal16 synthesise at 16 kHz, the kal diphone voice at 8 kHz.
+var voiceRates = map[string]int{"slt": 16000, "awb": 16000, "rms": 16000, "kal": 8000, "kal16": 16000}
+
+// Voices implements backends.VoiceLister: a flite model speaks its one
+// voice (OpenAI's stock names are accepted as aliases of it), in US
+// English.
+func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
+	c, err := resolve(spec)
+	if err != nil {
+		return nil, err
+	}
+	return []backends.Voice{{ID: c.opts.Voice, Languages: []string{"en-us"}, SampleRate: voiceRates[c.opts.Voice], Default: true}}, nil
+}
+
 func isDir(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()

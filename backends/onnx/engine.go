@@ -253,7 +253,7 @@ func (e *Engine) Validate(spec backends.Spec) error {
 	}
 	opts, err := o.sessionOptions(c.provider, c.threads)
 	if err != nil {
-		return fmt.Errorf("%w: %v", backends.ErrInvalid, err)
+		return backends.AsInvalid(err)
 	}
 	o.releaseSessionOpts(opts)
 	return nil
@@ -302,7 +302,7 @@ func (e *Engine) newSession(ctx context.Context, c config) (*session, error) {
 	}
 	opts, err := o.sessionOptions(c.provider, c.threads)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", backends.ErrInvalid, err)
+		return nil, backends.AsInvalid(err)
 	}
 	defer o.releaseSessionOpts(opts)
 	v, err := newSilero(o, c.model, opts)

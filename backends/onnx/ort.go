@@ -252,7 +252,7 @@ func (o *ort) check(st status, what string) error {
 	msg := native.GoString(o.getErrorMessage(st))
 	o.releaseStatus(st)
 	if invalidCodes[code] {
-		return fmt.Errorf("%w: onnx: %s: %s", backends.ErrInvalid, what, msg)
+		return backends.Invalidf("onnx: %s: %s", what, msg)
 	}
 	return fmt.Errorf("onnx: %s: %s (ORT error %d)", what, msg, code)
 }

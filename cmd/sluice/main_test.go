@@ -217,7 +217,7 @@ func TestServeConfigFile(t *testing.T) {
 	}
 	trace := filepath.Join(dir, "trace.ndjson")
 	sv := startServe(t, "--fixture", "--parallel-jobs", "--config", file, "--trace", trace, "--api-key", "k")
-	if body := get(t, sv.url+"/v1/models"); !strings.Contains(body, "permission_error") {
+	if body := get(t, sv.url+"/v1/models"); !strings.Contains(body, "invalid_api_key") {
 		t.Fatal(body)
 	}
 	var out bytes.Buffer

@@ -271,7 +271,7 @@ func (r *Runtime) runInfer(ctx context.Context, id string, g *grant, req backend
 	case r.workCtx.Err() != nil:
 		return backends.Output{}, &Error{Code: core.CodeShuttingDown, Msg: fmt.Sprintf("model %q: inference cancelled by shutdown", id), Err: err}
 	case errors.Is(err, backends.ErrInvalid):
-		return backends.Output{}, &Error{Code: core.CodeInvalid, Msg: fmt.Sprintf("model %q: invalid request", id), Err: err}
+		return backends.Output{}, &Error{Code: core.CodeInvalid, Msg: fmt.Sprintf("model %q", id), Err: err} // the cause says what is invalid
 	}
 	return backends.Output{}, &Error{Code: core.CodeBackend, Msg: fmt.Sprintf("model %q: inference failed", id), Err: err}
 }
