@@ -16,19 +16,17 @@ type SpeechParams struct {
 	Input          string  `json:"input"`
 	Voice          string  `json:"voice,omitempty"`
 	Instructions   string  `json:"instructions,omitempty"`    // accepted, not used by these engines
-	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here) or pcm
+	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here), mp3, opus, flac or pcm (24 kHz)
 	Speed          float64 `json:"speed,omitempty"`
 	StreamFormat   string  `json:"stream_format,omitempty"` // "audio" streams raw chunks; "sse" streams events
 	SampleRate     int     `json:"sample_rate,omitempty"`   // extension: output rate; OpenAI's pcm is 24000
 }
 
 // Request converts p into the engine request (Input is a TTSRequest). A
-// format the engines cannot produce (mp3, opus, aac, flac) is invalid.
+// format nothing here can encode (aac) is invalid, naming those that work.
 func (p SpeechParams) Request() (backends.Request, error) {
-	switch p.ResponseFormat {
-	case "", "wav", "pcm":
-	default:
-		return backends.Request{}, backends.Invalidf("response_format %q is not supported (wav or pcm)", p.ResponseFormat)
+	if !validFormat(p.ResponseFormat) {
+		return backends.Request{}, backends.Invalidf("response_format %q is not supported (%s)", p.ResponseFormat, SpeechFormats)
 	}
 	switch p.StreamFormat {
 	case "", "audio", "sse":

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -61,6 +62,7 @@ var (
 	sfClose       func(h uintptr) int32
 	sfStrerror    func(h uintptr) unsafe.Pointer
 	sfFormatCheck func(info unsafe.Pointer) int32
+	sfError       func(h uintptr) int32
 
 	loadOnce sync.Once
 	loadErr  error
@@ -82,7 +84,13 @@ func Load() error {
 				&sfWritefShort, "sf_writef_short",
 				&sfClose, "sf_close",
 				&sfStrerror, "sf_strerror",
-				&sfFormatCheck, "sf_format_check")
+				&sfFormatCheck, "sf_format_check",
+				&sfError, "sf_error")
+		}
+		if err == nil {
+			if qerr := quietMPG123(h); qerr != nil {
+				slog.Warn("sndfile: mpg123's messages on damaged MP3 frames stay on stderr", "err", qerr)
+			}
 		}
 		if err != nil {
 			loadErr = fmt.Errorf("sndfile: %w", err)
@@ -290,6 +298,9 @@ func (r *Reader) Read(dst []int16) ([]int16, error) {
 		return dst[:0], r.v.err
 	}
 	if n <= 0 {
+		if sfError(r.h) != 0 {
+			return dst[:0], fmt.Errorf("sndfile: decoding: %s", native.GoString(sfStrerror(r.h)))
+		}
 		return dst[:0], nil
 	}
 	m := int(n) * r.info.Channels
@@ -359,4 +370,37 @@ func Encode(ctx context.Context, samples []int16, rate, format int, limit int64)
 		return nil, fmt.Errorf("sndfile: finishing the file: error %d", rc)
 	}
 	return v.buf, nil
+}
+
+// mpg123 (libsndfile's MP3 decoder) prints a line to stderr for every
+// damaged frame, so a hostile upload could write the server's stderr at
+// its will. libsndfile offers no way to pass MPG123_QUIET, so its import
+// of mpg123_new is rebound to a wrapper that sets the flag on every new
+// handle.
+var (
+	mpgNew   func(decoder uintptr, errp uintptr) uintptr
+	mpgParam func(h uintptr, typ int32, value int64, fvalue float64) int32
+)
+
+const (
+	mpgAddFlags = 2    // MPG123_ADD_FLAGS
+	mpgQuiet    = 0x20 // MPG123_QUIET
+)
+
+func quietMPG123(sf uintptr) error {
+	m, err := native.Open("Debian package libmpg123-0", "libmpg123.so.0")
+	if err != nil {
+		return err
+	}
+	if err := native.Bind(m, &mpgNew, "mpg123_new", &mpgParam, "mpg123_param"); err != nil {
+		return err
+	}
+	wrapper := purego.NewCallback(func(decoder, errp uintptr) uintptr {
+		h := mpgNew(decoder, errp)
+		if h != 0 {
+			mpgParam(h, mpgAddFlags, mpgQuiet, 0)
+		}
+		return h
+	})
+	return native.PatchImport(sf, "sf_open_virtual", "mpg123_new", wrapper)
 }
