@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -177,6 +178,41 @@ func TestDecodeInputCorruptCodecs(t *testing.T) {
 			if err == nil && a.Seconds() > 2+0.01 {
 				t.Fatalf("%s corruption %d: %.2f s accepted over a 2 s limit", c.name, i, a.Seconds())
 			}
+		}
+	}
+}
+
+// Random damage (seeded, so every run is the same): byte overwrites,
+// truncations and inserted runs of zeros or 0xFF over small files of every
+// format, a few thousand of them, each a 400 or a decode within the limit.
+func TestDecodeInputMutatedCodecs(t *testing.T) {
+	needSndfile(t)
+	var seeds [][]byte
+	for _, c := range uploadFormats {
+		seeds = append(seeds, encoded(t, c.format, c.rate, 0.05))
+	}
+	rng := rand.New(rand.NewPCG(14, 1))
+	for i := range 3000 {
+		b := bytes.Clone(seeds[i%len(seeds)])
+		for range 1 + rng.IntN(8) {
+			p := rng.IntN(len(b))
+			switch rng.IntN(4) {
+			case 0:
+				b[p] = byte(rng.IntN(256))
+			case 1:
+				b = b[:p+1]
+			case 2:
+				b = append(b[:p], append(make([]byte, rng.IntN(64)), b[p:]...)...)
+			case 3:
+				b = append(b[:p], append(bytes.Repeat([]byte{0xFF}, rng.IntN(64)), b[p:]...)...)
+			}
+		}
+		a, err := DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 1})
+		if err != nil && !errors.Is(err, backends.ErrInvalid) {
+			t.Fatalf("mutation %d: error does not wrap ErrInvalid: %v", i, err)
+		}
+		if err == nil && a.Seconds() > 1+0.01 {
+			t.Fatalf("mutation %d: %.2f s accepted over a 1 s limit", i, a.Seconds())
 		}
 	}
 }
