@@ -304,3 +304,33 @@ func BenchmarkCodecs(b *testing.B) {
 		})
 	}
 }
+
+// A FLAC whose STREAMINFO says its length is unknown (total samples 0) is
+// not refused from the header, so the decode loop's own bound refuses it
+// once the decoded frames pass the limit, as for an MP3's estimate.
+func TestDecodeInputCodecUnknownLengthBoundedByLoop(t *testing.T) {
+	needSndfile(t)
+	b := encoded(t, sndfile.FormatFLAC|sndfile.SubPCM16, 16000, 8)
+	if string(b[:4]) != "fLaC" || b[4]&0x7F != 0 {
+		t.Fatalf("not a FLAC with STREAMINFO first: % x", b[:8])
+	}
+	b[21] &= 0xF0 // the 36-bit total sample count
+	clear(b[22:26])
+	r, err := sndfile.Open(context.Background(), bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := r.Info().Frames
+	r.Close()
+	if frames > 0 && frames < sndfile.CountMax {
+		t.Fatalf("libsndfile still states %d frames", frames)
+	}
+	_, err = DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 5})
+	if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "longer than this model's limit of 5 s") {
+		t.Fatalf("got %v, want the limit refused while decoding", err)
+	}
+	a, err := DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 9})
+	if err != nil || math.Abs(a.Seconds()-8) > 0.01 {
+		t.Fatalf("within the limit: %.3f s, %v", a.Seconds(), err)
+	}
+}
