@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -91,5 +92,45 @@ func TestCancelledRead(t *testing.T) {
 	}
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v after cancel, want context.Canceled", err)
+	}
+}
+
+// Concurrent streams keep to their own state: each goroutine's round trip
+// decodes its own tone length.
+func TestConcurrentStreams(t *testing.T) {
+	native.SkipUnavailable(t, Load())
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			secs := 0.2 + 0.1*float64(g)
+			b, err := Encode(context.Background(), tone(16000, secs), 16000, FormatFLAC|SubPCM16, 1<<24)
+			if err != nil {
+				errs <- err
+				return
+			}
+			r, err := Open(context.Background(), bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.Close()
+			got := 0
+			var buf []int16
+			for {
+				if buf, err = r.Read(buf); err != nil || len(buf) == 0 {
+					break
+				}
+				got += len(buf)
+			}
+			if want := int(16000 * secs); err == nil && got != want {
+				err = fmt.Errorf("goroutine %d: %d frames, want %d", g, got, want)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
