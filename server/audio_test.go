@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -142,6 +143,69 @@ func TestAudioEndpoints(t *testing.T) {
 	}
 	_, _, sentences := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Turn on the kitchen lights. Please open the door."}`))
 	transcriptionFormats(t, form, sentences)
+	// Speech in each compressed format, sent back for transcription: the
+	// upload is recognised by its content and the words come back.
+	for format, want := range map[string]string{"mp3": "audio/mpeg", "opus": "audio/ogg; codecs=opus", "flac": "audio/flac"} {
+		code, ctype, enc := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door.","response_format":"`+format+`"}`))
+		if code != 200 || ctype != want || len(enc) >= len(wav) {
+			t.Fatalf("speech as %s: %d %s, %d bytes (the WAV is %d)", format, code, ctype, len(enc), len(wav))
+		}
+		code, b := upload("/v1/audio/transcriptions", "asr", "", enc)
+		var got struct{ Text string }
+		jerr := json.Unmarshal(b, &got)
+		heard := 0
+		for _, w := range []string{"open", "the", "garage", "door"} {
+			if strings.Contains(" "+got.Text+" ", " "+w+" ") {
+				heard++
+			}
+		}
+		if code != 200 || jerr != nil || heard < 3 {
+			t.Fatalf("transcription of the %s: %d %s, want the words of %q", format, code, b, tr.Text)
+		}
+	}
+	if code, ctype, pcm := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door.","response_format":"pcm"}`)); code != 200 ||
+		ctype != "audio/pcm; rate=24000; encoding=s16le; channels=1" || len(pcm) < (len(wav)-44)*3/2-4800 || len(pcm) > (len(wav)-44)*3/2+4800 {
+		t.Fatalf("pcm: %d %s, %d bytes for a %d-byte 16 kHz WAV", code, ctype, len(pcm), len(wav))
+	}
+	// Streamed speech: the bytes as each sentence is synthesised, or
+	// speech.audio.delta events carrying them, then speech.audio.done.
+	speech := func(extra string) (int, string, []byte) {
+		return post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"Open the garage door. Then close it."`+extra+`}`))
+	}
+	_, _, whole := speech(`,"response_format":"pcm"`)
+	if code, ctype, got := speech(`,"response_format":"pcm","stream_format":"audio"`); code != 200 || ctype != "audio/pcm; rate=24000; encoding=s16le; channels=1" ||
+		len(got)%2 != 0 || len(got) < len(whole)*9/10 || len(got) > len(whole)*11/10 {
+		t.Fatalf("streamed pcm: %d %s, %d bytes (whole: %d)", code, ctype, len(got), len(whole))
+	}
+	if code, ctype, got := speech(`,"stream_format":"audio"`); code != 200 || ctype != "audio/wav" || string(got[:4]) != "RIFF" || len(got) < len(whole)*2/3*9/10 {
+		t.Fatalf("streamed wav: %d %s, %d bytes", code, ctype, len(got))
+	}
+	code, ctype, events := speech(`,"response_format":"pcm","stream_format":"sse"`)
+	var deltas []byte
+	var last string
+	for _, line := range strings.Split(string(events), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct{ Type, Audio string }
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("sse event %q: %v", data, err)
+		}
+		if last = ev.Type; ev.Type == "speech.audio.delta" {
+			pcm, err := base64.StdEncoding.DecodeString(ev.Audio)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deltas = append(deltas, pcm...)
+		}
+	}
+	if code != 200 || ctype != "text/event-stream" || last != "speech.audio.done" || len(deltas) < len(whole)*9/10 || len(deltas) > len(whole)*11/10 {
+		t.Fatalf("sse: %d %s, last event %q, %d bytes of audio (whole: %d)", code, ctype, last, len(deltas), len(whole))
+	}
+	if code, _, b := speech(`,"response_format":"mp3","stream_format":"audio"`); code != 400 || !strings.Contains(string(b), "cannot be streamed") {
+		t.Fatalf("streamed mp3: %d %s", code, b)
+	}
 	code, _, b = post("/v1/audio/voice-activity?model=vad", "audio/wav", wav)
 	var vad struct {
 		Segments []struct{ Start, End float64 }
@@ -152,8 +216,8 @@ func TestAudioEndpoints(t *testing.T) {
 	if code, b := upload("/v1/audio/transcriptions", "asr", "", []byte("not a wav file at all")); code != 400 || !strings.Contains(string(b), "invalid_request_error") {
 		t.Fatalf("unreadable audio: %d %s", code, b)
 	}
-	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"mp3"}`)); code != 400 {
-		t.Fatalf("mp3: %d %s", code, b)
+	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"aac"}`)); code != 400 || !strings.Contains(string(b), "wav, mp3, opus, flac or pcm") {
+		t.Fatalf("aac: %d %s", code, b)
 	}
 	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"nope","input":"hi"}`)); code != 404 {
 		t.Fatalf("unknown model: %d %s", code, b)

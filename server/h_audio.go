@@ -68,8 +68,10 @@ func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, con
 }
 
 // handleSpeech serves POST /v1/audio/speech: JSON {model, input, voice,
-// response_format wav|pcm, speed, stream_format}; the answer is the audio
-// (or, with stream_format, server-sent chunks).
+// response_format wav|mp3|opus|flac|pcm, speed, stream_format}; the answer
+// is the audio with the engine's content type (audio/wav, audio/mpeg,
+// audio/ogg; codecs=opus, audio/flac, or audio/pcm; rate=24000 unless
+// sample_rate) or, with stream_format, streamed (streamSpeech).
 func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 	var p audio.SpeechParams
 	if err := decodeStrict(r, &p); err != nil {
@@ -86,7 +88,7 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 	defer lease.Release(true) // a no-op once released
 	req.ID = requestIDFrom(r.Context())
 	if req.Stream {
-		return s.stream(w, r, lease, req)
+		return s.streamSpeech(w, r, lease, req, p)
 	}
 	out, err := lease.Infer(r.Context(), req, nil)
 	if err != nil {

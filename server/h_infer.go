@@ -179,11 +179,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 			return fromRuntime(err)
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
-			e := fromRuntime(err)
-			b, _ := json.Marshal(e.body())
-			buf = append(append(append(buf[:0], "event: error\ndata: "...), b...), "\n\n"...)
-			_, _ = w.Write(buf)
-			_ = rc.Flush()
+			writeErrorEvent(w, rc, buf, fromRuntime(err))
 			logger(r.Context()).Error("stream failed", "err", err)
 		}
 		return nil
@@ -191,4 +187,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 	werr := send([]byte("[DONE]"))
 	lease.Release(werr != nil)
 	return nil
+}
+
+// writeErrorEvent ends a stream that failed after its first bytes with an
+// "event: error" carrying the API's error body (CONTRACT.md
+// fail.execution); buf is scratch space.
+func writeErrorEvent(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *Error) {
+	b, _ := json.Marshal(e.body())
+	buf = append(append(append(buf[:0], "event: error\ndata: "...), b...), "\n\n"...)
+	_, _ = w.Write(buf)
+	_ = rc.Flush()
 }

@@ -45,8 +45,8 @@ type Want struct {
 
 // DecodeInput decodes a request's audio (req.Body when set, else
 // req.Data) to mono PCM16 at want.Rate. It refuses, with errors wrapping
-// backends.ErrInvalid: empty input, unrecognised formats (MP3, Ogg, text,
-// ...), raw PCM without a declared rate, and audio whose stated duration
+// backends.ErrInvalid: empty input, unrecognised formats (MP4, text, ...),
+// undecodable FLAC, Ogg or MP3 data, raw PCM without a declared rate, and audio whose stated duration
 // exceeds want.MaxSeconds, each before decoding anything. A data chunk
 // shorter than its size field decodes what is there. When ctx ends it stops
 // between chunks and returns an error wrapping ctx's.
@@ -63,6 +63,9 @@ func DecodeInput(ctx context.Context, req backends.Request, want Want) (Audio, e
 	}
 	if src.Size() == 0 {
 		return Audio{}, backends.Invalidf("audio: request has no audio data")
+	}
+	if name := codecOf(src, want.RawRate); name != "" {
+		return decodeCodec(ctx, src, name, want.Rate, want.MaxSeconds)
 	}
 	h, err := probe(src, want.RawRate)
 	if err != nil {
@@ -101,6 +104,17 @@ func (h *stream) statedSeconds() float64 {
 	return float64(n/h.frame()) / float64(h.rate)
 }
 
+// codecOf names the compressed format src starts with ("" for none, and
+// always for declared raw PCM).
+func codecOf(src io.ReaderAt, rawRate int) string {
+	if rawRate != 0 {
+		return ""
+	}
+	var head [4]byte
+	n, _ := src.ReadAt(head[:], 0)
+	return codecName(head[:n])
+}
+
 // probe reads the header of src: WAV, or raw PCM16LE when rawRate is
 // declared.
 func probe(src backends.Blob, rawRate int) (*stream, error) {
@@ -114,7 +128,7 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 	}
 	if rawRate == 0 {
 		// audio.unknown-format / audio.raw-declared
-		return nil, invalid("%s is not supported: send a WAV file (PCM 8/16/24/32-bit or float32), or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
+		return nil, invalid("%s is not supported: send WAV (PCM 8/16/24/32-bit or float32), FLAC, Ogg Vorbis/Opus or MP3, or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
 	}
 	if err := checkRate(rawRate); err != nil {
 		return nil, err
@@ -131,12 +145,6 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 func sniff(b []byte) string {
 	has := func(off int, s string) bool { return len(b) >= off+len(s) && string(b[off:off+len(s)]) == s }
 	switch {
-	case has(0, "ID3"), len(b) >= 2 && b[0] == 0xFF && b[1]&0xE0 == 0xE0:
-		return "MP3 audio"
-	case has(0, "OggS"):
-		return "Ogg audio"
-	case has(0, "fLaC"):
-		return "FLAC audio"
 	case has(4, "ftyp"):
 		return "MP4/M4A audio"
 	case has(0, "\x1aE\xdf\xa3"):
@@ -273,6 +281,9 @@ func (h *stream) decode(ctx context.Context, src io.ReaderAt, rate int) ([]int16
 // duration limit (ParseWAV, Decode: the bytes are already in memory).
 func decodeAll(b []byte, rawRate int) (Audio, error) {
 	src := bytes.NewReader(b)
+	if name := codecOf(src, rawRate); name != "" {
+		return decodeCodec(context.Background(), src, name, 0, 0)
+	}
 	h, err := probe(src, rawRate)
 	if err != nil {
 		return Audio{}, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/internal/sndfile"
 )
 
 // countingBlob is a backends.Blob that counts the bytes and calls read
@@ -222,6 +223,11 @@ func FuzzDecodeInput(f *testing.F) {
 	f.Add([]byte("RIFF\x00\x00\x00\x00WAVE"), 0)
 	f.Add([]byte("ID3\x03"), 0)
 	f.Add([]byte{1, 2, 3, 4}, 8000)
+	if sndfile.Load() == nil {
+		for _, c := range uploadFormats {
+			f.Add(encoded(f, c.format, c.rate, 0.05), 0)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte, rawRate int) {
 		a, err := DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 30, RawRate: rawRate})
 		if err != nil {

@@ -20,24 +20,28 @@ type SpeechParams struct {
 	Input          string  `json:"input"`
 	Voice          string  `json:"voice,omitempty"`
 	Instructions   string  `json:"instructions,omitempty"`    // accepted, not used by these engines
-	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here) or pcm
+	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here), mp3, opus, flac or pcm (24 kHz)
 	Speed          float64 `json:"speed,omitempty"`
-	StreamFormat   string  `json:"stream_format,omitempty"` // "audio" streams raw chunks; "sse" streams events
+	StreamFormat   string  `json:"stream_format,omitempty"` // "audio": the bytes as synthesised; "sse": speech.audio.delta events
 	SampleRate     int     `json:"sample_rate,omitempty"`   // extension: output rate; OpenAI's pcm is 24000
 }
 
 // Request converts p into the engine request (Input is a TTSRequest). A
-// format the engines cannot produce (mp3, opus, aac, flac) is invalid.
+// format nothing here can encode (aac) is invalid, naming those that work.
 func (p SpeechParams) Request() (backends.Request, error) {
-	switch p.ResponseFormat {
-	case "", "wav", "pcm":
-	default:
-		return backends.Request{}, backends.Invalidf("response_format %q is not supported (wav or pcm)", p.ResponseFormat)
+	if !validFormat(p.ResponseFormat) {
+		return backends.Request{}, backends.Invalidf("response_format %q is not supported (%s)", p.ResponseFormat, SpeechFormats)
 	}
 	switch p.StreamFormat {
-	case "", "audio", "sse":
+	case "":
+	case "audio", "sse":
+		// Streamed audio is PCM as it is synthesised (after a WAV header
+		// for wav); mp3, opus and flac are encoded whole.
+		if f := p.ResponseFormat; f != "" && f != "wav" && f != "pcm" {
+			return backends.Request{}, backends.Invalidf("response_format %q cannot be streamed (stream_format %q streams wav or pcm; omit stream_format for %s)", f, p.StreamFormat, f)
+		}
 	default:
-		return backends.Request{}, backends.Invalidf("stream_format %q (audio or sse)", p.StreamFormat)
+		return backends.Request{}, backends.Invalidf("stream_format %q is not supported (audio or sse)", p.StreamFormat)
 	}
 	t := TTSRequest{Text: p.Input, Voice: p.Voice, Format: p.ResponseFormat, Speed: p.Speed, SampleRate: p.SampleRate}
 	in, err := json.Marshal(t)

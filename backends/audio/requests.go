@@ -15,8 +15,10 @@ import (
 // engines and the HTTP layer. backends.Request carries them as follows.
 //
 // TTS (engines flite, espeak): Input is a TTSRequest; Data is unused. The
-// result is Output.Data: a WAV file (ContentType "audio/wav") or raw
-// PCM16LE (format "pcm", ContentType from PCMContentType). With
+// result is Output.Data: a WAV file (ContentType "audio/wav"), MP3
+// ("audio/mpeg"), Opus in Ogg ("audio/ogg; codecs=opus"), FLAC
+// ("audio/flac") or raw PCM16LE (format "pcm", at 24 kHz unless sample_rate
+// says otherwise, ContentType from PCMContentType). With
 // Request.Stream each synthesised sentence goes through emit as a Chunk
 // (raw PCM16LE, base64) and the final Output is empty.
 //
@@ -47,7 +49,7 @@ const (
 type TTSRequest struct {
 	Text       string  `json:"text"`
 	Voice      string  `json:"voice,omitempty"`       // "" = the checkpoint's voice
-	Format     string  `json:"format,omitempty"`      // "wav" (default) or "pcm"
+	Format     string  `json:"format,omitempty"`      // "wav" (default), "mp3", "opus", "flac" or "pcm" (24 kHz unless sample_rate)
 	Speed      float64 `json:"speed,omitempty"`       // 0.25..4, 0 = 1
 	SampleRate int     `json:"sample_rate,omitempty"` // resample the output to this rate; 0 = engine rate
 }
@@ -222,8 +224,8 @@ func ParseTTS(in json.RawMessage) (TTSRequest, error) {
 		return r, backends.Invalidf("tts: text is empty")
 	case len([]rune(r.Text)) > MaxTextLen:
 		return r, backends.Invalidf("tts: text longer than %d characters", MaxTextLen)
-	case r.Format != "" && r.Format != "wav" && r.Format != "pcm":
-		return r, backends.Invalidf("tts: format %q (wav or pcm)", r.Format)
+	case !validFormat(r.Format):
+		return r, backends.Invalidf("tts: format %q is not supported (%s)", r.Format, SpeechFormats)
 	case r.Speed != 0 && (r.Speed < 0.25 || r.Speed > 4):
 		return r, backends.Invalidf("tts: speed %v outside 0.25..4", r.Speed)
 	case r.SampleRate != 0 && (r.SampleRate < MinOutputRate || r.SampleRate > MaxOutputRate):
@@ -231,6 +233,9 @@ func ParseTTS(in json.RawMessage) (TTSRequest, error) {
 	}
 	if r.Speed == 0 {
 		r.Speed = 1
+	}
+	if r.Format == "pcm" && r.SampleRate == 0 {
+		r.SampleRate = PCMRate // OpenAI's pcm, whatever the engine's rate
 	}
 	return r, nil
 }
@@ -251,8 +256,16 @@ func EncodeTTS(ctx context.Context, r TTSRequest, rate int, samples []int16) (ba
 		}
 		rate = r.SampleRate
 	}
-	if r.Format == "pcm" {
+	switch r.Format {
+	case "pcm":
 		return backends.Output{Data: PCM16Bytes(samples), ContentType: PCMContentType(rate)}, nil
+	case "", "wav":
+	default:
+		b, ct, _, err := Encode(ctx, r.Format, rate, samples)
+		if err != nil {
+			return backends.Output{}, err
+		}
+		return backends.Output{Data: b, ContentType: ct}, nil
 	}
 	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}, nil
 }

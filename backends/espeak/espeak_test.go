@@ -235,3 +235,42 @@ func TestGarbageDataIsAnErrorInAFreshProcess(t *testing.T) {
 	}
 	t.Logf("%s", bytes.TrimSpace(out))
 }
+
+// Every speech output format from the real engine (22.05 kHz, a rate
+// neither Opus nor OpenAI's pcm use) decodes back to the WAV's duration;
+// pcm without sample_rate is 24 kHz.
+func TestOutputFormats(t *testing.T) {
+	dir := checkpoint(t, nil)
+	s, _, err := New().Open(context.Background(), spec(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	wav, err := audio.ParseWAV(say(t, s, "Open the garage door.", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for format, ct := range map[string]string{
+		"mp3":  "audio/mpeg",
+		"opus": "audio/ogg; codecs=opus",
+		"flac": "audio/flac",
+		"pcm":  audio.PCMContentType(24000),
+	} {
+		in, _ := json.Marshal(audio.TTSRequest{Text: "Open the garage door.", Format: format})
+		out, err := s.Infer(context.Background(), backends.Request{Input: in}, nil)
+		if err != nil || out.ContentType != ct {
+			t.Fatalf("%s: %q, %v; want %q", format, out.ContentType, err, ct)
+		}
+		raw := 0
+		if format == "pcm" {
+			raw = 24000
+		}
+		a, err := audio.Decode(out.Data, raw)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if d := a.Seconds() - wav.Seconds(); d < -0.05 || d > 0.1 {
+			t.Fatalf("%s: %.3f s, the WAV is %.3f s", format, a.Seconds(), wav.Seconds())
+		}
+	}
+}

@@ -122,7 +122,9 @@ func TestParallelSessionsMatchSerial(t *testing.T) {
 func TestStreamMatchesWhole(t *testing.T) {
 	s := open(t, spec("slt", 1))
 	text := "First sentence here. And a second one! Finally, a question?"
-	in, _ := json.Marshal(audio.TTSRequest{Text: text, Format: "pcm"})
+	// At the voice's own rate (pcm alone is OpenAI's 24 kHz): resampled
+	// chunks would differ from the resampled whole at their edges.
+	in, _ := json.Marshal(audio.TTSRequest{Text: text, Format: "pcm", SampleRate: 16000})
 	whole, err := s.Infer(context.Background(), backends.Request{Input: in}, nil)
 	if err != nil {
 		t.Fatal(err)
