@@ -1,0 +1,187 @@
+// Package sdktest drives Sluice with the official openai npm SDK
+// (openai@6.49.0, which `make deps` installs into .deps/npm): sdk.mjs runs
+// against a loopback server with the real engines (flite, eSpeak NG,
+// pocketsphinx, silero through ONNX Runtime) and an API key, and prints
+// one JSON line per check; TestOpenAISDK requires every check by name
+// (CONTRACT.md openai.sdk).
+//
+// The test is skipped when node, the openai package or an engine library
+// is missing, unless SLUICE_REQUIRE_ENGINES is set (CI sets it). The
+// node_modules folder is $SLUICE_SDK_NODE_MODULES, else the npm prefix of
+// the engines' packages (SLUICE_NPM_PREFIX, default .deps/npm).
+package sdktest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/engines"
+	"github.com/sluice-dev/sluice/backends/espeak"
+	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/backends/onnx"
+	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+	"github.com/sluice-dev/sluice/server"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// limit bounds the script's whole run; it stops by itself.
+const limit = 2 * time.Minute
+
+// checks are the script's checks the test requires, each passed.
+var checks = []string{
+	"speech.wav", "speech.pcm", "speech.pcm.espeak", "speech.flac", "speech.opus", "speech.mp3", "speech.aac",
+	"transcribe.wav", "transcribe.mp3", "transcribe.flac", "transcribe.opus",
+	"transcribe.srt", "transcribe.vtt", "transcribe.verbose_json.words", "transcribe.stream",
+	"speech.stream.sse", "speech.stream.audio",
+	"transcribe.text_file", "translations", "models.list", "auth.wrong_key",
+}
+
+// result is one line of sdk.mjs.
+type result struct {
+	Check  string `json:"check"`
+	OK     bool   `json:"ok"`
+	Call   string `json:"call"`
+	Result string `json:"result"`
+}
+
+// skip skips the test for a missing dependency, or fails it when
+// SLUICE_REQUIRE_ENGINES asks for every dependency.
+func skip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("SLUICE_REQUIRE_ENGINES") != "" {
+		t.Fatalf("%s (run make deps)", msg)
+	}
+	t.Skipf("%s (make deps installs it)", msg)
+}
+
+func nodeModules() string {
+	if m := os.Getenv("SLUICE_SDK_NODE_MODULES"); m != "" {
+		return m
+	}
+	return filepath.Join(catalogue.DefaultNPMPrefix(), "node_modules")
+}
+
+func TestOpenAISDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skip(t, "node is not installed: %v", err)
+	}
+	mods := nodeModules()
+	if _, err := os.Stat(filepath.Join(mods, "openai", "package.json")); err != nil {
+		skip(t, "the openai npm package is not under %s: %v", mods, err)
+	}
+	for _, avail := range []func() error{flite.Available, espeak.Available, pocketsphinx.Available, onnx.Available} {
+		if err := avail(); err != nil {
+			skip(t, "engine library missing: %v", err)
+		}
+	}
+	root := t.TempDir()
+	src := catalogue.DefaultSources("")
+	var recipes []catalogue.Recipe
+	for _, n := range []string{catalogue.FliteSLT, catalogue.EspeakEn, catalogue.PocketsphinxEnUS, catalogue.SileroV5} {
+		r, err := catalogue.DefaultRecipe(src, n)
+		if err != nil {
+			skip(t, "default model %s not buildable here: %v", n, err)
+		}
+		recipes = append(recipes, r)
+	}
+	if _, err := catalogue.Build(root, recipes); err != nil {
+		t.Fatal(err)
+	}
+
+	const key = "sdk-test-key"
+	cfg := server.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ParallelJobs, cfg.ModelsRoot, cfg.APIKey = true, root, key
+	cfg.ShutdownTimeout = 20 * time.Second
+	s, err := server.New(cfg, server.Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	two := json.RawMessage("2")
+	if err := s.RegisterModels(context.Background(), []server.ModelEntry{
+		{ID: "tts", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two}},
+		{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1")}},
+		{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two}},
+		{ID: "vad", Spec: server.ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "sdk.mjs")
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods,
+		"SLUICE_SDK_BASE_URL=http://"+ln.Addr().String()+"/v1", "SLUICE_SDK_API_KEY="+key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Errorf("node sdk.mjs: %v\nstderr:\n%s", err, stderr.Bytes())
+	}
+
+	got := map[string]result{}
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-30s | %-4s | %s\n", "SDK call", "ok", "result")
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Errorf("sdk.mjs printed a line that is not a check: %q", sc.Text())
+			continue
+		}
+		got[r.Check] = r
+		ok := "ok"
+		if !r.OK {
+			ok = "FAIL"
+		}
+		fmt.Fprintf(&table, "%-30s | %-4s | %s: %s\n", r.Check, ok, r.Call, r.Result)
+	}
+	t.Logf("openai@6.49.0 SDK calls against Sluice:\n%s", table.String())
+	for _, c := range checks {
+		r, ok := got[c]
+		switch {
+		case !ok:
+			t.Errorf("check %s: not reported by sdk.mjs", c)
+		case !r.OK:
+			t.Errorf("check %s failed: %s -> %s", c, r.Call, r.Result)
+		}
+	}
+	if r, ok := got["script"]; ok {
+		t.Errorf("sdk.mjs failed: %s", r.Result)
+	}
+}
