@@ -105,8 +105,9 @@ func TestVoiceActivityFieldsCheckedFirst(t *testing.T) {
 	if got, want := input(), (audio.VADRequest{SampleRate: 16000, Threshold: 0.25}); got != want {
 		t.Fatalf("engine input %+v, want %+v", got, want)
 	}
-	// No override: the input is what the upload declared (nothing here).
-	ctype, body = vadForm("model", "vad")
+	// No override (fields sent empty are not overrides): the input is what
+	// the upload declared (nothing here).
+	ctype, body = vadForm("model", "vad", "threshold", "", "response_format", "")
 	ts.must(http.StatusOK, "POST", "/v1/audio/voice-activity", body, "Content-Type", ctype)
 	if in := eng.last(t).input; in != "" {
 		t.Fatalf("engine input %q, want none", in)

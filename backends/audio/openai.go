@@ -160,7 +160,8 @@ var VoiceActivityFields = []string{"model", "response_format", "threshold", "min
 // that none is silently ignored: model names the model; response_format
 // may only be json (the one answer there is); threshold, min_speech_ms,
 // min_silence_ms and speech_pad_ms override the checkpoint's defaults
-// (the engine checks their ranges). It returns the model and the engine
+// (the engine checks their ranges); a field sent empty is as if not sent.
+// It returns the model and the engine
 // input: in (a {"sample_rate":N} from a declared audio/L16 payload, or
 // nil) with those overrides.
 func ParseVoiceActivity(fields map[string][]string, in json.RawMessage) (model string, input json.RawMessage, err error) {
@@ -179,11 +180,14 @@ func ParseVoiceActivity(fields map[string][]string, in json.RawMessage) (model s
 			return "", nil, backends.Invalidf("field %q is given %d times", name, len(vs))
 		}
 		v := vs[0]
+		if v == "" && name != "model" {
+			continue // sent empty: the default, as not sending it
+		}
 		switch name {
 		case "model":
 			model = v
 		case "response_format":
-			if v != "" && v != "json" {
+			if v != "json" {
 				return "", nil, backends.Invalidf("response_format %q is not supported (voice activity answers json)", clip(v))
 			}
 		case "threshold":
