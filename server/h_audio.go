@@ -68,7 +68,10 @@ func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, con
 }
 
 // handleSpeech serves POST /v1/audio/speech: JSON {model, input, voice,
-// response_format wav|mp3|opus|flac|pcm, speed, stream_format}; the answer
+// instructions (empty only), response_format wav|mp3|opus|flac|pcm, speed,
+// stream_format, sample_rate}; a field it cannot honour is 400 naming it
+// (audio.SpeechParams.Request, before a lease; the engine checks the
+// voice, naming the model's); the answer
 // is the audio with the engine's content type (audio/wav, audio/mpeg,
 // audio/ogg; codecs=opus, audio/flac, or audio/pcm; rate=24000 unless
 // sample_rate) or, with stream_format, streamed (streamSpeech).
