@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/internal/baseurl"
 )
 
 const usageText = `usage: sluice conformance [flags]
@@ -20,7 +21,8 @@ Runs the conformance suite (CONTRACT.md's matrices as cases) against a
 Sluice server and prints one table per matrix: case, verdict, time, cells.
 It exits 1 when a case fails or a history is not linearizable.
 
-  --target URL     server for the cases without their own (started with
+  --target URL     server for the cases without their own: a URL, or
+                   host:port for http://host:port (started with
                    --parallel-jobs --ui-management --fixture); default: the
                    runner starts one (in-process, or from --binary)
   --binary PATH    start the servers the runner needs from this sluice
@@ -86,7 +88,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice conformance:", err)
 		return 1
 	}
-	o := Options{Target: strings.TrimRight(*target, "/"), Parallel: *parallel, StepTimeout: *stepTimeout, Slack: *slack,
+	if *target != "" {
+		t, err := baseurl.Parse(*target)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice conformance: --target:", err)
+			return 2
+		}
+		*target = t
+	}
+	o := Options{Target: *target, Parallel: *parallel, StepTimeout: *stepTimeout, Slack: *slack,
 		ModelsRoot: *modelsRoot}
 	if *run != "" {
 		if o.Run, err = regexp.Compile(*run); err != nil {

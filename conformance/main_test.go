@@ -60,3 +60,23 @@ func TestMainUsage(t *testing.T) {
 		t.Fatalf("--list: exit %d\n%s", code, out.String())
 	}
 }
+
+// --target takes host:port as http://host:port (it used to be passed on
+// as is, and every case failed with Go's raw URL error); another scheme
+// is a one-line usage error, exit 2.
+func TestMainTargetHostPort(t *testing.T) {
+	hostPort, ok := strings.CutPrefix(sharedURL, "http://")
+	if !ok {
+		t.Fatalf("shared server %q is not http://", sharedURL)
+	}
+	var out, errb bytes.Buffer
+	if code := Main([]string{"--target", hostPort, "--run", `^ops\.ready\.infer$`, "--lin", "0"}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "against "+sharedURL) {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	errb.Reset()
+	if code := Main([]string{"--target", "ftp://127.0.0.1:1", "--lin", "0"}, &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 ||
+		!strings.Contains(errb.String(), "scheme must be http or https") {
+		t.Fatalf("ftp: exit %d: %q", code, errb.String())
+	}
+}

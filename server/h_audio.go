@@ -68,7 +68,10 @@ func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, con
 }
 
 // handleSpeech serves POST /v1/audio/speech: JSON {model, input, voice,
-// response_format wav|mp3|opus|flac|pcm, speed, stream_format}; the answer
+// instructions (empty only), response_format wav|mp3|opus|flac|pcm, speed,
+// stream_format, sample_rate}; a field it cannot honour is 400 naming it
+// (audio.SpeechParams.Request, before a lease; the engine checks the
+// voice, naming the model's); the answer
 // is the audio with the engine's content type (audio/wav, audio/mpeg,
 // audio/ogg; codecs=opus, audio/flac, or audio/pcm; rate=24000 unless
 // sample_rate) or, with stream_format, streamed (streamSpeech).
@@ -293,7 +296,10 @@ func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) err
 	return writeTask(w, r, lease, ct, body)
 }
 
-// handleVoiceActivity serves POST /v1/audio/voice-activity: a WAV file;
+// handleVoiceActivity serves POST /v1/audio/voice-activity: an audio
+// upload with the fields audio.VoiceActivityFields (threshold,
+// min_speech_ms, min_silence_ms, speech_pad_ms override the checkpoint's
+// defaults; any other field is 400 naming it, before a lease is taken);
 // the answer is {"segments":[{"start","end"}],"duration"} in seconds.
 func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) error {
 	u, err := audioUpload(r)
@@ -301,12 +307,18 @@ func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	defer u.Close()
-	lease, err := s.taskLease(r, u.model, "vad")
+	model, in, err := audio.ParseVoiceActivity(u.fields, u.input)
+	if err != nil {
+		return Invalid("%v", err)
+	}
+	lease, err := s.taskLease(r, model, "vad")
 	if err != nil {
 		return err
 	}
 	defer lease.Release(true)
-	out, err := lease.Infer(r.Context(), u.request(requestIDFrom(r.Context())), nil)
+	req := u.request(requestIDFrom(r.Context()))
+	req.Input = in
+	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
 	if err != nil {
 		return fromRuntime(err)

@@ -19,7 +19,7 @@ type SpeechParams struct {
 	Model          string  `json:"model"`
 	Input          string  `json:"input"`
 	Voice          string  `json:"voice,omitempty"`
-	Instructions   string  `json:"instructions,omitempty"`    // accepted, not used by these engines
+	Instructions   string  `json:"instructions,omitempty"`    // must be empty: no engine here takes instructions
 	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here), mp3, opus, flac or pcm (24 kHz)
 	Speed          float64 `json:"speed,omitempty"`
 	StreamFormat   string  `json:"stream_format,omitempty"` // "audio": the bytes as synthesised; "sse": speech.audio.delta events
@@ -29,6 +29,11 @@ type SpeechParams struct {
 // Request converts p into the engine request (Input is a TTSRequest). A
 // format nothing here can encode (aac) is invalid, naming those that work.
 func (p SpeechParams) Request() (backends.Request, error) {
+	if p.Instructions != "" {
+		// OpenAI's instructions steer gpt-4o-mini-tts; flite and espeak
+		// have nothing to steer, so taking them would ignore them silently.
+		return backends.Request{}, backends.Invalidf("instructions is not supported: the speech engines here cannot be instructed (send it empty or not at all)")
+	}
 	if !validFormat(p.ResponseFormat) {
 		return backends.Request{}, backends.Invalidf("response_format %q is not supported (%s)", p.ResponseFormat, SpeechFormats)
 	}
@@ -144,6 +149,74 @@ func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) 
 	}
 	r.Language = p.Language
 	return json.Marshal(r)
+}
+
+// VoiceActivityFields lists the form fields (or query parameters) POST
+// /v1/audio/voice-activity accepts; any other is invalid
+// (ParseVoiceActivity).
+var VoiceActivityFields = []string{"model", "response_format", "threshold", "min_speech_ms", "min_silence_ms", "speech_pad_ms"}
+
+// ParseVoiceActivity checks the fields of a voice-activity request, so
+// that none is silently ignored: model names the model; response_format
+// may only be json (the one answer there is); threshold, min_speech_ms,
+// min_silence_ms and speech_pad_ms override the checkpoint's defaults
+// (the engine checks their ranges); a field sent empty is as if not sent.
+// It returns the model and the engine
+// input: in (a {"sample_rate":N} from a declared audio/L16 payload, or
+// nil) with those overrides.
+func ParseVoiceActivity(fields map[string][]string, in json.RawMessage) (model string, input json.RawMessage, err error) {
+	var r VADRequest
+	if len(in) > 0 {
+		if err := DecodeStrict(in, &r); err != nil {
+			return "", nil, err
+		}
+	}
+	set := false
+	for name, vs := range fields {
+		if !slices.Contains(VoiceActivityFields, name) {
+			return "", nil, backends.Invalidf("field %q is not supported (accepted: %s)", clip(name), strings.Join(VoiceActivityFields, ", "))
+		}
+		if len(vs) > 1 {
+			return "", nil, backends.Invalidf("field %q is given %d times", name, len(vs))
+		}
+		v := vs[0]
+		if v == "" && name != "model" {
+			continue // sent empty: the default, as not sending it
+		}
+		switch name {
+		case "model":
+			model = v
+		case "response_format":
+			if v != "json" {
+				return "", nil, backends.Invalidf("response_format %q is not supported (voice activity answers json)", clip(v))
+			}
+		case "threshold":
+			t, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(t > 0 && t < 1) {
+				return "", nil, backends.Invalidf("threshold %q is not a number in (0, 1)", clip(v))
+			}
+			r.Threshold, set = t, true
+		default: // the millisecond fields
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return "", nil, backends.Invalidf("%s %q is not a positive whole number of milliseconds", name, clip(v))
+			}
+			switch name {
+			case "min_speech_ms":
+				r.MinSpeechMS = n
+			case "min_silence_ms":
+				r.MinSilenceMS = n
+			case "speech_pad_ms":
+				r.SpeechPadMS = n
+			}
+			set = true
+		}
+	}
+	if !set {
+		return model, in, nil
+	}
+	b, err := json.Marshal(r)
+	return model, b, err
 }
 
 func clip(s string) string {

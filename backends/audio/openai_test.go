@@ -179,3 +179,28 @@ func TestSegments(t *testing.T) {
 		t.Fatal("no words, no segments")
 	}
 }
+
+func TestParseVoiceActivity(t *testing.T) {
+	model, in, err := ParseVoiceActivity(map[string][]string{"model": {"v"}, "threshold": {"0.6"}, "speech_pad_ms": {"30"}},
+		json.RawMessage(`{"sample_rate":8000}`))
+	if err != nil || model != "v" || string(in) != `{"sample_rate":8000,"threshold":0.6,"speech_pad_ms":30}` {
+		t.Fatalf("%q %s %v", model, in, err)
+	}
+	if _, in, err := ParseVoiceActivity(map[string][]string{"model": {"v"}, "min_speech_ms": {""}}, nil); err != nil || in != nil {
+		t.Fatalf("empty field: %s %v", in, err)
+	}
+	for name, fields := range map[string]map[string][]string{
+		"prompt":          {"prompt": {"x"}},
+		"response_format": {"response_format": {"verbose_json"}},
+		"threshold":       {"threshold": {"0"}},
+		"min_silence_ms":  {"min_silence_ms": {"0"}},
+		"min_speech_ms":   {"min_speech_ms": {"1", "2"}},
+	} {
+		if _, _, err := ParseVoiceActivity(fields, nil); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := (SpeechParams{Input: "x", Instructions: "sing"}).Request(); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "instructions") {
+		t.Errorf("instructions: %v", err)
+	}
+}

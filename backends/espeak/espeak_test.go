@@ -274,3 +274,32 @@ func TestOutputFormats(t *testing.T) {
 		}
 	}
 }
+
+// Speech's speed takes effect (words per minute scale with it: speed 2 is
+// shorter than 1, 0.5 longer), and an unknown voice is refused naming it
+// and the checkpoint's voices (issue 14: no parameter silently ignored).
+func TestSpeedAndVoiceTakeEffect(t *testing.T) {
+	dir := checkpoint(t, nil)
+	s, _, err := New().Open(context.Background(), spec(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	length := func(in string) int {
+		t.Helper()
+		out, err := s.Infer(context.Background(), backends.Request{Input: json.RawMessage(in)}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		return len(out.Data)
+	}
+	const text = `"text":"The quick brown fox jumps over the lazy dog."`
+	normal, fast, slow := length(`{`+text+`}`), length(`{`+text+`,"speed":2}`), length(`{`+text+`,"speed":0.5}`)
+	if !(fast < normal*3/4 && slow > normal*5/4) {
+		t.Fatalf("speed 0.5, 1, 2: %d, %d, %d bytes", slow, normal, fast)
+	}
+	_, err = s.Infer(context.Background(), backends.Request{Input: json.RawMessage(`{"text":"hi","voice":"klingon"}`)}, nil)
+	if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), `"klingon"`) || !strings.Contains(err.Error(), "have ") {
+		t.Fatalf("unknown voice: %v", err)
+	}
+}

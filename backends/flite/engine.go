@@ -224,7 +224,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, err
 	}
 	if !voiceMatches(r.Voice, s.cfg.opts.Voice) {
-		return backends.Output{}, backends.Invalidf("flite: voice %q is not this model's voice %q", r.Voice, s.cfg.opts.Voice)
+		return backends.Output{}, backends.Invalidf("flite: voice %q is not this model's voice %q (its voices: %s, or one of OpenAI's stock names for it; GET /v1/audio/voices lists them)", r.Voice, s.cfg.opts.Voice, s.cfg.opts.Voice)
 	}
 	s.lib.setStretch(s.voice, s.cfg.opts.DurationStretch/r.Speed)
 	var sentences []string

@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/baseurl"
 	"github.com/sluice-dev/sluice/server"
 )
 
@@ -71,29 +70,9 @@ func models(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return printModels(stdout, list.Data)
 }
 
-// targetURL turns a --target into a base URL without a trailing slash: a
-// value without a scheme (host:port, host) is taken as http://; the scheme
-// must be http or https and name a host.
-func targetURL(t string) (string, error) {
-	t = strings.TrimSpace(t)
-	if !strings.Contains(t, "://") {
-		t = "http://" + t
-	}
-	u, err := url.Parse(t)
-	if err != nil {
-		return "", fmt.Errorf("%q is neither host:port nor a URL: %w", t, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%q: the scheme must be http or https", t)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("%q names no host", t)
-	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("%q: a base URL takes no query, fragment or user", t)
-	}
-	return strings.TrimRight(u.String(), "/"), nil
-}
+// targetURL turns a --target into a base URL (baseurl.Parse: host:port
+// is http://host:port).
+func targetURL(t string) (string, error) { return baseurl.Parse(t) }
 
 // printModels writes the model table.
 func printModels(w io.Writer, ms []server.Model) error {
