@@ -154,7 +154,7 @@ func sniff(b []byte) string {
 	case has(0, "RIFF"):
 		return "a RIFF file that is not WAVE"
 	}
-	return "audio in an unrecognised format"
+	return "this format"
 }
 
 // parseHeader walks the RIFF chunks of a WAV file with ReadAt until it has
