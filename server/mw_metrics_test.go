@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,16 +15,12 @@ import (
 )
 
 // requireTool returns the path of a command a test needs; without it the
-// test is skipped, or fails when SLUICE_REQUIRE_ENGINES is set (CI: `make
-// deps` installs it).
+// test fails: `make deps`, which `make test` runs first, installs it.
 func requireTool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("SLUICE_REQUIRE_ENGINES") != "" {
-			t.Fatalf("%s missing: %v (make deps installs Debian's %s)", name, err, pkg)
-		}
-		t.Skipf("%s missing: %v (make deps installs Debian's %s)", name, err, pkg)
+		t.Fatalf("%s missing: %v (make deps installs Debian's %s)", name, err, pkg)
 	}
 	return p
 }

@@ -73,7 +73,7 @@ func TestWrongKeyIsInvalidAPIKey(t *testing.T) {
 func fliteServer(t *testing.T) *tserver {
 	t.Helper()
 	if err := flite.Available(); err != nil {
-		t.Skipf("flite not installed here: %v (make deps)", err)
+		t.Fatalf("flite not installed here: %v (make deps installs it)", err)
 	}
 	s, err := New(testConfig(t), Options{Engines: backends.Registry{flite.Name: flite.New()},
 		Logger: slog.New(slog.DiscardHandler), CheckInvariants: true})

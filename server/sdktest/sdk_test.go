@@ -5,8 +5,8 @@
 // one JSON line per check; TestOpenAISDK requires every check by name
 // (CONTRACT.md openai.sdk).
 //
-// The test is skipped when node, the openai package or an engine library
-// is missing, unless SLUICE_REQUIRE_ENGINES is set (CI sets it). The
+// The test fails when node, the openai package or an engine library is
+// missing (`make deps`, which `make test` runs first, installs them). The
 // node_modules folder is $SLUICE_SDK_NODE_MODULES, else the npm prefix of
 // the engines' packages (SLUICE_NPM_PREFIX, default .deps/npm).
 package sdktest
@@ -59,15 +59,11 @@ type result struct {
 	Result string `json:"result"`
 }
 
-// skip skips the test for a missing dependency, or fails it when
-// SLUICE_REQUIRE_ENGINES asks for every dependency.
-func skip(t *testing.T, format string, args ...any) {
+// missing fails the test for a missing dependency: `make deps`, which
+// `make test` runs first, installs every one.
+func missing(t *testing.T, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("SLUICE_REQUIRE_ENGINES") != "" {
-		t.Fatalf("%s (run make deps)", msg)
-	}
-	t.Skipf("%s (make deps installs it)", msg)
+	t.Fatalf("%s (make deps installs it)", fmt.Sprintf(format, args...))
 }
 
 func nodeModules() string {
@@ -80,15 +76,15 @@ func nodeModules() string {
 func TestOpenAISDK(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		skip(t, "node is not installed: %v", err)
+		missing(t, "node is not installed: %v", err)
 	}
 	mods := nodeModules()
 	if _, err := os.Stat(filepath.Join(mods, "openai", "package.json")); err != nil {
-		skip(t, "the openai npm package is not under %s: %v", mods, err)
+		missing(t, "the openai npm package is not under %s: %v", mods, err)
 	}
 	for _, avail := range []func() error{flite.Available, espeak.Available, pocketsphinx.Available, onnx.Available} {
 		if err := avail(); err != nil {
-			skip(t, "engine library missing: %v", err)
+			missing(t, "engine library missing: %v", err)
 		}
 	}
 	root := t.TempDir()
@@ -97,7 +93,7 @@ func TestOpenAISDK(t *testing.T) {
 	for _, n := range []string{catalogue.FliteSLT, catalogue.EspeakEn, catalogue.PocketsphinxEnUS, catalogue.SileroV5} {
 		r, err := catalogue.DefaultRecipe(src, n)
 		if err != nil {
-			skip(t, "default model %s not buildable here: %v", n, err)
+			missing(t, "default model %s not buildable here: %v", n, err)
 		}
 		recipes = append(recipes, r)
 	}
