@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,13 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/listenlog"
 	"github.com/sluice-dev/sluice/server"
 )
 
@@ -386,8 +385,6 @@ type Binary struct {
 // Kind returns "binary".
 func (Binary) Kind() string { return "binary" }
 
-var listeningRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
 // Start runs the binary and waits until it logs its listening address.
 func (l Binary) Start(spec ServerSpec) (Instance, error) {
 	root, err := os.MkdirTemp("", "sluice-conformance-")
@@ -410,24 +407,7 @@ func (l Binary) Start(spec ServerSpec) (Instance, error) {
 	}
 	b := &binproc{cmd: cmd, root: root, logs: logs, done: make(chan struct{}), bound: spec.shutdownTimeout() + 5*time.Second,
 		trace: spec.tracePath(root)}
-	addr := make(chan string, 1)
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			_, _ = logs.Write([]byte(line + "\n"))
-			if m := listeningRe.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
+	addr, scanned := listenlog.Scan(pr, func(line string) { _, _ = logs.Write([]byte(line + "\n")) })
 	go func() {
 		err := cmd.Wait()
 		_ = pw.Close()

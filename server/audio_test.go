@@ -309,17 +309,7 @@ func transcriptionFormats(t *testing.T, form func([]byte, ...string) (int, strin
 // request. They used to be read past (discarded) and answered 200.
 func TestTranscriptionFieldsCheckedFirst(t *testing.T) {
 	ts, eng := startBlobServer(t, nil)
-	form := func(fields ...string) (string, string) {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		for i := 0; i+1 < len(fields); i += 2 {
-			_ = mw.WriteField(fields[i], fields[i+1])
-		}
-		fw, _ := mw.CreateFormFile("file", "a.wav")
-		_, _ = fw.Write([]byte("RIFF-payload"))
-		_ = mw.Close()
-		return mw.FormDataContentType(), buf.String()
-	}
+	form := uploadForm
 	many := []string{"model", "asr"}
 	for i := range maxFormFields {
 		many = append(many, "prompt", strconv.Itoa(i))

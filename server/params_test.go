@@ -34,9 +34,9 @@ func TestSpeechInstructionsRefused(t *testing.T) {
 	}
 }
 
-// vadForm is a voice-activity multipart body with fields (name, value
-// pairs) and a small payload.
-func vadForm(fields ...string) (string, string) {
+// uploadForm is an upload endpoint's multipart body with fields (name,
+// value pairs) and a small file payload.
+func uploadForm(fields ...string) (string, string) {
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -69,7 +69,7 @@ func TestVoiceActivityFieldsCheckedFirst(t *testing.T) {
 		{"speech_pad_ms", []string{"model", "vad", "speech_pad_ms", "1.5"}},
 		{"model", []string{"model", "vad", "model", "vad"}},
 	} {
-		ctype, body := vadForm(c.fields...)
+		ctype, body := uploadForm(c.fields...)
 		r := ts.must(http.StatusBadRequest, "POST", "/v1/audio/voice-activity", body, "Content-Type", ctype)
 		if r.errType(t) != "invalid_request_error" || !strings.Contains(string(r.body), c.name) {
 			t.Fatalf("%s: %s", c.name, r.body)
@@ -94,7 +94,7 @@ func TestVoiceActivityFieldsCheckedFirst(t *testing.T) {
 		}
 		return v
 	}
-	ctype, body := vadForm("model", "vad", "response_format", "json", "threshold", "0.7", "min_speech_ms", "120",
+	ctype, body := uploadForm("model", "vad", "response_format", "json", "threshold", "0.7", "min_speech_ms", "120",
 		"min_silence_ms", "300", "speech_pad_ms", "20")
 	ts.must(http.StatusOK, "POST", "/v1/audio/voice-activity", body, "Content-Type", ctype)
 	if got, want := input(), (audio.VADRequest{Threshold: 0.7, MinSpeechMS: 120, MinSilenceMS: 300, SpeechPadMS: 20}); got != want {
@@ -107,7 +107,7 @@ func TestVoiceActivityFieldsCheckedFirst(t *testing.T) {
 	}
 	// No override (fields sent empty are not overrides): the input is what
 	// the upload declared (nothing here).
-	ctype, body = vadForm("model", "vad", "threshold", "", "response_format", "")
+	ctype, body = uploadForm("model", "vad", "threshold", "", "response_format", "")
 	ts.must(http.StatusOK, "POST", "/v1/audio/voice-activity", body, "Content-Type", ctype)
 	if in := eng.last(t).input; in != "" {
 		t.Fatalf("engine input %q, want none", in)

@@ -48,24 +48,10 @@ func oldResample(samples []int16, from, to int) []int16 {
 	}
 	return out
 }
+// oldWeights is the old per-call weight computation: a fresh slice each
+// time (its cost is what the baseline measures), the same taps as weights.
 func oldWeights(frac float64, half int, cut float64) []float64 {
 	w := make([]float64, 2*half)
-	var sum float64
-	for k := range w {
-		x := float64(k-half+1) - frac // distance of the tap from the output position
-		v := cut * sinc(cut*x)
-		if r := x / float64(half); r > -1 && r < 1 {
-			v *= 0.5 + 0.5*math.Cos(math.Pi*r)
-		} else {
-			v = 0
-		}
-		w[k] = v
-		sum += v
-	}
-	if sum != 0 {
-		for k := range w {
-			w[k] /= sum
-		}
-	}
+	weights(w, frac, half, cut)
 	return w
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/internal/listenlog"
 )
 
 // The crash loop (CONTRACT.md persist.crash-loop): a real `sluice serve`
@@ -190,8 +189,6 @@ type proc struct {
 	exited chan error
 }
 
-var listenRE = regexp.MustCompile(`msg=listening addr=(127\.0\.0\.1:\d+)`)
-
 // start runs the server on the state dir and waits for its "listening"
 // line, which it logs once the restored models are loaded. A server that
 // exits first (a state that does not load) fails the test.
@@ -213,24 +210,7 @@ func (cl *crashLoop) start() *proc {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
-	addr := make(chan string, 1)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(p.stderr, line)
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
+	addr, copied := listenlog.Scan(out, func(line string) { fmt.Fprintln(p.stderr, line) })
 	go func() { <-copied; p.exited <- cmd.Wait() }()
 	limit := time.NewTimer(waitLimit)
 	defer limit.Stop()

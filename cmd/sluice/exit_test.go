@@ -4,15 +4,15 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/listenlog"
 )
 
 // sluiceBinary builds cmd/sluice: a process is the only way to check an
@@ -26,8 +26,6 @@ func sluiceBinary(t *testing.T) string {
 	}
 	return bin
 }
-
-var listeningRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // CONTRACT.md time.shutdown-stuck-native: SIGTERM while an engine call
 // ignores its context (the fixture's stuck request, like a native call)
@@ -50,16 +48,9 @@ func TestServeExitsOverStuckEngineCall(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	var logs syncBuffer
-	addr := make(chan string, 1)
+	addr, scanned := listenlog.Scan(stderr, func(line string) { _, _ = logs.Write([]byte(line + "\n")) })
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			_, _ = logs.Write([]byte(sc.Text() + "\n"))
-			if m := listeningRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
+		<-scanned
 		exited <- cmd.Wait()
 	}()
 	defer func() { // the process never outlives the test

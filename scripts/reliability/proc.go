@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/listenlog"
 )
 
 // One server process under attack: started from a binary, watched
@@ -44,8 +43,6 @@ type proc struct {
 	err  error
 }
 
-var listeningRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
 // start runs the server (through prefix, e.g. prlimit) and waits up to 60 s
 // for its listening line: the startup models are loaded by then.
 func (h *harness) start(prefix []string, extra ...string) (*proc, error) {
@@ -61,22 +58,13 @@ func (h *harness) start(prefix []string, extra ...string) (*proc, error) {
 		return nil, err
 	}
 	p := &proc{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{})}
-	addr := make(chan string, 1)
+	addr, scanned := listenlog.Scan(pr, func(line string) {
+		p.mu.Lock()
+		p.logs.WriteString(line + "\n")
+		p.mu.Unlock()
+	})
 	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := listeningRe.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
+		<-scanned
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
