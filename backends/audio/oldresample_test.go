@@ -48,6 +48,7 @@ func oldResample(samples []int16, from, to int) []int16 {
 	}
 	return out
 }
+
 // oldWeights is the old per-call weight computation: a fresh slice each
 // time (its cost is what the baseline measures), the same taps as weights.
 func oldWeights(frac float64, half int, cut float64) []float64 {
