@@ -526,10 +526,11 @@ func TestBodyBudgetRefuses(t *testing.T) {
 	if _, err := fmt.Fprintf(first, "POST /v1/models/a/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
 		t.Fatal(err)
 	}
-	ts.awaitConns("a handler reading its body", anyConn(func(c *trackedConn) bool {
-		in, body := c.phase()
-		return in && body
-	}))
+	// The first request's reservation is made after its handler starts:
+	// wait for the reservation itself, not the phase.
+	ts.awaitConns("the first body's reservation", func([]*trackedConn) bool {
+		return ts.s.limits.mem.inUse() >= int64(len(body))
+	})
 	second := ts.rawConn()
 	if _, err := fmt.Fprintf(second, "POST /v1/models/a/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
 		t.Fatal(err)

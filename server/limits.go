@@ -57,6 +57,9 @@ type budget struct {
 	mu    sync.Mutex
 	used  int64
 	limit int64
+	// changed, when set, is called after every change of used: the
+	// connection tracker's notify, so that tests can await a reservation.
+	changed func()
 }
 
 func (b *budget) take(n int64) bool {
@@ -64,11 +67,15 @@ func (b *budget) take(n int64) bool {
 		return true
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.limit > 0 && b.used+n > b.limit {
+		b.mu.Unlock()
 		return false
 	}
 	b.used += n
+	b.mu.Unlock()
+	if b.changed != nil {
+		b.changed()
+	}
 	return true
 }
 
@@ -79,6 +86,9 @@ func (b *budget) give(n int64) {
 	b.mu.Lock()
 	b.used -= n
 	b.mu.Unlock()
+	if b.changed != nil {
+		b.changed()
+	}
 }
 
 // inUse returns the reserved bytes (metrics, tests).
@@ -343,7 +353,7 @@ func (s *Server) initLimits() {
 	c := &s.cfg
 	s.limits = &bodyLimits{readTimeout: c.BodyReadTimeout, minRate: c.MinBodyRate, grace: c.BodyRateGrace,
 		threshold: c.SpoolThreshold, maxJSON: c.MaxJSONBody, spoolDir: c.SpoolDir,
-		mem: &budget{limit: c.BodyBudget}, disk: &budget{limit: c.SpoolBudget}}
+		mem: &budget{limit: c.BodyBudget, changed: s.conns.notify}, disk: &budget{limit: c.SpoolBudget, changed: s.conns.notify}}
 	s.conns.writeTimeout = c.WriteTimeout
 	maxConns, nofile := c.MaxConns, fileLimit()
 	if maxConns == 0 {
