@@ -37,7 +37,7 @@ import (
 
 // Close codes of live sessions (CONTRACT.md live.close-codes).
 const (
-	closeShutdown = websocket.StatusGoingAway     // 1001: the server shuts down
+	closeShutdown = websocket.StatusGoingAway       // 1001: the server shuts down
 	closePolicy   = websocket.StatusPolicyViolation // 1008: idle, maximum length, audio rate
 	closeDrained  = websocket.StatusServiceRestart  // 1012: a manager waits on the model
 	closeInternal = websocket.StatusInternalError   // 1011: the engine failed
