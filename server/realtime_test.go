@@ -161,6 +161,19 @@ func (rc *rtClient) appendAudio(samples []int16) {
 	}
 }
 
+// sync waits until the server has taken every event sent before: an
+// unknown event is answered with an error in order.
+func (rc *rtClient) sync() {
+	rc.t.Helper()
+	rc.send(map[string]string{"type": "sluice.test.sync", "event_id": "sync"})
+	for {
+		ev := rc.next()
+		if e, ok := ev["error"].(map[string]any); ok && e["event_id"] == "sync" {
+			return
+		}
+	}
+}
+
 // next reads one server event; a closed socket fails the test.
 func (rc *rtClient) next() map[string]any {
 	rc.t.Helper()
