@@ -77,7 +77,7 @@ func (s *Server) handleRealtime(w http.ResponseWriter, r *http.Request) error {
 	ls := &liveSession{s: s, c: c, lease: lease, model: id, log: logger(r.Context()),
 		q: newLiveQueue(int(s.cfg.RealtimeBuffer.Seconds() * realtimeRate)), ctx: ctx, cut: cut,
 		activity: make(chan struct{}, 1), ended: make(chan struct{}), start: time.Now(),
-		items: map[int]string{}, sent: map[int]string{}}
+		items: map[int]string{}, sent: map[int]string{}, prev: map[int]string{}}
 	ls.newItemLocked()
 	s.live.track(ls, true)
 	defer s.live.track(ls, false)

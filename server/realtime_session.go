@@ -76,6 +76,7 @@ type liveSession struct {
 	commits     int            // turns committed so far
 	items       map[int]string // committed turns whose final has not come
 	sent        map[int]string // the text the deltas of each turn have said
+	prev        map[int]string // each turn's last partial hypothesis
 	turnSamples int
 	received    int64 // samples received in all
 	items0      int   // item counter
@@ -171,10 +172,12 @@ func (ls *liveSession) commit(clientEv string, final bool) {
 	_ = ls.q.push(ls.ctx, backends.LivePiece{Commit: true})
 }
 
-// onEngine turns the engine's live events into server events: a partial
-// hypothesis becomes a delta when it extends what the turn's deltas have
-// said (a revised hypothesis says nothing until it does: the completed
-// transcript is authoritative), a final becomes the completed event.
+// onEngine turns the engine's live events into server events. A partial
+// hypothesis becomes a delta for its stable words: those it shares with
+// the turn's previous hypothesis, less its last word (the one still
+// changing), when they extend what the turn's deltas have said; a
+// hypothesis that revises said words says nothing more (the completed
+// transcript is authoritative). A final becomes the completed event.
 func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 	var ev backends.LiveEvent
 	if err := json.Unmarshal(chunk, &ev); err != nil {
@@ -187,18 +190,25 @@ func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 	}
 	switch ev.Kind {
 	case backends.LivePartial:
-		said := ls.sent[ev.Turn]
-		if !strings.HasPrefix(ev.Text, said) || len(ev.Text) == len(said) || said != "" && ev.Text[len(said)] != ' ' {
+		words, prev := strings.Fields(ev.Text), strings.Fields(ls.prev[ev.Turn])
+		ls.prev[ev.Turn] = ev.Text
+		n := 0
+		for n < len(words)-1 && n < len(prev) && words[n] == prev[n] {
+			n++
+		}
+		stable, said := strings.Join(words[:n], " "), ls.sent[ev.Turn]
+		if !strings.HasPrefix(stable, said) || len(stable) == len(said) || said != "" && stable[len(said)] != ' ' {
 			ls.mu.Unlock()
 			return nil
 		}
-		ls.sent[ev.Turn] = ev.Text
+		ls.sent[ev.Turn] = stable
 		ls.mu.Unlock()
 		return ls.send(map[string]any{"type": "conversation.item.input_audio_transcription.delta", "item_id": item,
-			"content_index": 0, "delta": ev.Text[len(said):]})
+			"content_index": 0, "delta": stable[len(said):]})
 	case backends.LiveFinal:
 		delete(ls.items, ev.Turn)
 		delete(ls.sent, ev.Turn)
+		delete(ls.prev, ev.Turn)
 		ls.mu.Unlock()
 		return ls.send(map[string]any{"type": "conversation.item.input_audio_transcription.completed", "item_id": item,
 			"content_index": 0, "transcript": ev.Text})
@@ -384,6 +394,7 @@ func (ls *liveSession) clear(clientEv string) {
 	ls.mu.Lock()
 	ls.turnSamples = 0
 	delete(ls.sent, ls.commits)
+	delete(ls.prev, ls.commits)
 	on := ls.engineOn
 	ls.mu.Unlock()
 	if on {
