@@ -90,21 +90,19 @@ type Config struct {
 	// Live sessions (GET /v1/realtime; CONTRACT.md "Live sessions").
 	//
 	// RealtimeIdle: a session whose client sends no message for this long
-	// is closed (live.idle; 0: never). RealtimeMaxSession: the longest
-	// session (live.max-length; 0: unbounded). RealtimeDrain: how long a
+	// is closed (live.limits; 0: never). RealtimeMaxSession: the longest
+	// session (live.limits; 0: unbounded). RealtimeDrain: how long a
 	// session goes on once a manager waits on its model, before it is
 	// closed with 1012 (live.drain-unload). RealtimeBuffer: the audio a
 	// session may hold not yet decoded; past it the server stops reading
 	// the socket (live.backpressure). RealtimeMaxRate: audio seconds a
 	// client may send per wall-clock second, beyond a burst of
-	// RealtimeBuffer (live.rate; 0: unchecked). RealtimeVADModel: the VAD
-	// model of server_vad turn detection when the session names none.
+	// RealtimeBuffer (live.limits; 0: unchecked).
 	RealtimeIdle       time.Duration
 	RealtimeMaxSession time.Duration
 	RealtimeDrain      time.Duration
 	RealtimeBuffer     time.Duration
 	RealtimeMaxRate    float64
-	RealtimeVADModel   string
 
 	_ struct{}
 }

@@ -98,8 +98,8 @@ func TestRealtimeEventErrors(t *testing.T) {
 }
 
 // The idle limit, the maximum session length and the audio rate check end
-// a session with 1008 and their reason (CONTRACT.md live.idle,
-// live.max-length, live.rate); the length limit first transcribes the
+// a session with 1008 and their reason (CONTRACT.md live.limits);
+// the length limit first transcribes the
 // turn in progress.
 func TestRealtimeLimits(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {

@@ -35,7 +35,7 @@ import (
 // a client that stops reading fails a write, which cuts the session: the
 // socket is closed, the engine stops, the lease is released.
 
-// Close codes of live sessions (CONTRACT.md live.close-codes).
+// Close codes of live sessions (CONTRACT.md "Live sessions", its close codes).
 const (
 	closeShutdown = websocket.StatusGoingAway       // 1001: the server shuts down
 	closePolicy   = websocket.StatusPolicyViolation // 1008: idle, maximum length, audio rate
@@ -217,8 +217,8 @@ func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 	return fmt.Errorf("server: live engine event of kind %q", ev.Kind)
 }
 
-// watch ends the session at its limits (CONTRACT.md live.idle,
-// live.max-length, live.drain-unload, live.shutdown).
+// watch ends the session at its limits (CONTRACT.md live.limits,
+// live.drain-unload, live.shutdown).
 func (ls *liveSession) watch() {
 	cfg := &ls.s.cfg
 	never := make(<-chan time.Time)
@@ -354,7 +354,7 @@ func (ls *liveSession) handle(b []byte) {
 	}
 }
 
-// appendAudio takes one append: the rate check (live.rate), the turn's
+// appendAudio takes one append: the rate check (live.limits), the turn's
 // length, then the push, which waits while the queue is full.
 func (ls *liveSession) appendAudio(ev appendEvent) {
 	samples, err := decodeAudio(ev.Audio)

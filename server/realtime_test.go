@@ -232,7 +232,7 @@ func (rc *rtClient) closed() (websocket.CloseError, []map[string]any) {
 // appends; deltas arrive before the completed event, the completed
 // transcript has the sentence's words, a second turn works on the same
 // session, and a client close releases the slot (CONTRACT.md
-// live.transcribe, live.engine-incremental).
+// live.transcribe).
 func TestRealtimeTranscribes(t *testing.T) {
 	ts := startRealtime(t, 1, nil)
 	pcm := rtAudio(t)

@@ -37,7 +37,7 @@ func chunks(samples []int16, rate int) []backends.LivePiece {
 // (24 kHz, resampled), with partial hypotheses before the final, and the
 // final of each committed turn; a cleared turn emits nothing, and the
 // whole-file path on the same session is unchanged afterwards
-// (CONTRACT.md live.engine-incremental).
+// (CONTRACT.md live.transcribe).
 func TestLiveTurns(t *testing.T) {
 	dir := checkpoint(t)
 	s, _, err := New().Open(context.Background(), spec(dir, 1))

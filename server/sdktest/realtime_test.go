@@ -26,7 +26,7 @@ import (
 // streams a flite-spoken sentence to GET /v1/realtime in 20 ms appends at
 // four times real time; deltas arrive before the completed event, whose
 // transcript has the sentence's words, and the client's close is clean
-// (CONTRACT.md live.ws-client).
+// (CONTRACT.md live.transcribe).
 func TestRealtimeWSClient(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
