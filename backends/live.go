@@ -32,19 +32,25 @@ type LivePiece struct {
 }
 
 // LiveEvent is what a live engine emits (as JSON, through the request's
-// Emit) for turn Turn (0, 1, ... in commit order): Kind "partial" with the
-// current hypothesis of the turn in progress, or "final" with the turn's
-// transcript once it was committed.
+// Emit). A transcriber emits, for turn Turn (0, 1, ... in commit order),
+// Kind "partial" with the current hypothesis of the turn in progress, or
+// "final" with the turn's transcript once it was committed. A
+// voice-activity engine emits "speech_started" and "speech_stopped" with
+// AudioMS, the time in the session's audio (from its first sample) where
+// speech starts (less the padding) or ends (plus the padding).
 type LiveEvent struct {
-	Kind string `json:"kind"`
-	Turn int    `json:"turn"`
-	Text string `json:"text"`
+	Kind    string `json:"kind"`
+	Turn    int    `json:"turn,omitempty"`
+	Text    string `json:"text,omitempty"`
+	AudioMS int64  `json:"audio_ms,omitempty"`
 }
 
 // LiveKinds of LiveEvent.
 const (
-	LivePartial = "partial"
-	LiveFinal   = "final"
+	LivePartial       = "partial"
+	LiveFinal         = "final"
+	LiveSpeechStarted = "speech_started"
+	LiveSpeechStopped = "speech_stopped"
 )
 
 // LiveEngine is implemented by engines whose sessions take Request.Live:
