@@ -97,12 +97,15 @@ type Config struct {
 	// session may hold not yet decoded; past it the server stops reading
 	// the socket (live.backpressure). RealtimeMaxRate: audio seconds a
 	// client may send per wall-clock second, beyond a burst of
-	// RealtimeBuffer (live.limits; 0: unchecked).
+	// RealtimeBuffer (live.limits; 0: unchecked). RealtimeVADModel: the VAD
+	// model of server_vad turn detection when the session names none
+	// (live.turn-detection).
 	RealtimeIdle       time.Duration
 	RealtimeMaxSession time.Duration
 	RealtimeDrain      time.Duration
 	RealtimeBuffer     time.Duration
 	RealtimeMaxRate    float64
+	RealtimeVADModel   string
 
 	_ struct{}
 }

@@ -76,7 +76,7 @@ func (s *Server) handleRealtime(w http.ResponseWriter, r *http.Request) error {
 	defer cut(nil)
 	ls := &liveSession{s: s, c: c, lease: lease, model: id, log: logger(r.Context()),
 		q: newLiveQueue(int(s.cfg.RealtimeBuffer.Seconds() * realtimeRate)), ctx: ctx, cut: cut,
-		activity: make(chan struct{}, 1), ended: make(chan struct{}), start: time.Now(),
+		activity: make(chan struct{}, 1), drainReq: make(chan struct{}, 1), ended: make(chan struct{}), start: time.Now(),
 		items: map[int]string{}, sent: map[int]string{}, prev: map[int]string{}}
 	ls.newItemLocked()
 	s.live.track(ls, true)
@@ -113,6 +113,7 @@ func (ls *liveSession) run() (failed bool) {
 		_, err = ls.lease.Infer(ls.ctx, backends.Request{ID: requestIDFrom(ls.ctx), Input: in, Live: ls.q}, ls.onEngine)
 	default:
 	}
+	ls.stopVAD()
 	if ls.ctx.Err() != nil {
 		ls.log.Info("realtime session cut", "model", ls.model, "cause", context.Cause(ls.ctx))
 		_ = ls.c.CloseNow()

@@ -65,6 +65,7 @@ type liveSession struct {
 	events atomic.Int64
 
 	activity chan struct{} // cap 1: a client message arrived (idle limit)
+	drainReq chan struct{} // cap 1: a manager waits on the VAD model
 	ended    chan struct{} // closed by finish
 	start    time.Time
 
@@ -83,6 +84,7 @@ type liveSession struct {
 	closeCode   websocket.StatusCode
 	closeReason string
 	ending      bool
+	vad         *vadSide // server_vad turn detection, nil when off
 }
 
 // send writes one server event with a fresh event_id under the write
@@ -128,7 +130,7 @@ func (ls *liveSession) finish(code websocket.StatusCode, reason string, graceful
 	commit := graceful && ls.turnSamples >= minCommitSamples
 	ls.mu.Unlock()
 	if commit {
-		ls.commit("", true)
+		ls.commit("", true, false)
 	}
 	ls.q.close()
 	close(ls.ended)
@@ -145,7 +147,7 @@ func (ls *liveSession) isEnding() bool {
 // turn, or a graceful end): the committed event, then the piece that makes
 // the engine finish the turn. final is set by finish, which pushes after
 // the session stopped taking client events.
-func (ls *liveSession) commit(clientEv string, final bool) {
+func (ls *liveSession) commit(clientEv string, final, auto bool) {
 	ls.mu.Lock()
 	if ls.ending && !final {
 		ls.mu.Unlock()
@@ -154,6 +156,9 @@ func (ls *liveSession) commit(clientEv string, final bool) {
 	if ls.turnSamples < minCommitSamples {
 		n := ls.turnSamples
 		ls.mu.Unlock()
+		if auto {
+			return // a turn too short to transcribe: the server does not commit it
+		}
 		_ = ls.send(errorEvent("input_audio_buffer_commit_empty", clientEv,
 			"buffer too small: a commit needs at least 100ms of audio, the buffer holds %dms", n*1000/realtimeRate))
 		return
@@ -269,6 +274,10 @@ func (ls *liveSession) watch() {
 			return
 		case <-mgr:
 			startDrain()
+		case <-ls.drainReq:
+			if drainT == nil {
+				startDrain()
+			}
 		case <-drainC:
 			ls.finish(closeDrained, "the model is being changed or unloaded", true)
 			return
@@ -318,12 +327,7 @@ func (ls *liveSession) handle(b []byte) {
 	}
 	strict := func(v any) bool {
 		if err := decodeJSONStrict(b, v); err != nil {
-			msg := err.Error()
-			var e *Error
-			if errors.As(err, &e) {
-				msg = e.Message
-			}
-			_ = ls.send(errorEvent("invalid_event", head.EventID, "%s: %s", head.Type, msg))
+			_ = ls.send(errorEvent("invalid_event", head.EventID, "%s: %s", head.Type, errMessage(err)))
 			return false
 		}
 		return true
@@ -337,7 +341,7 @@ func (ls *liveSession) handle(b []byte) {
 	case "input_audio_buffer.commit":
 		var ev clientEvent
 		if strict(&ev) {
-			ls.commit(ev.EventID, false)
+			ls.commit(ev.EventID, false, false)
 		}
 	case "input_audio_buffer.clear":
 		var ev clientEvent
@@ -381,11 +385,18 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 			return
 		}
 	}
-	if err := ls.q.push(ls.ctx, backends.LivePiece{Samples: samples, Rate: realtimeRate}); err != nil {
+	piece := backends.LivePiece{Samples: samples, Rate: realtimeRate}
+	if err := ls.q.push(ls.ctx, piece); err != nil {
+		return
+	}
+	ls.mu.Lock()
+	v := ls.vad
+	ls.mu.Unlock()
+	if v != nil && v.q.push(ls.ctx, piece) != nil {
 		return
 	}
 	if full {
-		ls.commit("", false)
+		ls.commit("", false, true)
 	}
 }
 
@@ -429,10 +440,6 @@ func (ls *liveSession) update(ev sessionUpdate) {
 		fail("include", "include %v is not supported", c.Include)
 		return
 	}
-	if t := c.TurnDetection; len(t) > 0 && string(t) != "null" {
-		fail("turn_detection", "turn_detection is not supported on this server; send null and commit turns with input_audio_buffer.commit")
-		return
-	}
 	ls.mu.Lock()
 	lang := ls.language
 	on := ls.engineOn
@@ -454,6 +461,39 @@ func (ls *liveSession) update(ev sessionUpdate) {
 			lang = tc.Language
 		}
 	}
+	var td *turnDetection
+	if t := c.TurnDetection; len(t) > 0 && string(t) != "null" {
+		td = &turnDetection{}
+		if err := decodeJSONStrict(t, td); err != nil {
+			fail("turn_detection", "turn_detection: %s", errMessage(err))
+			return
+		}
+		ls.mu.Lock()
+		had := ls.vad != nil
+		ls.mu.Unlock()
+		switch {
+		case had:
+			fail("turn_detection", "turn detection is already on for this session")
+			return
+		case on:
+			fail("turn_detection", "turn detection can be turned on only before the first audio")
+			return
+		}
+	} else if len(t) > 0 {
+		ls.mu.Lock()
+		had := ls.vad != nil
+		ls.mu.Unlock()
+		if had {
+			fail("turn_detection", "turn detection cannot be turned off once on")
+			return
+		}
+	}
+	if td != nil {
+		if param, msg := ls.startVAD(*td); msg != "" {
+			fail(param, "%s", msg)
+			return
+		}
+	}
 	ls.mu.Lock()
 	ls.language = lang
 	ls.mu.Unlock()
@@ -466,8 +506,27 @@ func (ls *liveSession) sessionObject(lang string) map[string]any {
 		"object":                      "realtime.transcription_session",
 		"input_audio_format":          "pcm16",
 		"input_audio_transcription":   map[string]any{"model": ls.model, "language": lang, "prompt": ""},
-		"turn_detection":              nil,
+		"turn_detection":              ls.turnDetectionObject(),
 		"input_audio_noise_reduction": nil,
 		"include":                     []string{},
 	}
+}
+
+// errMessage is an error's message for an error event: an *Error's own.
+func errMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// turnDetectionObject is the session's turn_detection as events show it.
+func (ls *liveSession) turnDetectionObject() any {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.vad == nil {
+		return nil
+	}
+	return map[string]any{"type": "server_vad", "model": ls.vad.model}
 }

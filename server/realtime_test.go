@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
 	"github.com/sluice-dev/sluice/core"
 )
@@ -71,15 +72,33 @@ func rtAudio(t *testing.T) []int16 {
 // slots slots) registered and loaded, on loopback.
 func startRealtime(t *testing.T, slots int, mutate func(*Config)) *tserver {
 	t.Helper()
-	if err := pocketsphinx.Available(); err != nil {
-		t.Fatalf("pocketsphinx: %v (make deps installs it)", err)
+	return startRealtimeWith(t, slots, false, mutate)
+}
+
+// startRealtimeWith is startRealtime; vad also registers "vad" (Silero on
+// onnx, one slot).
+func startRealtimeWith(t *testing.T, slots int, vad bool, mutate func(*Config)) *tserver {
+	t.Helper()
+	avail := []func() error{pocketsphinx.Available}
+	names := []string{catalogue.PocketsphinxEnUS}
+	if vad {
+		avail, names = append(avail, onnx.Available), append(names, catalogue.SileroV5)
+	}
+	for _, a := range avail {
+		if err := a(); err != nil {
+			t.Fatalf("engine library: %v (make deps installs it)", err)
+		}
 	}
 	cfg := testConfig(t)
-	r, err := catalogue.DefaultRecipe(catalogue.DefaultSources(""), catalogue.PocketsphinxEnUS)
-	if err != nil {
-		t.Fatalf("default model not buildable here: %v (make deps)", err)
+	var recipes []catalogue.Recipe
+	for _, n := range names {
+		r, err := catalogue.DefaultRecipe(catalogue.DefaultSources(""), n)
+		if err != nil {
+			t.Fatalf("default model not buildable here: %v (make deps)", err)
+		}
+		recipes = append(recipes, r)
 	}
-	if _, err := catalogue.Build(cfg.ModelsRoot, []catalogue.Recipe{r}); err != nil {
+	if _, err := catalogue.Build(cfg.ModelsRoot, recipes); err != nil {
 		t.Fatal(err)
 	}
 	if mutate != nil {
@@ -94,8 +113,12 @@ func startRealtime(t *testing.T, slots int, mutate func(*Config)) *tserver {
 	ts := &tserver{t: t, s: s, logs: logs, client: &http.Client{Transport: &http.Transport{}}}
 	t.Cleanup(ts.close)
 	ts.serve()
-	if err := s.RegisterModels(context.Background(), []ModelEntry{{ID: "asr", Spec: ModelSpec{Engine: pocketsphinx.Name, Task: "asr",
-		Checkpoint: catalogue.PocketsphinxEnUS, Slots: json.RawMessage(strconv.Itoa(slots))}}}); err != nil {
+	models := []ModelEntry{{ID: "asr", Spec: ModelSpec{Engine: pocketsphinx.Name, Task: "asr",
+		Checkpoint: catalogue.PocketsphinxEnUS, Slots: json.RawMessage(strconv.Itoa(slots))}}}
+	if vad {
+		models = append(models, ModelEntry{ID: "vad", Spec: ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: json.RawMessage("1")}})
+	}
+	if err := s.RegisterModels(context.Background(), models); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := s.Runtime().StatusOf("asr"); err != nil || !st.Loaded {
