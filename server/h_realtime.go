@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,9 @@ func (s *Server) handleRealtime(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	// The browser origins trusted for state-changing requests (err.origin)
+	// may open sessions too; others are 403 (a same-origin page always may).
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled, OriginPatterns: s.wsOrigins()})
 	if err != nil {
 		lease.Release(true)
 		logger(r.Context()).Warn("realtime upgrade failed", "err", err)
@@ -144,6 +147,18 @@ func (ls *liveSession) run() (failed bool) {
 	}
 	ls.cut(errors.New("server: realtime session closed"))
 	return err != nil
+}
+
+// wsOrigins are --allowed-origins as coder/websocket's origin patterns
+// (host[:port]).
+func (s *Server) wsOrigins() []string {
+	var out []string
+	for _, o := range s.cfg.AllowedOrigins {
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			out = append(out, u.Host)
+		}
+	}
+	return out
 }
 
 // isWebSocketHandshake reports whether r asks for a WebSocket upgrade

@@ -395,6 +395,7 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 	if v != nil && v.q.push(ls.ctx, piece) != nil {
 		return
 	}
+	signal(ls.activity) // a push that waited for the engine is not the client idling
 	if full {
 		ls.commit("", false, true)
 	}
