@@ -279,7 +279,18 @@ func fileClient(addr string, wav []byte, samples24 int, pace float64) (func() (t
 // memory opens n sessions (each transcribes one turn, then stays open) and
 // prints the heap and RSS per session beside the same process with none.
 func memory(addr string, pcm []int16, n int) error {
-	heap0, rss0, g0 := heapInuse(), rss(), runtime.NumGoroutine()
+	// One session first, so that what the first one allocates once for
+	// the process (pools, the engine's shared state) is in the baseline.
+	warm, err := dial(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := warm.turn(pcm, 1000); err != nil {
+		return err
+	}
+	_ = warm.c.Close(websocket.StatusNormalClosure, "")
+	<-warm.failed // its reader saw the close
+	heap0, rss0, g0 := heapLive(), rss(), runtime.NumGoroutine()
 	var open []*session
 	defer func() {
 		for _, s := range open {
@@ -296,18 +307,20 @@ func memory(addr string, pcm []int16, n int) error {
 			return err
 		}
 	}
-	heap1, rss1, g1 := heapInuse(), rss(), runtime.NumGoroutine()
-	fmt.Printf("memory, %d sessions open (client ends included) beside none: Go heap in use %.1f KiB -> %.1f KiB (%.1f KiB per session), RSS %.1f MiB -> %.1f MiB (%.1f KiB per session), goroutines %d -> %d\n",
+	heap1, rss1, g1 := heapLive(), rss(), runtime.NumGoroutine()
+	fmt.Printf("memory, %d sessions open (client ends included) beside none: live Go heap %.1f KiB -> %.1f KiB (%.1f KiB per session), RSS %.1f MiB -> %.1f MiB (%.1f KiB per session), goroutines %d -> %d\n",
 		n, float64(heap0)/1024, float64(heap1)/1024, float64(heap1-heap0)/float64(n)/1024,
 		float64(rss0)/(1<<20), float64(rss1)/(1<<20), float64(rss1-rss0)/float64(n)/1024, g0, g1)
 	return nil
 }
 
-func heapInuse() int64 {
+// heapLive is the live heap after two collections.
+func heapLive() int64 {
+	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
+	return int64(m.HeapAlloc)
 }
 
 // rss is the process's resident set from /proc/self/status (0 elsewhere).
