@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // The wire of GET /v1/realtime?intent=transcription (CONTRACT.md "Live
@@ -98,9 +97,3 @@ func decodeAudio(b64 string) ([]int16, error) {
 	}
 	return s, nil
 }
-
-// eventIDs numbers a session's server events and items.
-type eventIDs struct{ events, items int }
-
-func (n *eventIDs) event() string { n.events++; return "event_" + strconv.Itoa(n.events) }
-func (n *eventIDs) item() string  { n.items++; return "item_" + strconv.Itoa(n.items) }
