@@ -112,7 +112,7 @@ func TestRealtimeLimits(t *testing.T) {
 	t.Run("max-length", func(t *testing.T) {
 		ts := startRealtime(t, 1, func(c *Config) { c.RealtimeMaxSession = 2 * time.Second })
 		rc := ts.dialRT("asr")
-		rc.appendAudio(rtAudio(t))
+		_ = rc.tryAppend(rtAudio(t)) // the limit may close the session meanwhile
 		ce, evs := rc.closed()
 		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "maximum session length") {
 			t.Errorf("close %v", ce)
@@ -124,7 +124,7 @@ func TestRealtimeLimits(t *testing.T) {
 	t.Run("rate", func(t *testing.T) {
 		ts := startRealtime(t, 1, func(c *Config) { c.RealtimeMaxRate, c.RealtimeBuffer = 1, 100*time.Millisecond })
 		rc := ts.dialRT("asr")
-		rc.appendAudio(rtAudio(t)) // over a second of audio at once
+		_ = rc.tryAppend(rtAudio(t)) // over a second of audio at once; the session closes meanwhile
 		ce, evs := rc.closed()
 		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "rate") {
 			t.Errorf("close %v", ce)

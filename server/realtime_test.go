@@ -177,11 +177,23 @@ func (rc *rtClient) send(v any) {
 // appendAudio sends samples in 20 ms appends.
 func (rc *rtClient) appendAudio(samples []int16) {
 	rc.t.Helper()
+	if err := rc.tryAppend(samples); err != nil {
+		rc.t.Fatalf("write: %v", err)
+	}
+}
+
+// tryAppend is appendAudio for a session the server may close meanwhile:
+// it stops at the first failed write.
+func (rc *rtClient) tryAppend(samples []int16) error {
 	n := realtimeRate / 50
 	for off := 0; off < len(samples); off += n {
 		b := audio.PCM16Bytes(samples[off:min(off+n, len(samples))])
-		rc.send(map[string]string{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(b)})
+		msg, _ := json.Marshal(map[string]string{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(b)})
+		if err := rc.c.Write(ctxLimit(rc.t), websocket.MessageText, msg); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // sync waits until the server has taken every event sent before: an

@@ -60,6 +60,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 //	    answered 503 shutting_down at once, new submissions get it too,
 //	    admitted work (requests, granted managers, their loads) goes on, and
 //	    idle pools are torn down (runtime.Shutdown, on its own goroutine).
+//	    Live sessions (GET /v1/realtime) are told to end: each commits its
+//	    turn in progress and closes with 1001 (CONTRACT.md live.shutdown);
+//	    their connections are hijacked, so once the slice loop is done
+//	    Shutdown waits for their handlers (at ctx's end it closes their
+//	    sockets at once).
 //	(3) The listener closes and idle connections are closed
 //	    (http.Server.Shutdown): nothing new is accepted.
 //	(4) Slice loop: every tickEvery, every open connection gets a deadline
