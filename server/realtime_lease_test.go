@@ -93,17 +93,19 @@ func TestRealtimeShutdown(t *testing.T) {
 // (CONTRACT.md live.write-timeout).
 func TestRealtimeStalledReaderCut(t *testing.T) {
 	ts := startRealtime(t, 1, func(c *Config) { c.WriteTimeout = 200 * time.Millisecond })
-	rc := ts.dialRT("asr")
-	// Every empty commit is answered with an error event, which this
-	// client never reads: the server's writes block once the socket
-	// buffers are full.
-	msg := []byte(`{"type":"input_audio_buffer.commit"}`)
+	rc := ts.dialRTSmall("asr")
+	// Every unknown event is answered with an error event naming its type
+	// (32 KiB here), which this client never reads: the server's writes
+	// block once the socket buffers are full.
+	msg := []byte(`{"type":"` + strings.Repeat("x", 32<<10) + `"}`)
 	ctx := ctxLimit(t)
-	for {
+	n := 0
+	for ; ; n++ {
 		if err := rc.c.Write(ctx, websocket.MessageText, msg); err != nil {
 			break
 		}
 	}
+	t.Logf("%d events written before the cut", n)
 	if ctx.Err() != nil {
 		t.Fatal("the stalled session was never cut")
 	}

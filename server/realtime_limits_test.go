@@ -110,7 +110,7 @@ func TestRealtimeLimits(t *testing.T) {
 		}
 	})
 	t.Run("max-length", func(t *testing.T) {
-		ts := startRealtime(t, 1, func(c *Config) { c.RealtimeMaxSession = 2 * time.Second })
+		ts := startRealtime(t, 1, func(c *Config) { c.RealtimeMaxSession = 5 * time.Second })
 		rc := ts.dialRT("asr")
 		_ = rc.tryAppend(rtAudio(t)) // the limit may close the session meanwhile
 		ce, evs := rc.closed()

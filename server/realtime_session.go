@@ -69,6 +69,11 @@ type liveSession struct {
 	ended    chan struct{} // closed by finish
 	start    time.Time
 
+	// pushMu orders what goes into the transcriber's queue with the turn
+	// count: an append's count and push, a commit's reset, committed event
+	// and push, a clear's. Taken before mu, never while waiting on mu.
+	pushMu sync.Mutex
+
 	mu          sync.Mutex
 	language    string
 	engineOn    bool
@@ -148,6 +153,8 @@ func (ls *liveSession) isEnding() bool {
 // the engine finish the turn. final is set by finish, which pushes after
 // the session stopped taking client events.
 func (ls *liveSession) commit(clientEv string, final, auto bool) {
+	ls.pushMu.Lock()
+	defer ls.pushMu.Unlock()
 	ls.mu.Lock()
 	if ls.ending && !final {
 		ls.mu.Unlock()
@@ -369,16 +376,19 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 	if len(samples) == 0 {
 		return
 	}
+	ls.pushMu.Lock()
 	ls.mu.Lock()
 	ls.received += int64(len(samples))
 	ls.turnSamples += len(samples)
 	full := ls.turnSamples >= maxTurnSamples
 	received := ls.received
 	ls.engineOn = true
+	v := ls.vad
 	ls.mu.Unlock()
 	if r := ls.s.cfg.RealtimeMaxRate; r > 0 {
 		allowed := r*time.Since(ls.start).Seconds()*realtimeRate + ls.s.cfg.RealtimeBuffer.Seconds()*realtimeRate
 		if float64(received) > allowed {
+			ls.pushMu.Unlock()
 			_ = ls.send(errorEvent("audio_rate_exceeded", ev.EventID,
 				"audio arrives faster than %g times real time (beyond a %s burst)", r, ls.s.cfg.RealtimeBuffer))
 			ls.finish(closePolicy, "audio rate limit exceeded", false)
@@ -386,12 +396,11 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 		}
 	}
 	piece := backends.LivePiece{Samples: samples, Rate: realtimeRate}
-	if err := ls.q.push(ls.ctx, piece); err != nil {
+	err = ls.q.push(ls.ctx, piece)
+	ls.pushMu.Unlock()
+	if err != nil {
 		return
 	}
-	ls.mu.Lock()
-	v := ls.vad
-	ls.mu.Unlock()
 	if v != nil && v.q.push(ls.ctx, piece) != nil {
 		return
 	}
@@ -403,6 +412,8 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 
 // clear drops the turn in progress (input_audio_buffer.clear).
 func (ls *liveSession) clear(clientEv string) {
+	ls.pushMu.Lock()
+	defer ls.pushMu.Unlock()
 	ls.mu.Lock()
 	ls.turnSamples = 0
 	delete(ls.sent, ls.commits)

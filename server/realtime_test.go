@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -137,7 +139,28 @@ type rtClient struct {
 // the test unless the upgrade succeeds.
 func (ts *tserver) dialRT(model string, hdr ...string) *rtClient {
 	ts.t.Helper()
-	c, res, err := ts.tryDialRT(model, hdr...)
+	return ts.dialRTWith(ts.client, model, hdr...)
+}
+
+// dialRTSmall is dialRT over a connection whose receive buffer is 4 KiB,
+// so that events the client does not read block the server's writes soon.
+func (ts *tserver) dialRTSmall(model string) *rtClient {
+	ts.t.Helper()
+	d := net.Dialer{Control: func(network, address string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	ts.t.Cleanup(tr.CloseIdleConnections)
+	return ts.dialRTWith(&http.Client{Transport: tr}, model)
+}
+
+func (ts *tserver) dialRTWith(client *http.Client, model string, hdr ...string) *rtClient {
+	ts.t.Helper()
+	c, res, err := ts.tryDialRTWith(client, model, hdr...)
 	if err != nil {
 		ts.t.Fatalf("dial: %v (%v)", err, res)
 	}
@@ -150,12 +173,16 @@ func (ts *tserver) dialRT(model string, hdr ...string) *rtClient {
 }
 
 func (ts *tserver) tryDialRT(model string, hdr ...string) (*websocket.Conn, *http.Response, error) {
+	return ts.tryDialRTWith(ts.client, model, hdr...)
+}
+
+func (ts *tserver) tryDialRTWith(client *http.Client, model string, hdr ...string) (*websocket.Conn, *http.Response, error) {
 	h := http.Header{}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		h.Set(hdr[i], hdr[i+1])
 	}
 	c, res, err := websocket.Dial(ctxLimit(ts.t), "ws://"+ts.addr+"/v1/realtime?intent=transcription&model="+model,
-		&websocket.DialOptions{HTTPHeader: h, HTTPClient: ts.client})
+		&websocket.DialOptions{HTTPHeader: h, HTTPClient: client})
 	if res != nil && res.Body != nil {
 		res.Body.Close()
 	}
