@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -77,6 +77,15 @@ stress:
 # bench-runtime: submit-grant-release through the runtime beside a channel semaphore.
 bench-runtime:
 	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count 5 ./core/runtime/
+
+# bench-realtime: live transcription over WebSocket (GET /v1/realtime) with
+# pocketsphinx: latency from the end of speech (the commit) to the completed
+# transcript at 1, 2 and 4 concurrent sessions, beside posting the same
+# sentence as a file, then the memory of open sessions beside none.
+# Size: 3 levels x 6 turns of a 1.7 s sentence at real time, both paths,
+# about 2 minutes (scripts/benchrealtime; -levels, -turns, -pace).
+bench-realtime:
+	$(GO) run ./scripts/benchrealtime
 
 # bench-http: loopback load against sluice and a bare chi handler, one run.
 bench-http:

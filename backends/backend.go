@@ -41,6 +41,9 @@ type Request struct {
 	// until Infer returns.
 	Body   Blob
 	Stream bool // the caller consumes chunks through the emit callback
+	// Live, when set, makes the call a live session (backends/live.go):
+	// the engine reads audio from it until io.EOF and emits LiveEvents.
+	Live LiveAudio
 
 	// Version is the committed config version the request is bound to. It
 	// can be newer than the Spec.Version the session was built with when a

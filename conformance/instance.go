@@ -132,6 +132,8 @@ func (sp *ServerSpec) config(root string) server.Config {
 		}
 	}
 	setMS(sp.WriteTimeoutMS, &cfg.WriteTimeout)
+	setMS(sp.RealtimeDrainMS, &cfg.RealtimeDrain)
+	setMS(sp.RealtimeIdleMS, &cfg.RealtimeIdle)
 	setMS(sp.BodyReadTimeoutMS, &cfg.BodyReadTimeout)
 	setMS(sp.BodyRateGraceMS, &cfg.BodyRateGrace)
 	for _, v := range []struct{ in, out *int64 }{{&sp.MinBodyRate, &cfg.MinBodyRate}, {&sp.MaxJSONBody, &cfg.MaxJSONBody},
@@ -206,6 +208,8 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 		a = append(a, "--allowed-origins", strings.Join(sp.AllowedOrigins, ","))
 	}
 	ms(sp.WriteTimeoutMS, "--write-timeout")
+	ms(sp.RealtimeDrainMS, "--realtime-drain")
+	ms(sp.RealtimeIdleMS, "--realtime-idle")
 	ms(sp.BodyReadTimeoutMS, "--body-read-timeout")
 	ms(sp.BodyRateGraceMS, "--body-rate-grace")
 	for _, v := range []struct {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // caseRun is one run of one case: its server, HTTP client, symbol table and
@@ -38,6 +40,9 @@ type caseRun struct {
 	jars   map[string]map[string]string // cookie jars of http steps: name -> cookie name -> value
 	wg     sync.WaitGroup
 	line   int // of the running step
+
+	liveMu sync.Mutex
+	live   map[string]*websocket.Conn // live sessions by name (steps_live.go)
 
 	// restart starts the case's own server again on the same flags and
 	// state dir (restart steps); nil on the shared one.
@@ -104,6 +109,8 @@ func (r *caseRun) collectSymbols() {
 			}
 		case *GateStep:
 			r.gates[a.Gate] = true
+		case *RealtimeStep:
+			r.models[a.Model] = true
 		case *string:
 			switch st.Kind {
 			case "open":
@@ -263,6 +270,7 @@ func (r *caseRun) finish() {
 		}
 		cancel()
 	}
+	r.closeLive()
 	r.cancel()
 	r.wg.Wait()
 	r.tr.CloseIdleConnections()
@@ -273,6 +281,9 @@ func (r *caseRun) finish() {
 
 // step runs one step.
 func (r *caseRun) step(st Step) error {
+	if ok, err := r.liveStep(st); ok {
+		return err
+	}
 	switch a := st.Arg.(type) {
 	case *PutStep:
 		return r.put(a)

@@ -123,6 +123,10 @@ type ServerSpec struct {
 	SpoolThreshold    int64 `yaml:"spool_threshold"`
 	BodyBudget        int64 `yaml:"body_budget"`
 	SpoolBudget       int64 `yaml:"spool_budget"`
+	// Live sessions (CONTRACT.md "Live sessions"): --realtime-drain and
+	// --realtime-idle; 0 keeps the server's default.
+	RealtimeDrainMS int64 `yaml:"realtime_drain_ms"`
+	RealtimeIdleMS  int64 `yaml:"realtime_idle_ms"`
 	// Binary says the case needs a real process (signals); it is skipped
 	// unless the runner has a binary (--binary, or the in-process test's
 	// own build of cmd/sluice).

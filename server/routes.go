@@ -69,6 +69,7 @@ func (s *Server) routes() http.Handler {
 		r.Post("/v1/audio/voice-activity", adapt(s.handleVoiceActivity))
 		r.Get("/v1/audio/voices", adapt(s.handleVoices))
 		r.Post("/v1/audio/translations", adapt(s.handleTranslation))
+		r.Get("/v1/realtime", adapt(s.handleRealtime)) // a WebSocket: holds its lease for the session
 	})
 
 	// Management the dashboard's buttons use: the management key or a

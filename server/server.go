@@ -70,6 +70,7 @@ type Server struct {
 	origins *http.CrossOriginProtection // CONTRACT.md err.origin
 	refuse  *refusalSink                // CONTRACT.md err.refusal-log
 	regs    registrations               // the --max-models cap
+	live    *liveSessions               // open realtime sessions (h_realtime.go)
 	created createdAt                   // each model's registration second (model.go)
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
@@ -116,7 +117,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{},
-		hosts: hosts, origins: origins}
+		hosts: hosts, origins: origins, live: newLiveSessions()}
 	s.initLimits()
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {
@@ -202,6 +203,10 @@ func (c *Config) validate() error {
 		c.LoadBackoff < 0, c.LoadBackoffMax < 0,
 		c.ReadHeaderTimeout < 0, c.IdleConnTimeout < 0, c.WriteTimeout < 0, c.BodyReadTimeout < 0, c.BodyRateGrace < 0:
 		return errors.New("server: durations must not be negative")
+	case c.RealtimeIdle < 0, c.RealtimeMaxSession < 0, c.RealtimeDrain < 0, c.RealtimeMaxRate < 0:
+		return errors.New("server: realtime limits must not be negative")
+	case c.RealtimeBuffer < 100*time.Millisecond:
+		return errors.New("server: --realtime-buffer must be at least 100ms")
 	case c.SignInLimit < 0:
 		return errors.New("server: --sign-in-limit must not be negative")
 	case c.MinBodyRate < 0, c.BodyBudget < 0, c.SpoolBudget < 0:

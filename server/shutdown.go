@@ -60,6 +60,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 //	    answered 503 shutting_down at once, new submissions get it too,
 //	    admitted work (requests, granted managers, their loads) goes on, and
 //	    idle pools are torn down (runtime.Shutdown, on its own goroutine).
+//	    Live sessions (GET /v1/realtime) are told to end: each commits its
+//	    turn in progress and closes with 1001 (CONTRACT.md live.shutdown);
+//	    their connections are hijacked, so once the slice loop is done
+//	    Shutdown waits for their handlers (at ctx's end it closes their
+//	    sockets at once).
 //	(3) The listener closes and idle connections are closed
 //	    (http.Server.Shutdown): nothing new is accepted.
 //	(4) Slice loop: every tickEvery, every open connection gets a deadline
@@ -102,6 +107,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// request the listener accepted is never admitted after shutdown began
 	// (CONTRACT.md time.shutdown-new-submission).
 	s.rt.BeginShutdown()
+	s.live.shutdown() // live sessions commit their turn and close with 1001 (CONTRACT.md live.shutdown)
 	rtCtx, rtCancel := runtimeDeadline(ctx)
 	defer rtCancel()
 	rtDone := make(chan error, 1)
@@ -133,6 +139,7 @@ wait:
 		}
 	}
 	ticker.Stop()
+	s.live.wait(ctx) // hijacked: the tracker no longer sees them
 	hcancel()
 	<-httpDone
 	_ = s.hs.Close()

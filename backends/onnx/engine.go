@@ -325,6 +325,9 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if s.vad == nil {
 		return backends.Output{}, fmt.Errorf("onnx: session is closed")
 	}
+	if req.Live != nil {
+		return s.live(ctx, req, emit)
+	}
 	var r audio.VADRequest
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err

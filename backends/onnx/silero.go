@@ -140,7 +140,6 @@ func (s *silero) checkSignature() error {
 // start at zero, so the result depends on this audio alone. A cancelled
 // context terminates the run in progress through the run options.
 func (s *silero) probabilities(ctx context.Context, samples []float32) ([]float32, error) {
-	o := s.o
 	// A request makes one short native call per 512-sample window (about
 	// 10,000 a second per slot). Keeping the goroutine on one OS thread for
 	// the whole request keeps ONNX Runtime's and malloc's per-thread state
@@ -149,42 +148,63 @@ func (s *silero) probabilities(ctx context.Context, samples []float32) ([]float3
 	// without it and 1.31-1.56x with it, in alternating runs.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer s.terminateOn(ctx)()
+	s.reset()
+	probs := make([]float32, 0, (len(samples)+sileroWindow-1)/sileroWindow)
+	for off := 0; off < len(samples); off += sileroWindow {
+		p, err := s.window(ctx, samples[off:min(len(samples), off+sileroWindow)])
+		if err != nil {
+			return nil, err
+		}
+		probs = append(probs, p)
+	}
+	return probs, nil
+}
+
+// terminateOn makes the end of ctx terminate the run in progress; the
+// returned function undoes it (and clears a termination that fired).
+func (s *silero) terminateOn(ctx context.Context) func() {
+	o := s.o
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		_ = o.check(o.setTerminate(s.ro), "terminate")
 		close(fired)
 	})
-	defer func() {
+	return func() {
 		if !stop() {
 			<-fired
 			_ = o.check(o.unsetTerminate(s.ro), "clear terminate")
 		}
-	}()
-	in := unsafe.Slice((*float32)(s.in), sileroContext+sileroWindow)
-	state := unsafe.Slice((*float32)(s.state), sileroState)
-	next := unsafe.Slice((*float32)(s.stateOut), sileroState)
-	clear(in)
-	clear(state)
-	vals := unsafe.Slice((*unsafe.Pointer)(s.values), 5)
-	inputs, outputs := s.values, unsafe.Pointer(&vals[3])
-	probs := make([]float32, 0, (len(samples)+sileroWindow-1)/sileroWindow)
-	for off := 0; off < len(samples); off += sileroWindow {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		copy(in[:sileroContext], in[sileroWindow:]) // last 64 samples become the context
-		n := copy(in[sileroContext:], samples[off:min(len(samples), off+sileroWindow)])
-		clear(in[sileroContext+n:])
-		if err := o.check(o.run(s.sess, s.ro, s.inNames, inputs, 3, s.outNames, 2, outputs), "run"); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
-		}
-		probs = append(probs, *(*float32)(s.prob))
-		copy(state, next)
 	}
-	return probs, nil
+}
+
+// reset zeroes the context and the recurrent state: the next window
+// starts a new stream.
+func (s *silero) reset() {
+	clear(unsafe.Slice((*float32)(s.in), sileroContext+sileroWindow))
+	clear(unsafe.Slice((*float32)(s.state), sileroState))
+}
+
+// window runs one window of at most 512 samples (zero-padded) after the
+// previous one's context and state, and returns its speech probability.
+func (s *silero) window(ctx context.Context, samples []float32) (float32, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	o := s.o
+	in := unsafe.Slice((*float32)(s.in), sileroContext+sileroWindow)
+	copy(in[:sileroContext], in[sileroWindow:]) // last 64 samples become the context
+	n := copy(in[sileroContext:], samples)
+	clear(in[sileroContext+n:])
+	vals := unsafe.Slice((*unsafe.Pointer)(s.values), 5)
+	if err := o.check(o.run(s.sess, s.ro, s.inNames, s.values, 3, s.outNames, 2, unsafe.Pointer(&vals[3])), "run"); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, err
+	}
+	copy(unsafe.Slice((*float32)(s.state), sileroState), unsafe.Slice((*float32)(s.stateOut), sileroState))
+	return *(*float32)(s.prob), nil
 }
 
 func (s *silero) close() {

@@ -74,6 +74,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&c.SpoolDir, "spool-dir", "", "folder of spooled uploads (default: the system's temporary folder)")
 	bodyBudget := fs.String("body-budget", "256MiB", "request body bytes held in memory by all requests in flight; 503 over it (0: unlimited)")
 	spoolBudget := fs.String("spool-budget", "4GiB", "spooled request body bytes on disk for all requests in flight; 503 over it (0: unlimited)")
+	fs.DurationVar(&c.RealtimeIdle, "realtime-idle", c.RealtimeIdle, "close a live session (GET /v1/realtime) whose client sends nothing for this long, with 1008 (0: never)")
+	fs.DurationVar(&c.RealtimeMaxSession, "realtime-max-session", c.RealtimeMaxSession, "longest live session; then it is closed with 1008 (0: unbounded)")
+	fs.DurationVar(&c.RealtimeDrain, "realtime-drain", c.RealtimeDrain, "how long live sessions go on once a manager (unload, reconfigure) waits on their model; then they close with 1012")
+	fs.DurationVar(&c.RealtimeBuffer, "realtime-buffer", c.RealtimeBuffer, "audio a live session may hold not yet decoded; past it the socket is not read (backpressure)")
+	fs.Float64Var(&c.RealtimeMaxRate, "realtime-max-rate", c.RealtimeMaxRate, "most audio seconds a live session may send per second beyond a --realtime-buffer burst; 1008 past it (0: unchecked)")
+	fs.StringVar(&c.RealtimeVADModel, "realtime-vad-model", "", "VAD model of live sessions' server_vad turn detection when a session names none")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args, stderr, func(w io.Writer) { serveHelp(w, fs) }); err != nil {
 		return o, err
@@ -140,6 +146,7 @@ var serveFlagGroups = []struct {
 	{"Keys and access", []string{"api-key", "management-key", "ui-management", "sign-in-limit"}},
 	{"Timeouts", []string{"admission-timeout", "admission-ceiling", "read-header-timeout", "idle-conn-timeout",
 		"write-timeout", "body-read-timeout", "min-body-rate", "body-rate-grace", "shutdown-timeout"}},
+	{"Live sessions", []string{"realtime-idle", "realtime-max-session", "realtime-drain", "realtime-buffer", "realtime-max-rate", "realtime-vad-model"}},
 	{"State, logs and tracing", []string{"state-dir", "trace", "log-level"}},
 }
 

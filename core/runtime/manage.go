@@ -55,6 +55,7 @@ func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult
 		r.addWaiterLocked(tk, w)
 	}
 	r.mu.Unlock()
+	r.noteManagers(ids...)
 	r.exec(&s)
 	o := s.ownOut
 	if !s.hasOwn {
@@ -93,6 +94,7 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 		}
 	}
 	r.mu.Unlock()
+	r.noteManagers(id)
 	r.exec(&s)
 	o := s.ownOut
 	if !s.hasOwn {

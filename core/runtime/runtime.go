@@ -72,6 +72,8 @@ type Runtime struct {
 
 	waiterPool sync.Pool
 
+	mgrs managerWatch // WatchManagers (managers.go)
+
 	wg         sync.WaitGroup // backend step goroutines
 	workCtx    context.Context
 	hardCancel context.CancelFunc

@@ -1,0 +1,160 @@
+package pocketsphinx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unsafe"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/internal/native"
+)
+
+// Live sessions (backends/live.go; CONTRACT.md "Live sessions"): the
+// decoder takes a turn's audio as it arrives (ps_start_utt, then
+// ps_process_raw per piece without full_utt, so CMN and the search run
+// incrementally), reports its partial hypothesis (ps_get_hyp) every
+// hypEvery samples of audio when it changed, and finishes the turn at a
+// commit (ps_end_utt, then the final hypothesis). A session is one stream
+// (ps_start_stream): the front end's running statistics carry from turn to
+// turn, as they would for one speaker on one microphone.
+
+// Live implements backends.LiveEngine.
+func (e *Engine) Live() bool { return true }
+
+// hypEvery is how much audio (16 kHz samples, 100 ms) the decoder takes
+// between two partial hypotheses: ps_get_hyp walks the search's
+// backpointers, which is not free.
+const hypEvery = SampleRate / 10
+
+// liveBuf is the C buffer live pieces are copied into.
+type liveBuf struct {
+	p   unsafe.Pointer
+	cap int // samples
+}
+
+func (b *liveBuf) put(samples []int16) unsafe.Pointer {
+	if len(samples) > b.cap {
+		native.Free(b.p)
+		b.cap = max(len(samples), 2*b.cap, SampleRate/5)
+		b.p = native.Malloc(2 * b.cap)
+	}
+	copy(unsafe.Slice((*int16)(b.p), len(samples)), samples)
+	return b.p
+}
+
+// live runs a live session on the decoder until req.Live ends.
+func (s *session) live(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
+	if emit == nil {
+		return backends.Output{}, backends.Invalidf("pocketsphinx: a live session needs an emit callback")
+	}
+	var r audio.AudioRequest
+	if err := audio.DecodeStrict(req.Input, &r); err != nil {
+		return backends.Output{}, err
+	}
+	if _, err := audio.CheckLanguage(r.Language, []string{s.cfg.language}); err != nil {
+		return backends.Output{}, fmt.Errorf("pocketsphinx: %w", err)
+	}
+	l := s.lib
+	if l.startStream(s.ps) < 0 {
+		return backends.Output{}, fmt.Errorf("pocketsphinx: start_stream failed")
+	}
+	var buf liveBuf
+	defer func() { native.Free(buf.p) }()
+	var (
+		rs       *audio.Resampler // the turn's, from its rate to 16 kHz
+		rsRate   int
+		pcm      []int16
+		open     bool // an utterance is started
+		turn     int
+		sinceHyp int
+		last     string
+	)
+	defer func() {
+		if open {
+			l.endUtt(s.ps) // a dropped turn: its result is not wanted
+		}
+	}()
+	feed := func(samples []int16) error {
+		if len(samples) == 0 {
+			return nil
+		}
+		if !open {
+			if l.startUtt(s.ps) < 0 {
+				return fmt.Errorf("pocketsphinx: start_utt failed")
+			}
+			open = true
+		}
+		if l.processRaw(s.ps, buf.put(samples), uintptr(len(samples)), 0, 0) < 0 {
+			return fmt.Errorf("pocketsphinx: process_raw failed")
+		}
+		sinceHyp += len(samples)
+		return nil
+	}
+	for {
+		p, err := req.Live.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return backends.Output{}, nil
+		}
+		if err != nil {
+			return backends.Output{}, err
+		}
+		if p.Clear {
+			if open {
+				l.endUtt(s.ps)
+				open = false
+			}
+			rs, last, sinceHyp = nil, "", 0
+		}
+		if len(p.Samples) > 0 {
+			if p.Rate <= 0 {
+				return backends.Output{}, backends.Invalidf("pocketsphinx: live audio without a sample rate")
+			}
+			if rs == nil || rsRate != p.Rate {
+				if rs != nil {
+					if err := feed(rs.Flush(pcm[:0])); err != nil {
+						return backends.Output{}, err
+					}
+				}
+				rs, rsRate = audio.NewResampler(p.Rate, SampleRate), p.Rate
+			}
+			pcm = rs.Write(p.Samples, pcm[:0])
+			if err := feed(pcm); err != nil {
+				return backends.Output{}, err
+			}
+			if sinceHyp >= hypEvery {
+				sinceHyp = 0
+				if hyp := strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score))); hyp != last {
+					last = hyp
+					if err := backends.EmitLive(emit, backends.LiveEvent{Kind: backends.LivePartial, Turn: turn, Text: hyp}); err != nil {
+						return backends.Output{}, err
+					}
+				}
+			}
+		}
+		if p.Commit {
+			if rs != nil {
+				if err := feed(rs.Flush(pcm[:0])); err != nil {
+					return backends.Output{}, err
+				}
+				rs = nil
+			}
+			text := ""
+			if open {
+				open = false
+				if l.endUtt(s.ps) < 0 {
+					return backends.Output{}, fmt.Errorf("pocketsphinx: end_utt failed")
+				}
+				text = strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score)))
+			}
+			if err := backends.EmitLive(emit, backends.LiveEvent{Kind: backends.LiveFinal, Turn: turn, Text: text}); err != nil {
+				return backends.Output{}, err
+			}
+			turn++
+			last, sinceHyp = "", 0
+		}
+	}
+}
