@@ -9,6 +9,9 @@ PKGS     := ./...
 RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|conformance|backends)(/|$$)')
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The targets install every engine first, so a missing engine library is a
+# failure of the tests that need it, not a skip (backends/internal/native).
+export SLUICE_REQUIRE_ENGINES ?= 1
 
 .PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability
 
