@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability bench-peers bench-all
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -81,6 +81,19 @@ bench-runtime:
 # bench-http: loopback load against sluice and a bare chi handler, one run.
 bench-http:
 	$(GO) run ./scripts/benchhttp
+
+# bench-peers: the issue-20 workloads over HTTP through sluice and through
+# stand-ins for whisper.cpp's server (one global mutex), ollama's scheduler
+# (server/sched.go) and llama-swap's swap group, all over the same engine
+# (the fixture's latencies, then flite for workloads 2 and 5): one table of
+# figures with their ratios to sluice's, from one run (scripts/benchpeers).
+# Default size: PEERS_WINDOW=2s, PEERS_BURST=12, PEERS_SEQ=100, about 3
+# minutes on 2 loaded cores.
+PEERS_WINDOW ?= 2s
+PEERS_BURST  ?= 12
+PEERS_SEQ    ?= 100
+bench-peers: models
+	$(GO) run ./scripts/benchpeers -models-root $(MODELS_ROOT) -window $(PEERS_WINDOW) -burst $(PEERS_BURST) -seq $(PEERS_SEQ)
 
 # reliability: the issue-13 attacks against a built binary, one table of
 # figures (scripts/reliability): CPU and peak RSS of hostile audio, a stalled
