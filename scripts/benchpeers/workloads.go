@@ -38,8 +38,9 @@ func input(s string) json.RawMessage { return json.RawMessage(s) }
 type result struct {
 	mu      sync.Mutex
 	lats    []time.Duration
-	refused int // 503 (and 429-like) answers
-	failed  int // any other failure
+	starts  []time.Time // of each latency in lats
+	refused int         // 503 (and 429-like) answers
+	failed  int         // any other failure
 }
 
 func (r *result) record(d time.Duration, err error) {
@@ -49,11 +50,26 @@ func (r *result) record(d time.Duration, err error) {
 	switch {
 	case err == nil:
 		r.lats = append(r.lats, d)
+		r.starts = append(r.starts, time.Now().Add(-d))
 	case errors.As(err, &se) && se.code == http.StatusServiceUnavailable:
 		r.refused++
 	default:
 		r.failed++
 	}
+}
+
+// during returns the latencies of the requests that were in flight at
+// some moment of [from, to].
+func (r *result) during(from, to time.Time) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Duration
+	for i, d := range r.lats {
+		if s := r.starts[i]; !s.After(to) && !s.Add(d).Before(from) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func (r *result) note() string {
@@ -118,8 +134,13 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 func warm(ctx context.Context, c *client, models ...string) error {
+	return warmWith(ctx, c, input(`{}`), models...)
+}
+
+// warmWith loads each model with one request of input in.
+func warmWith(ctx context.Context, c *client, in json.RawMessage, models ...string) error {
 	for _, m := range models {
-		if _, err := c.infer(ctx, m, input(`{}`)); err != nil {
+		if _, err := c.infer(ctx, m, in); err != nil {
 			return fmt.Errorf("warm-up of %s: %w", m, err)
 		}
 	}
@@ -203,10 +224,12 @@ func fixtureWorkloads() []workload {
 				if err != nil {
 					return nil, fmt.Errorf("reconfigure: %w", err)
 				}
+				// "Meanwhile": the requests in flight at some moment of the
+				// reconfigure.
 				return []figure{
 					{row: "3 reconfigure, until the new config serves (ms)", value: ms(took)},
-					{row: "3 its model's p99 meanwhile (ms)", value: ms(pct(r.lats, 99)), note: r.note()},
-					{row: "3 another model's p99 meanwhile (ms)", value: ms(pct(o.lats, 99)), note: o.note()},
+					{row: "3 its model's p99 meanwhile (ms)", value: ms(pct(r.during(t0, t0.Add(took)), 99)), note: r.note()},
+					{row: "3 another model's p99 meanwhile (ms)", value: ms(pct(o.during(t0, t0.Add(took)), 99)), note: o.note()},
 				}, nil
 			},
 		},
@@ -265,7 +288,7 @@ func fixtureWorkloads() []workload {
 // shortLong is workload (2) on model: one client of long requests, two of
 // short ones, for the window.
 func shortLong(ctx context.Context, c *client, sz size, model string, short, long json.RawMessage) ([]figure, error) {
-	if err := warm(ctx, c, model); err != nil {
+	if err := warmWith(ctx, c, short, model); err != nil {
 		return nil, err
 	}
 	stop := make(chan struct{})
