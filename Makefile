@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability bench-peers bench-all
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability bench-peers bench-silero bench-all
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -56,9 +56,11 @@ cover:
 	@$(GO) tool cover -func=coverage.out | tail -1 | awk '{ sub("%","",$$3); if ($$3+0 < 90) { print "core coverage below 90%"; exit 1 } }'
 
 # bench runs the Go benchmarks of core beside their baselines in one run.
+BENCH_COUNT ?= 5
+SIM_COUNT   ?= 3
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./core/
-	$(GO) test -run '^$$' -bench . -benchtime 3000000x -cpu 1 -count 3 ./sim/
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./core/
+	$(GO) test -run '^$$' -bench . -benchtime 3000000x -cpu 1 -count $(SIM_COUNT) ./sim/
 
 # soak runs the simulator for 10 million events and prints its summary.
 soak:
@@ -75,12 +77,14 @@ stress:
 	SLUICE_PORCUPINE_HISTORIES=100000 $(GO) test -race -count=1 -run '^TestLinearizable$$' -timeout 2h ./core/runtime/
 
 # bench-runtime: submit-grant-release through the runtime beside a channel semaphore.
+RUNTIME_COUNT ?= 5
 bench-runtime:
-	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count 5 ./core/runtime/
+	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count $(RUNTIME_COUNT) ./core/runtime/
 
 # bench-http: loopback load against sluice and a bare chi handler, one run.
+BENCHHTTP_ARGS ?=
 bench-http:
-	$(GO) run ./scripts/benchhttp
+	$(GO) run ./scripts/benchhttp $(BENCHHTTP_ARGS)
 
 # bench-peers: the issue-20 workloads over HTTP through sluice and through
 # stand-ins for whisper.cpp's server (one global mutex), ollama's scheduler
@@ -140,8 +144,32 @@ validate-engines: models
 	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
+ENGINES_BENCHTIME ?= 24x
 bench-engines: models
-	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=24x -count=1 ./backends/engines/
+	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=$(ENGINES_BENCHTIME) -count=1 ./backends/engines/
+
+# bench-all runs every bench and bench-* target of this Makefile (found by
+# name: a target added later joins by itself) and writes docs/benchmarks.md
+# (scripts/benchall): machine, date, commit, each figure beside its
+# baseline, every target's output. QUICK=1 passes small sizes (one count,
+# short windows; about 10 minutes on 2 loaded cores); the default sizes
+# take about 40 minutes there.
+bench-all:
+	$(GO) run ./scripts/benchall -out docs/benchmarks.md $(if $(QUICK),-quick)
+
+# bench-silero: Silero at 1 and 2 slots under each ONNX Runtime session
+# setting (backends/onnx Options), side by side, SILERO_ROUNDS rounds; each
+# round then runs two single-session processes at once (the baseline a
+# pool of 2 slots should match). About 1 minute a round on 2 loaded cores.
+SILERO_ROUNDS ?= 3
+bench-silero: models
+	$(GO) test -c -o bin/engines.test ./backends/engines/
+	@for r in $$(seq $(SILERO_ROUNDS)); do \
+	  echo "round $$r: one process"; \
+	  SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench BenchmarkSileroOptions -test.benchtime 24x | grep '^Benchmark' || exit 1; \
+	  echo "round $$r: two single-session processes at once"; \
+	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime 24x | grep '^Benchmark' & done; wait; \
+	done
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.
