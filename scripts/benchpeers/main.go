@@ -103,7 +103,7 @@ func run(sz size, withReal bool, root, only string) error {
 		sz.window, sz.burst, sz.seq, time.Since(start).Round(time.Second))
 	fmt.Print(t.String())
 	fmt.Println()
-	fmt.Println("Ratios are the design's figure over Sluice's from this run; (+N) where Sluice's is 0; [..] counts refused (503) and failed requests.")
+	fmt.Println("Ratios are the design's figure over Sluice's from this run; (+N) where Sluice's is 0; [..] counts refused (503) and failed requests, and the ticks of an open-loop stream not sent because 16 of its requests were still out.")
 	for _, d := range ds {
 		fmt.Printf("- %s: %s\n", d.name, d.about)
 	}

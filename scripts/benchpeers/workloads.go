@@ -41,6 +41,7 @@ type result struct {
 	starts  []time.Time // of each latency in lats
 	refused int         // 503 (and 429-like) answers
 	failed  int         // any other failure
+	skipped int         // paced ticks not sent: maxInFlight requests were out
 }
 
 func (r *result) record(d time.Duration, err error) {
@@ -79,11 +80,17 @@ func (r *result) note() string {
 	if r.refused > 0 {
 		s = fmt.Sprintf("%d refused", r.refused)
 	}
-	if r.failed > 0 {
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{r.failed, "failed"}, {r.skipped, "not sent, 16 in flight"}} {
+		if c.n == 0 {
+			continue
+		}
 		if s != "" {
 			s += ", "
 		}
-		s += fmt.Sprintf("%d failed", r.failed)
+		s += fmt.Sprintf("%d %s", c.n, c.what)
 	}
 	return s
 }
@@ -123,6 +130,47 @@ func loops(ctx context.Context, wg *sync.WaitGroup, c *client, model string, in 
 
 const refusalPause = 20 * time.Millisecond
 
+// maxInFlight bounds the outstanding requests of one paced stream.
+const maxInFlight = 16
+
+// paced sends input to model every interval, each request on its own,
+// whether or not the earlier ones have finished (an open-loop stream, so a
+// stall delays every request that arrives during it instead of only the
+// one a closed-loop client has in flight), until stop is closed. At most
+// maxInFlight of its requests are out at once: a tick beyond that sends
+// nothing and counts as skipped, which bounds a design that stalls for
+// good (the swap design thrashing) to a finite drain.
+func paced(ctx context.Context, wg *sync.WaitGroup, c *client, model string, in json.RawMessage, interval time.Duration, stop <-chan struct{}) *result {
+	r := &result{}
+	slots := make(chan struct{}, maxInFlight)
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				select {
+				case slots <- struct{}{}:
+				default:
+					r.mu.Lock()
+					r.skipped++
+					r.mu.Unlock()
+					continue
+				}
+				wg.Go(func() {
+					defer func() { <-slots }()
+					r.record(c.infer(ctx, model, in))
+				})
+			}
+		}
+	})
+	return r
+}
+
 // pause waits d or until ctx ends: the workloads' schedule of events.
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -152,8 +200,9 @@ func fixtureWorkloads() []workload {
 	return []workload{
 		{
 			// (1) head-of-line blocking across models (ollama#14578): a
-			// fast model's latency while a slow model is busy and a third
-			// model cold-loads for 1 s (two clients ask for it at once).
+			// fast model's latency (a request every 25 ms) while a slow
+			// model is busy and a third model cold-loads for 1 s (two
+			// clients ask for it at once).
 			name: "1 cross-model",
 			env: func(e env) env {
 				n := e.eng.Name()
@@ -167,7 +216,7 @@ func fixtureWorkloads() []workload {
 				stop := make(chan struct{})
 				var wg sync.WaitGroup
 				loops(ctx, &wg, c, "slow", input(`{}`), 1, stop)
-				fast := loops(ctx, &wg, c, "fast", input(`{}`), 2, stop)
+				fast := paced(ctx, &wg, c, "fast", input(`{}`), 25*time.Millisecond, stop)
 				pause(ctx, sz.window/10)
 				cold := &result{}
 				for range 2 {
@@ -198,8 +247,9 @@ func fixtureWorkloads() []workload {
 		},
 		{
 			// (3) a reconfigure under a steady stream (ollama PR #14407):
-			// two clients on r (2 slots, 20 ms), one on o; r's config
-			// changes (a 300 ms load) a tenth into the window.
+			// a request every 20 ms on r (2 slots, 20 ms) and on o (5
+			// ms); r's config changes (a 300 ms load) a tenth into the
+			// window.
 			name: "3 reconfigure",
 			env: func(e env) env {
 				n := e.eng.Name()
@@ -212,8 +262,8 @@ func fixtureWorkloads() []workload {
 				}
 				stop := make(chan struct{})
 				var wg sync.WaitGroup
-				r := loops(ctx, &wg, c, "r", input(`{}`), 2, stop)
-				o := loops(ctx, &wg, c, "o", input(`{}`), 1, stop)
+				r := paced(ctx, &wg, c, "r", input(`{}`), 20*time.Millisecond, stop)
+				o := paced(ctx, &wg, c, "o", input(`{}`), 20*time.Millisecond, stop)
 				pause(ctx, sz.window/10)
 				t0 := time.Now()
 				err := c.do(ctx, http.MethodPut, "/v1/models/r", fx(e.eng.Name(), 2, 300, 20, `,"clone_ms":1`))
