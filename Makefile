@@ -160,7 +160,8 @@ bench-all:
 # bench-silero: Silero at 1 and 2 slots under each ONNX Runtime session
 # setting (backends/onnx Options), side by side, SILERO_ROUNDS rounds; each
 # round then runs two single-session processes at once (the baseline a
-# pool of 2 slots should match). About 1 minute a round on 2 loaded cores.
+# pool of 2 slots should match; their lines are named SileroProcess1 and
+# SileroProcess2, so they do not mix with the one-process figures). About 1 minute a round on 2 loaded cores.
 SILERO_ROUNDS ?= 3
 bench-silero: models
 	$(GO) test -c -o bin/engines.test ./backends/engines/
@@ -168,7 +169,7 @@ bench-silero: models
 	  echo "round $$r: one process"; \
 	  SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench BenchmarkSileroOptions -test.benchtime 24x | grep '^Benchmark' || exit 1; \
 	  echo "round $$r: two single-session processes at once"; \
-	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime 24x | grep '^Benchmark' & done; wait; \
+	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime 24x | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
 	done
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
