@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -59,9 +59,11 @@ cover:
 	@$(GO) tool cover -func=coverage.out | tail -1 | awk '{ sub("%","",$$3); if ($$3+0 < 90) { print "core coverage below 90%"; exit 1 } }'
 
 # bench runs the Go benchmarks of core beside their baselines in one run.
+BENCH_COUNT ?= 5
+SIM_COUNT   ?= 3
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./core/
-	$(GO) test -run '^$$' -bench . -benchtime 3000000x -cpu 1 -count 3 ./sim/
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./core/
+	$(GO) test -run '^$$' -bench . -benchtime 3000000x -cpu 1 -count $(SIM_COUNT) ./sim/
 
 # soak runs the simulator for 10 million events and prints its summary.
 soak:
@@ -78,8 +80,9 @@ stress:
 	SLUICE_PORCUPINE_HISTORIES=100000 $(GO) test -race -count=1 -run '^TestLinearizable$$' -timeout 2h ./core/runtime/
 
 # bench-runtime: submit-grant-release through the runtime beside a channel semaphore.
+RUNTIME_COUNT ?= 5
 bench-runtime:
-	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count 5 ./core/runtime/
+	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count $(RUNTIME_COUNT) ./core/runtime/
 
 # bench-realtime: live transcription over WebSocket (GET /v1/realtime) with
 # pocketsphinx: latency from the end of speech (the commit) to the completed
@@ -91,10 +94,24 @@ bench-realtime:
 	$(GO) run ./scripts/benchrealtime
 
 # bench-http: loopback load against sluice and a bare chi handler, one run.
+BENCHHTTP_ARGS ?=
 bench-http:
-	$(GO) run ./scripts/benchhttp
+	$(GO) run ./scripts/benchhttp $(BENCHHTTP_ARGS)
 
-# reliability: the issue-13 attacks against a built binary, one table of
+# bench-peers: five scheduling workloads over HTTP through sluice and through
+# stand-ins for whisper.cpp's server (one global mutex), ollama's scheduler
+# (server/sched.go) and llama-swap's swap group, all over the same engine
+# (the fixture's latencies, then flite for workloads 2 and 5): one table of
+# figures with their ratios to sluice's, from one run (scripts/benchpeers).
+# Default size: PEERS_WINDOW=2s, PEERS_BURST=12, PEERS_SEQ=100, about 3
+# minutes on 2 loaded cores.
+PEERS_WINDOW ?= 2s
+PEERS_BURST  ?= 12
+PEERS_SEQ    ?= 100
+bench-peers: models
+	$(GO) run ./scripts/benchpeers -models-root $(MODELS_ROOT) -window $(PEERS_WINDOW) -burst $(PEERS_BURST) -seq $(PEERS_SEQ)
+
+# reliability: the hostile-client attacks against a built binary, one table of
 # figures (scripts/reliability): CPU and peak RSS of hostile audio, a stalled
 # stream's slot, 20 concurrent 24 MiB uploads, /healthz beside 1,100 slow
 # connections under nofile 1024, the SIGTERM exit over stuck engine calls.
@@ -139,8 +156,33 @@ validate-engines: models
 	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
+ENGINES_BENCHTIME ?= 24x
 bench-engines: models
-	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=24x -count=1 ./backends/engines/
+	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=$(ENGINES_BENCHTIME) -count=1 ./backends/engines/
+
+# bench-all runs every bench and bench-* target of this Makefile (found by
+# name: a target added later joins by itself) and writes docs/benchmarks.md
+# (scripts/benchall): machine, date, commit, each figure beside its
+# baseline, every target's output. QUICK=1 passes small sizes (one count,
+# short windows; about 10 minutes on 2 loaded cores); the default sizes
+# take about 40 minutes there.
+bench-all:
+	$(GO) run ./scripts/benchall -out docs/benchmarks.md $(if $(QUICK),-quick)
+
+# bench-silero: Silero at 1 and 2 slots under each ONNX Runtime session
+# setting (backends/onnx Options), side by side, SILERO_ROUNDS rounds; each
+# round then runs two single-session processes at once (the baseline a
+# pool of 2 slots should match; their lines are named SileroProcess1 and
+# SileroProcess2, so they do not mix with the one-process figures). About 1 minute a round on 2 loaded cores.
+SILERO_ROUNDS ?= 3
+bench-silero: models
+	$(GO) test -c -o bin/engines.test ./backends/engines/
+	@for r in $$(seq $(SILERO_ROUNDS)); do \
+	  echo "round $$r: one process"; \
+	  SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench BenchmarkSileroOptions -test.benchtime 24x | grep '^Benchmark' || exit 1; \
+	  echo "round $$r: two single-session processes at once"; \
+	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime 24x | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
+	done
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.

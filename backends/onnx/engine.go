@@ -15,7 +15,11 @@
 // the path of a .onnx file. Options: model ("silero-vad-v5"), file (the
 // .onnx inside the checkpoint), provider ("cpu" or "cuda"; cuda fails with
 // a clear error where the runtime has no usable CUDA provider),
-// intra_op_threads (default 1, so slots scale across cores), max_seconds
+// intra_op_threads (default 1, so slots scale across cores),
+// allow_spinning (pool threads busy-wait for work; default off, which only
+// matters above one thread), share_prepacked_weights (the sessions of a
+// pool share one container of pre-packed weights; default off),
+// disable_cpu_arena (the CPU allocator without its arena; default off), max_seconds
 // (the longest accepted audio, 1..3600, default 300, checked against the
 // WAV header before decoding) and the segmentation defaults above.
 //
@@ -96,6 +100,9 @@ type Options struct {
 	File           string  `json:"file,omitempty"`
 	Provider       string  `json:"provider,omitempty"`
 	IntraOpThreads int     `json:"intra_op_threads,omitempty"`
+	AllowSpinning  bool    `json:"allow_spinning,omitempty"`
+	SharePrepacked bool    `json:"share_prepacked_weights,omitempty"`
+	NoCPUArena     bool    `json:"disable_cpu_arena,omitempty"`
 	Threshold      float64 `json:"threshold,omitempty"`
 	MinSpeechMS    int     `json:"min_speech_ms,omitempty"`
 	MinSilenceMS   int     `json:"min_silence_ms,omitempty"`
@@ -114,8 +121,8 @@ const (
 type config struct {
 	name       string
 	model      string // absolute .onnx path
-	provider   string
-	threads    int
+	tuning     tuning
+	shareW     bool // one prepacked weights container per pool
 	vad        vadParams
 	maxSlots   int
 	maxSeconds int
@@ -162,18 +169,19 @@ func resolve(spec backends.Spec) (config, error) {
 	}
 	switch o.Provider {
 	case "", "cpu":
-		c.provider = "cpu"
+		c.tuning.provider = "cpu"
 	case "cuda":
-		c.provider = "cuda"
+		c.tuning.provider = "cuda"
 	default:
 		return config{}, backends.Invalidf("onnx: provider %q (cpu or cuda)", o.Provider)
 	}
-	if c.threads = o.IntraOpThreads; c.threads == 0 {
-		c.threads = 1
+	if c.tuning.threads = o.IntraOpThreads; c.tuning.threads == 0 {
+		c.tuning.threads = 1
 	}
-	if c.threads < 1 || c.threads > 64 {
-		return config{}, backends.Invalidf("onnx: intra_op_threads %d outside 1..64", c.threads)
+	if c.tuning.threads < 1 || c.tuning.threads > 64 {
+		return config{}, backends.Invalidf("onnx: intra_op_threads %d outside 1..64", c.tuning.threads)
 	}
+	c.tuning.spinning, c.tuning.noArena, c.shareW = o.AllowSpinning, o.NoCPUArena, o.SharePrepacked
 	if c.maxSeconds = o.MaxSeconds; c.maxSeconds == 0 {
 		c.maxSeconds = defaultMaxSeconds
 	}
@@ -251,7 +259,7 @@ func (e *Engine) Validate(spec backends.Spec) error {
 	if err != nil {
 		return err
 	}
-	opts, err := o.sessionOptions(c.provider, c.threads)
+	opts, err := o.sessionOptions(c.tuning)
 	if err != nil {
 		return backends.AsInvalid(err)
 	}
@@ -273,7 +281,19 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 	if err != nil {
 		return nil, 0, err
 	}
-	s, err := e.newSession(ctx, c)
+	var w *prepacked
+	if c.shareW {
+		o, err := loadOrt(e.lib)
+		if err != nil {
+			return nil, 0, err
+		}
+		if w, err = o.newPrepacked(); err != nil {
+			return nil, 0, err
+		}
+		w.acquire()
+		defer w.release() // the sessions hold their own references
+	}
+	s, err := e.newSession(ctx, c, w)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -290,9 +310,10 @@ type session struct {
 	eng *Engine
 	cfg config
 	vad *silero
+	w   *prepacked // shared by the pool's sessions, or nil
 }
 
-func (e *Engine) newSession(ctx context.Context, c config) (*session, error) {
+func (e *Engine) newSession(ctx context.Context, c config, w *prepacked) (*session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -300,16 +321,19 @@ func (e *Engine) newSession(ctx context.Context, c config) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := o.sessionOptions(c.provider, c.threads)
+	opts, err := o.sessionOptions(c.tuning)
 	if err != nil {
 		return nil, backends.AsInvalid(err)
 	}
 	defer o.releaseSessionOpts(opts)
-	v, err := newSilero(o, c.model, opts)
+	v, err := newSilero(o, c.model, opts, w)
 	if err != nil {
 		return nil, err
 	}
-	return &session{eng: e, cfg: c, vad: v}, nil
+	if w != nil {
+		w.acquire()
+	}
+	return &session{eng: e, cfg: c, vad: v, w: w}, nil
 }
 
 // Clone implements backends.Session.
@@ -317,7 +341,7 @@ func (s *session) Clone(ctx context.Context, index int) (backends.Session, error
 	if index < 1 || index >= s.cfg.maxSlots {
 		return nil, backends.Invalidf("onnx: checkpoint %s admits %d slots, cannot clone session %d", s.cfg.name, s.cfg.maxSlots, index)
 	}
-	return s.eng.newSession(ctx, s.cfg)
+	return s.eng.newSession(ctx, s.cfg, s.w)
 }
 
 // Infer implements backends.Session.
@@ -363,6 +387,10 @@ func (s *session) Close(ctx context.Context) error {
 	if s.vad != nil {
 		s.vad.close()
 		s.vad = nil
+		if s.w != nil {
+			s.w.release()
+			s.w = nil
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -28,6 +29,7 @@ const (
 	idxRun                       = 9
 	idxCreateSessionOptions      = 10
 	idxSetSessionExecutionMode   = 13
+	idxDisableCPUMemArena        = 19
 	idxSetSessionLogSeverity     = 22
 	idxSetGraphOptimizationLevel = 23
 	idxSetIntraOpNumThreads      = 24
@@ -52,6 +54,10 @@ const (
 	idxReleaseSessionOptions     = 100
 	idxGetAvailableProviders     = 125
 	idxReleaseAvailableProviders = 126
+	idxAddSessionConfigEntry     = 130
+	idxCreatePrepackedContainer  = 166
+	idxReleasePrepackedContainer = 167
+	idxCreateSessionPrepacked    = 168
 	idxAppendCUDAV2              = 204
 	idxCreateCUDAProviderOptions = 205
 	idxReleaseCUDAProviderOpts   = 208
@@ -112,6 +118,11 @@ type ort struct {
 	availableProviders   func(out, n unsafe.Pointer) status
 	releaseProviders     func(list unsafe.Pointer, n int32) status
 	appendCUDAV2         func(opts, cudaOpts unsafe.Pointer) status
+	disableCPUArena      func(opts unsafe.Pointer) status
+	addConfigEntry       func(opts, key, value unsafe.Pointer) status
+	createPrepacked      func(out unsafe.Pointer) status
+	releasePrepacked     func(p unsafe.Pointer)
+	createSessionShared  func(env, path, opts, container, out unsafe.Pointer) status
 	createCUDAOptions    func(out unsafe.Pointer) status
 	releaseCUDAOptions   func(p unsafe.Pointer)
 }
@@ -199,6 +210,9 @@ func openOrt(path string) (*ort, error) {
 		{&o.availableProviders, idxGetAvailableProviders}, {&o.releaseProviders, idxReleaseAvailableProviders},
 		{&o.appendCUDAV2, idxAppendCUDAV2}, {&o.createCUDAOptions, idxCreateCUDAProviderOptions},
 		{&o.releaseCUDAOptions, idxReleaseCUDAProviderOpts},
+		{&o.disableCPUArena, idxDisableCPUMemArena}, {&o.addConfigEntry, idxAddSessionConfigEntry},
+		{&o.createPrepacked, idxCreatePrepackedContainer}, {&o.releasePrepacked, idxReleasePrepackedContainer},
+		{&o.createSessionShared, idxCreateSessionPrepacked},
 	} {
 		fp := native.Uintptr(api, f.idx*8)
 		if fp == 0 {
@@ -283,16 +297,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// sessionOptions builds OrtSessionOptions for a provider and thread count.
-// The caller releases them.
-func (o *ort) sessionOptions(provider string, intraThreads int) (unsafe.Pointer, error) {
+// tuning is how a session runs on the CPU: the ONNX Runtime session
+// options a model's engine options choose (see Options).
+type tuning struct {
+	provider string
+	threads  int  // intra-op threads (the calling thread is one of them)
+	spinning bool // intra- and inter-op pool threads busy-wait for work
+	noArena  bool // the CPU allocator without its arena (plain malloc)
+}
+
+// sessionOptions builds OrtSessionOptions for t. The caller releases them.
+func (o *ort) sessionOptions(t tuning) (unsafe.Pointer, error) {
 	out := native.Malloc(8)
 	defer native.Free(out)
 	if err := o.check(o.createSessionOptions(out), "session options"); err != nil {
 		return nil, err
 	}
 	opts := native.Ptr(native.Uintptr(out, 0))
-	err := o.check(o.setIntraOp(opts, int32(intraThreads)), "intra-op threads")
+	err := o.check(o.setIntraOp(opts, int32(t.threads)), "intra-op threads")
 	if err == nil {
 		err = o.check(o.setInterOp(opts, 1), "inter-op threads")
 	}
@@ -305,7 +327,17 @@ func (o *ort) sessionOptions(provider string, intraThreads int) (unsafe.Pointer,
 	if err == nil {
 		err = o.check(o.setLogSeverity(opts, logLevelError), "log level")
 	}
-	if err == nil && provider == "cuda" {
+	if err == nil && !t.spinning {
+		for _, key := range []string{"session.intra_op.allow_spinning", "session.inter_op.allow_spinning"} {
+			if err = o.configEntry(opts, key, "0"); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil && t.noArena {
+		err = o.check(o.disableCPUArena(opts), "disable CPU arena")
+	}
+	if err == nil && t.provider == "cuda" {
 		err = o.appendCUDA(opts)
 	}
 	if err != nil {
@@ -313,6 +345,44 @@ func (o *ort) sessionOptions(provider string, intraThreads int) (unsafe.Pointer,
 		return nil, err
 	}
 	return opts, nil
+}
+
+// configEntry sets one session configuration entry
+// (onnxruntime_session_options_config_keys.h).
+func (o *ort) configEntry(opts unsafe.Pointer, key, value string) error {
+	k, v := native.CString(key), native.CString(value)
+	defer native.Free(k)
+	defer native.Free(v)
+	return o.check(o.addConfigEntry(opts, k, v), "session option "+key)
+}
+
+// prepacked is an OrtPrepackedWeightsContainer shared by the sessions of
+// one pool, so their kernels' pre-packed copies of the weights are made
+// once; it is released when the last of them closes.
+type prepacked struct {
+	o    *ort
+	p    unsafe.Pointer
+	refs atomic.Int32
+}
+
+func (o *ort) newPrepacked() (*prepacked, error) {
+	out := native.Malloc(8)
+	defer native.Free(out)
+	if err := o.check(o.createPrepacked(out), "prepacked weights container"); err != nil {
+		return nil, err
+	}
+	return &prepacked{o: o, p: native.Ptr(native.Uintptr(out, 0))}, nil
+}
+
+func (w *prepacked) acquire() *prepacked {
+	w.refs.Add(1)
+	return w
+}
+
+func (w *prepacked) release() {
+	if w.refs.Add(-1) == 0 {
+		w.o.releasePrepacked(w.p)
+	}
 }
 
 // appendCUDA adds the CUDA execution provider, or says why it cannot.

@@ -44,13 +44,20 @@ type silero struct {
 	outNames unsafe.Pointer // char*[2]
 }
 
-// newSilero opens the model at path with opts and checks it is Silero v5.
-func newSilero(o *ort, path string, opts unsafe.Pointer) (*silero, error) {
+// newSilero opens the model at path with opts (sharing the pre-packed
+// weights of w when it is not nil) and checks it is Silero v5.
+func newSilero(o *ort, path string, opts unsafe.Pointer, w *prepacked) (*silero, error) {
 	out := native.Malloc(8)
 	defer native.Free(out)
 	cpath := native.CString(path)
 	defer native.Free(cpath)
-	if err := o.check(o.createSession(o.env, cpath, opts, out), "load model "+path); err != nil {
+	var st status
+	if w != nil {
+		st = o.createSessionShared(o.env, cpath, opts, w.p, out)
+	} else {
+		st = o.createSession(o.env, cpath, opts, out)
+	}
+	if err := o.check(st, "load model "+path); err != nil {
 		return nil, err
 	}
 	s := &silero{o: o, sess: native.Ptr(native.Uintptr(out, 0))}
