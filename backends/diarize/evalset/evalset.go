@@ -1,0 +1,215 @@
+// Package evalset builds multi-speaker evaluation recordings with their
+// reference RTTM from the distinct voices that are real here: flite's
+// compiled-in slt (US female), awb (Scottish male), rms (US male) and kal
+// (US male diphone, 8 kHz, resampled). Each recording is a sequence of
+// non-overlapping turns of varied length (one to three sentences), each
+// by a voice other than the last one's, separated by silences of 50 ms to
+// 1.2 s (some shorter than a VAD's minimum silence, so that a speech
+// region can hold a speaker change), with a per-turn gain of -6..0 dB and
+// a speed of 0.85..1.15. The reference turn is the synthesised speech
+// with its leading and trailing silence trimmed.
+//
+// A Set is fully determined by its Spec (a seeded PCG), so the dev split
+// (DevSeed) and the scored split (TestSeed) never share a recording.
+//
+// Threading rule: Generate is safe for concurrent use; it opens its own
+// flite sessions.
+package evalset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/diarize/der"
+	"github.com/sluice-dev/sluice/backends/flite"
+)
+
+// Rate is the sample rate of every recording.
+const Rate = 16000
+
+// Voices are the flite voices used, in speaker order.
+var Voices = []string{"slt", "awb", "rms", "kal"}
+
+// Seeds of the two splits: thresholds are tuned on DevSeed sets only; the
+// benchmark scores TestSeed sets.
+const (
+	DevSeed  = 1
+	TestSeed = 2
+)
+
+// Spec describes one set.
+type Spec struct {
+	Name       string
+	Speakers   int     // 1..len(Voices)
+	Recordings int     // how many recordings
+	Seconds    float64 // each recording is at least this long (turns are added until it is)
+	Seed       uint64
+}
+
+// Recording is one evaluation recording.
+type Recording struct {
+	Name    string
+	Samples []int16 // mono at Rate
+	Ref     []der.Turn
+}
+
+// WAV returns the recording as a WAV file.
+func (r Recording) WAV() []byte { return audio.WAV(Rate, r.Samples) }
+
+// RTTM returns the reference as RTTM lines.
+func (r Recording) RTTM() string { return der.FormatRTTM(r.Name, r.Ref) }
+
+// Seconds is the recording's duration.
+func (r Recording) Seconds() float64 { return float64(len(r.Samples)) / Rate }
+
+// Standard returns the benchmark's sets for seed: 2, 3 and 4 speakers,
+// short (about 30 s, 6 recordings) and long (about 3 minutes, 2
+// recordings).
+func Standard(seed uint64) []Spec {
+	var out []Spec
+	for _, n := range []int{2, 3, 4} {
+		out = append(out,
+			Spec{Name: fmt.Sprintf("%dspk-short", n), Speakers: n, Recordings: 6, Seconds: 30, Seed: seed*100 + uint64(n)},
+			Spec{Name: fmt.Sprintf("%dspk-long", n), Speakers: n, Recordings: 2, Seconds: 180, Seed: seed*100 + 10 + uint64(n)})
+	}
+	return out
+}
+
+// Generator speaks with one flite session per voice.
+type Generator struct {
+	sessions []backends.Session
+}
+
+// NewGenerator opens a flite session per voice.
+func NewGenerator(ctx context.Context) (*Generator, error) {
+	g := &Generator{}
+	for _, v := range Voices {
+		s, _, err := flite.New().Open(ctx, backends.Spec{Task: "tts", Checkpoint: v, Slots: 1})
+		if err != nil {
+			g.Close(ctx)
+			return nil, fmt.Errorf("evalset: flite voice %s: %w", v, err)
+		}
+		g.sessions = append(g.sessions, s)
+	}
+	return g, nil
+}
+
+// Close closes the sessions.
+func (g *Generator) Close(ctx context.Context) {
+	for _, s := range g.sessions {
+		_ = s.Close(ctx)
+	}
+	g.sessions = nil
+}
+
+// Generate builds the recordings of spec.
+func (g *Generator) Generate(ctx context.Context, spec Spec) ([]Recording, error) {
+	if spec.Speakers < 1 || spec.Speakers > len(g.sessions) {
+		return nil, fmt.Errorf("evalset: %d speakers, have %d voices", spec.Speakers, len(g.sessions))
+	}
+	rng := rand.New(rand.NewPCG(spec.Seed, 0x5eed))
+	var out []Recording
+	for i := range spec.Recordings {
+		// Which voices speak: a random choice of spec.Speakers of them.
+		perm := rng.Perm(len(g.sessions))[:spec.Speakers]
+		rec, err := g.recording(ctx, rng, fmt.Sprintf("%s-%02d", spec.Name, i), perm, spec.Seconds)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (g *Generator) recording(ctx context.Context, rng *rand.Rand, name string, voices []int, seconds float64) (Recording, error) {
+	rec := Recording{Name: name}
+	silence := func(sec float64) { rec.Samples = append(rec.Samples, make([]int16, int(sec*Rate))...) }
+	silence(0.3 + 0.5*rng.Float64())
+	last := -1
+	// Every voice speaks at least once: the first turns go round them.
+	order := rng.Perm(len(voices))
+	for t := 0; t < len(voices) || rec.Seconds() < seconds; t++ {
+		if err := ctx.Err(); err != nil {
+			return Recording{}, err
+		}
+		var v int
+		if t < len(order) {
+			v = order[t]
+		} else {
+			for v = rng.IntN(len(voices)); v == last && len(voices) > 1; v = rng.IntN(len(voices)) {
+			}
+		}
+		last = v
+		text := make([]string, 1+rng.IntN(3))
+		for k := range text {
+			text[k] = Sentences[rng.IntN(len(Sentences))]
+		}
+		speed := 0.85 + 0.3*rng.Float64()
+		gain := 0.5 + 0.5*rng.Float64()
+		pcm, err := g.speak(ctx, voices[v], strings.Join(text, " "), speed)
+		if err != nil {
+			return Recording{}, err
+		}
+		pcm = trim(pcm)
+		start := rec.Seconds()
+		for _, s := range pcm {
+			rec.Samples = append(rec.Samples, int16(float64(s)*gain))
+		}
+		rec.Ref = append(rec.Ref, der.Turn{Speaker: Voices[voices[v]], Start: start, End: rec.Seconds()})
+		// Gaps: a fifth are 50..150 ms (inside one VAD region), the rest 0.3..1.2 s.
+		if rng.IntN(5) == 0 {
+			silence(0.05 + 0.1*rng.Float64())
+		} else {
+			silence(0.3 + 0.9*rng.Float64())
+		}
+	}
+	silence(0.5)
+	return rec, nil
+}
+
+// speak synthesises text with voice index v at Rate.
+func (g *Generator) speak(ctx context.Context, v int, text string, speed float64) ([]int16, error) {
+	in, err := json.Marshal(audio.TTSRequest{Text: text, Speed: speed, SampleRate: Rate})
+	if err != nil {
+		return nil, err
+	}
+	o, err := g.sessions[v].Infer(ctx, backends.Request{Input: in}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("evalset: flite %s: %w", Voices[v], err)
+	}
+	a, err := audio.ParseWAV(o.Data)
+	if err != nil {
+		return nil, err
+	}
+	if a.Rate != Rate {
+		return nil, fmt.Errorf("evalset: flite %s spoke at %d Hz, want %d", Voices[v], a.Rate, Rate)
+	}
+	return a.Samples, nil
+}
+
+// trim drops leading and trailing near-silence (below 1% of full scale in
+// every 10 ms frame).
+func trim(pcm []int16) []int16 {
+	const frame = Rate / 100
+	loud := func(f []int16) bool {
+		for _, s := range f {
+			if s > 327 || s < -327 {
+				return true
+			}
+		}
+		return false
+	}
+	a, b := 0, len(pcm)
+	for a+frame <= b && !loud(pcm[a:a+frame]) {
+		a += frame
+	}
+	for b-frame >= a && !loud(pcm[b-frame:b]) {
+		b -= frame
+	}
+	return pcm[a:b]
+}
