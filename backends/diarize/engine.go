@@ -211,6 +211,9 @@ func New(c Config) *Engine {
 	return &Engine{lib: c.ONNXRuntime}
 }
 
+// Available reports whether ONNX Runtime, which runs the VAD, loads.
+func Available() error { return onnx.Available() }
+
 // Name implements backends.Engine.
 func (e *Engine) Name() string { return Name }
 
