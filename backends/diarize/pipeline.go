@@ -23,7 +23,7 @@ type params struct {
 
 // maxWindows bounds the clustering's cost (the n x n matrix and its
 // merges): a longer recording's windows are spread further apart.
-const maxWindows = 2400
+const maxWindows = 2000
 
 // span is a speech region's frames [a, b).
 type span struct{ a, b int }
@@ -88,6 +88,15 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			}
 			wins = append(wins, window{a, a + p.window, ri})
 		}
+	}
+	if len(wins) > maxWindows {
+		// Many short regions: keep an even subset; the regions left
+		// without a window are labelled by the resegmentation.
+		kept := make([]window, maxWindows)
+		for i := range kept {
+			kept[i] = wins[i*len(wins)/maxWindows]
+		}
+		wins = kept
 	}
 	labels := make([]int, len(frames)) // -1: no speech, or not yet labelled
 	for i := range labels {
