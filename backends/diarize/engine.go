@@ -22,8 +22,10 @@
 //
 // What it cannot do: overlapping speech gets one speaker; two speakers
 // with the same voice (one synthesiser voice, or similar human voices) are
-// one cluster; a speaker heard for less than a window is folded into
-// another.
+// one cluster; one speaker through two channels (8 kHz and 16 kHz audio)
+// is two, since the features see bandwidth as readily as a voice; a
+// speaker heard for less than a window may be folded into another.
+// `make bench-diarization` measures the first and third.
 //
 // Requests: see backends/audio (Diarization). The output is JSON
 // {"duration", "segments":[{"start","end","speaker"}]}, speakers

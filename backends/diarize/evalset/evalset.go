@@ -1,7 +1,8 @@
 // Package evalset builds multi-speaker evaluation recordings with their
 // reference RTTM from the distinct voices that are real here: flite's
 // compiled-in slt (US female), awb (Scottish male), rms (US male) and kal
-// (US male diphone, 8 kHz, resampled). Each recording is a sequence of
+// (US male diphone, 8 kHz, resampled); and, to measure the method's
+// limit, kal against kal16 (the same man). Each recording is a sequence of
 // non-overlapping turns of varied length (one to three sentences), each
 // by a voice other than the last one's, separated by silences of 50 ms to
 // 1.2 s (some shorter than a VAD's minimum silence, so that a speech
@@ -21,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -32,8 +34,20 @@ import (
 // Rate is the sample rate of every recording.
 const Rate = 16000
 
-// Voices are the flite voices used, in speaker order.
+// Voices are the distinct flite voices the standard sets draw from.
 var Voices = []string{"slt", "awb", "rms", "kal"}
+
+// SameVoice is two speakers with one voice (slt twice, each turn at its
+// own speed and gain): a set of them measures what the method cannot do.
+var SameVoice = []string{"slt", "slt"}
+
+// TwoChannels is one man through two channels: kal (8 kHz diphones,
+// resampled) and kal16 (16 kHz diphones) are the same speaker's
+// recordings, told apart by their bandwidth.
+var TwoChannels = []string{"kal", "kal16"}
+
+// allVoices are the voices a Generator opens.
+var allVoices = []string{"slt", "awb", "rms", "kal", "kal16"}
 
 // Seeds of the two splits: thresholds are tuned on DevSeed sets only; the
 // benchmark scores TestSeed sets.
@@ -49,6 +63,9 @@ type Spec struct {
 	Recordings int     // how many recordings
 	Seconds    float64 // each recording is at least this long (turns are added until it is)
 	Seed       uint64
+	// Voices, when set, are the voices to use (all of them, Speakers
+	// ignored); else Speakers voices are drawn from Voices.
+	Voices []string
 }
 
 // Recording is one evaluation recording.
@@ -69,7 +86,7 @@ func (r Recording) Seconds() float64 { return float64(len(r.Samples)) / Rate }
 
 // Standard returns the benchmark's sets for seed: 2, 3 and 4 speakers,
 // short (about 30 s, 6 recordings) and long (about 3 minutes, 2
-// recordings).
+// recordings), then SameVoice and TwoChannels (6 short recordings each).
 func Standard(seed uint64) []Spec {
 	var out []Spec
 	for _, n := range []int{2, 3, 4} {
@@ -77,7 +94,8 @@ func Standard(seed uint64) []Spec {
 			Spec{Name: fmt.Sprintf("%dspk-short", n), Speakers: n, Recordings: 6, Seconds: 30, Seed: seed*100 + uint64(n)},
 			Spec{Name: fmt.Sprintf("%dspk-long", n), Speakers: n, Recordings: 2, Seconds: 180, Seed: seed*100 + 10 + uint64(n)})
 	}
-	return out
+	return append(out, Spec{Name: "same-voice", Speakers: 2, Recordings: 6, Seconds: 30, Seed: seed*100 + 20, Voices: SameVoice},
+		Spec{Name: "two-channels", Speakers: 2, Recordings: 6, Seconds: 30, Seed: seed*100 + 21, Voices: TwoChannels})
 }
 
 // Generator speaks with one flite session per voice.
@@ -88,7 +106,7 @@ type Generator struct {
 // NewGenerator opens a flite session per voice.
 func NewGenerator(ctx context.Context) (*Generator, error) {
 	g := &Generator{}
-	for _, v := range Voices {
+	for _, v := range allVoices {
 		s, _, err := flite.New().Open(ctx, backends.Spec{Task: "tts", Checkpoint: v, Slots: 1})
 		if err != nil {
 			g.Close(ctx)
@@ -109,14 +127,26 @@ func (g *Generator) Close(ctx context.Context) {
 
 // Generate builds the recordings of spec.
 func (g *Generator) Generate(ctx context.Context, spec Spec) ([]Recording, error) {
-	if spec.Speakers < 1 || spec.Speakers > len(g.sessions) {
-		return nil, fmt.Errorf("evalset: %d speakers, have %d voices", spec.Speakers, len(g.sessions))
+	var fixed []int
+	for _, v := range spec.Voices {
+		i := slices.Index(allVoices, v)
+		if i < 0 {
+			return nil, fmt.Errorf("evalset: unknown voice %q (have %v)", v, allVoices)
+		}
+		fixed = append(fixed, i)
+	}
+	if len(fixed) == 0 && (spec.Speakers < 1 || spec.Speakers > len(Voices)) {
+		return nil, fmt.Errorf("evalset: %d speakers, have %d voices", spec.Speakers, len(Voices))
 	}
 	rng := rand.New(rand.NewPCG(spec.Seed, 0x5eed))
 	var out []Recording
 	for i := range spec.Recordings {
-		// Which voices speak: a random choice of spec.Speakers of them.
-		perm := rng.Perm(len(g.sessions))[:spec.Speakers]
+		// Which voices speak: the fixed ones, or a random choice of
+		// spec.Speakers distinct voices.
+		perm := fixed
+		if len(perm) == 0 {
+			perm = rng.Perm(len(Voices))[:spec.Speakers]
+		}
 		rec, err := g.recording(ctx, rng, fmt.Sprintf("%s-%02d", spec.Name, i), perm, spec.Seconds)
 		if err != nil {
 			return nil, err
@@ -128,6 +158,14 @@ func (g *Generator) Generate(ctx context.Context, spec Spec) ([]Recording, error
 
 func (g *Generator) recording(ctx context.Context, rng *rand.Rand, name string, voices []int, seconds float64) (Recording, error) {
 	rec := Recording{Name: name}
+	// Reference names: the voice's, with "-2" for a voice used twice.
+	names := make([]string, len(voices))
+	for i, v := range voices {
+		names[i] = allVoices[v]
+		if slices.Contains(voices[:i], v) {
+			names[i] += "-2"
+		}
+	}
 	silence := func(sec float64) { rec.Samples = append(rec.Samples, make([]int16, int(sec*Rate))...) }
 	silence(0.3 + 0.5*rng.Float64())
 	last := -1
@@ -160,7 +198,7 @@ func (g *Generator) recording(ctx context.Context, rng *rand.Rand, name string, 
 		for _, s := range pcm {
 			rec.Samples = append(rec.Samples, int16(float64(s)*gain))
 		}
-		rec.Ref = append(rec.Ref, der.Turn{Speaker: Voices[voices[v]], Start: start, End: rec.Seconds()})
+		rec.Ref = append(rec.Ref, der.Turn{Speaker: names[v], Start: start, End: rec.Seconds()})
 		// Gaps: a fifth are 50..150 ms (inside one VAD region), the rest 0.3..1.2 s.
 		if rng.IntN(5) == 0 {
 			silence(0.05 + 0.1*rng.Float64())
@@ -180,14 +218,14 @@ func (g *Generator) speak(ctx context.Context, v int, text string, speed float64
 	}
 	o, err := g.sessions[v].Infer(ctx, backends.Request{Input: in}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("evalset: flite %s: %w", Voices[v], err)
+		return nil, fmt.Errorf("evalset: flite %s: %w", allVoices[v], err)
 	}
 	a, err := audio.ParseWAV(o.Data)
 	if err != nil {
 		return nil, err
 	}
 	if a.Rate != Rate {
-		return nil, fmt.Errorf("evalset: flite %s spoke at %d Hz, want %d", Voices[v], a.Rate, Rate)
+		return nil, fmt.Errorf("evalset: flite %s spoke at %d Hz, want %d", allVoices[v], a.Rate, Rate)
 	}
 	return a.Samples, nil
 }
