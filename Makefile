@@ -130,13 +130,14 @@ validate-engines: models
 # sets' test split (2, 3 and 4 speakers; 6 short recordings of about 30 s
 # and 2 long ones of about 3 minutes each, 1,700 s of audio) beside
 # the one-speaker and speaker-per-region baselines from the same VAD
-# regions, and two sets that measure the method's limits (one voice used
-# by two speakers; one speaker through two channels, 6 recordings each),
+# regions, a mixed set (a flite voice and two eSpeak NG voices), and two
+# sets that measure the method's limits (one voice used by two speakers;
+# one speaker through two channels; 6 recordings each),
 # then the real-time factor at 1, 2 and 4 slots (about 6 minutes on 2 busy
 # cores). DIAR_SPLIT=dev scores the tuning split instead.
 DIAR_SPLIT ?= test
-bench-diarization: deps
-	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -split $(DIAR_SPLIT) -oracle -slots 1,2,4
+bench-diarization: models
+	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -models $(MODELS_ROOT) -split $(DIAR_SPLIT) -oracle -slots 1,2,4
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
 bench-engines: models

@@ -34,6 +34,16 @@ const EspeakSteadyVariant = "sluice-steady"
 
 const espeakSteady = "language variant\nname sluice-steady\nflutter 0\nroughness 8\n"
 
+// EspeakVariants are two more steady variants of the espeak-en checkpoint,
+// voices of their own (a higher, female pitch and formants; a low male
+// one) for the diarization evaluation set (backends/diarize/evalset).
+var EspeakVariants = map[string]string{
+	"sluice-female": "language variant\nname sluice-female\ngender female\npitch 170 240\n" +
+		"formant 0 112 90 150\nformant 1 114 90 150\nformant 2 112 80 150\nformant 3 110 80 150\nflutter 0\nroughness 8\n",
+	"sluice-low": "language variant\nname sluice-low\ngender male\npitch 68 105\n" +
+		"formant 0 94 100 100\nformant 1 91 100 100\nformant 2 93 100 100\nformant 3 95 100 100\nflutter 0\nroughness 8\n",
+}
+
 // DefaultNames lists the default checkpoints in build order.
 var DefaultNames = []string{FliteSLT, PocketsphinxEnUS, SileroV5, EspeakEn, DiarizeSilero}
 
@@ -199,6 +209,9 @@ func DefaultRecipe(src Sources, name string) (Recipe, error) {
 			files = append(files, Source{Dest: "espeak-ng-data/lang/gmw/" + filepath.Base(l), Src: l})
 		}
 		files = append(files, Source{Dest: "espeak-ng-data/voices/!v/" + EspeakSteadyVariant, Content: []byte(espeakSteady)})
+		for _, v := range []string{"sluice-female", "sluice-low"} {
+			files = append(files, Source{Dest: "espeak-ng-data/voices/!v/" + v, Content: []byte(EspeakVariants[v])})
+		}
 		return Recipe{Manifest: Manifest{
 			Schema: Schema, Name: EspeakEn, Task: "tts", Engine: "espeak",
 			Description: "eSpeak NG, English voices only (process-global engine: one slot)",

@@ -1,8 +1,10 @@
 // Package evalset builds multi-speaker evaluation recordings with their
 // reference RTTM from the distinct voices that are real here: flite's
 // compiled-in slt (US female), awb (Scottish male), rms (US male) and kal
-// (US male diphone, 8 kHz, resampled); and, to measure the method's
-// limit, kal against kal16 (the same man). Each recording is a sequence of
+// (US male diphone, 8 kHz, resampled), and two eSpeak NG voices (en-us
+// with the espeak-en checkpoint's variants sluice-female and sluice-low);
+// and, to measure the method's limits, one voice used twice and kal
+// against kal16 (the same man). Each recording is a sequence of
 // non-overlapping turns of varied length (one to three sentences), each
 // by a voice other than the last one's, separated by silences of 50 ms to
 // 1.2 s (some shorter than a VAD's minimum silence, so that a speech
@@ -28,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/diarize/der"
+	"github.com/sluice-dev/sluice/backends/espeak"
 	"github.com/sluice-dev/sluice/backends/flite"
 )
 
@@ -46,8 +49,17 @@ var SameVoice = []string{"slt", "slt"}
 // recordings, told apart by their bandwidth.
 var TwoChannels = []string{"kal", "kal16"}
 
-// allVoices are the voices a Generator opens.
+// allVoices are the flite voices a Generator opens.
 var allVoices = []string{"slt", "awb", "rms", "kal", "kal16"}
+
+// EspeakVoices are the eSpeak NG voices AddEspeak opens: en-us with the
+// espeak-en checkpoint's steady variants sluice-female and sluice-low
+// (catalogue.EspeakVariants), one synthesiser with two voices.
+var EspeakVoices = map[string]string{"espeak-female": "sluice-female", "espeak-low": "sluice-low"}
+
+// Mixed is the voices of the mixed set: a flite voice and the two eSpeak
+// NG voices.
+var Mixed = []string{"rms", "espeak-female", "espeak-low"}
 
 // Seeds of the two splits: thresholds are tuned on DevSeed sets only; the
 // benchmark scores TestSeed sets.
@@ -86,7 +98,8 @@ func (r Recording) Seconds() float64 { return float64(len(r.Samples)) / Rate }
 
 // Standard returns the benchmark's sets for seed: 2, 3 and 4 speakers,
 // short (about 30 s, 6 recordings) and long (about 3 minutes, 2
-// recordings), then SameVoice and TwoChannels (6 short recordings each).
+// recordings), then SameVoice, TwoChannels and Mixed (6 short recordings
+// each; Mixed needs AddEspeak).
 func Standard(seed uint64) []Spec {
 	var out []Spec
 	for _, n := range []int{2, 3, 4} {
@@ -95,12 +108,15 @@ func Standard(seed uint64) []Spec {
 			Spec{Name: fmt.Sprintf("%dspk-long", n), Speakers: n, Recordings: 2, Seconds: 180, Seed: seed*100 + 10 + uint64(n)})
 	}
 	return append(out, Spec{Name: "same-voice", Speakers: 2, Recordings: 6, Seconds: 30, Seed: seed*100 + 20, Voices: SameVoice},
-		Spec{Name: "two-channels", Speakers: 2, Recordings: 6, Seconds: 30, Seed: seed*100 + 21, Voices: TwoChannels})
+		Spec{Name: "two-channels", Speakers: 2, Recordings: 6, Seconds: 30, Seed: seed*100 + 21, Voices: TwoChannels},
+		Spec{Name: "mixed-3spk", Speakers: 3, Recordings: 6, Seconds: 30, Seed: seed*100 + 22, Voices: Mixed})
 }
 
-// Generator speaks with one flite session per voice.
+// Generator speaks with one session per voice: flite's, then eSpeak NG's
+// once AddEspeak opened them.
 type Generator struct {
 	sessions []backends.Session
+	names    []string // the voice of each session
 }
 
 // NewGenerator opens a flite session per voice.
@@ -113,8 +129,26 @@ func NewGenerator(ctx context.Context) (*Generator, error) {
 			return nil, fmt.Errorf("evalset: flite voice %s: %w", v, err)
 		}
 		g.sessions = append(g.sessions, s)
+		g.names = append(g.names, v)
 	}
 	return g, nil
+}
+
+// AddEspeak opens the EspeakVoices from the espeak-en checkpoint folder
+// (a models root's, as `make models` builds it). eSpeak NG is
+// process-global: its sessions take turns, and the process must use no
+// other espeak data folder.
+func (g *Generator) AddEspeak(ctx context.Context, checkpoint string) error {
+	for _, name := range []string{"espeak-female", "espeak-low"} {
+		opts, _ := json.Marshal(map[string]string{"voice": "en-us", "variant": EspeakVoices[name]})
+		s, _, err := espeak.New().Open(ctx, backends.Spec{Task: "tts", Engine: espeak.Name, Checkpoint: checkpoint, Options: opts, Slots: 1})
+		if err != nil {
+			return fmt.Errorf("evalset: espeak voice %s: %w", name, err)
+		}
+		g.sessions = append(g.sessions, s)
+		g.names = append(g.names, name)
+	}
+	return nil
 }
 
 // Close closes the sessions.
@@ -129,9 +163,9 @@ func (g *Generator) Close(ctx context.Context) {
 func (g *Generator) Generate(ctx context.Context, spec Spec) ([]Recording, error) {
 	var fixed []int
 	for _, v := range spec.Voices {
-		i := slices.Index(allVoices, v)
+		i := slices.Index(g.names, v)
 		if i < 0 {
-			return nil, fmt.Errorf("evalset: unknown voice %q (have %v)", v, allVoices)
+			return nil, fmt.Errorf("evalset: voice %q not open (have %v; AddEspeak opens eSpeak NG's)", v, g.names)
 		}
 		fixed = append(fixed, i)
 	}
@@ -161,7 +195,7 @@ func (g *Generator) recording(ctx context.Context, rng *rand.Rand, name string, 
 	// Reference names: the voice's, with "-2" for a voice used twice.
 	names := make([]string, len(voices))
 	for i, v := range voices {
-		names[i] = allVoices[v]
+		names[i] = g.names[v]
 		if slices.Contains(voices[:i], v) {
 			names[i] += "-2"
 		}
@@ -218,14 +252,14 @@ func (g *Generator) speak(ctx context.Context, v int, text string, speed float64
 	}
 	o, err := g.sessions[v].Infer(ctx, backends.Request{Input: in}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("evalset: flite %s: %w", allVoices[v], err)
+		return nil, fmt.Errorf("evalset: flite %s: %w", g.names[v], err)
 	}
 	a, err := audio.ParseWAV(o.Data)
 	if err != nil {
 		return nil, err
 	}
 	if a.Rate != Rate {
-		return nil, fmt.Errorf("evalset: flite %s spoke at %d Hz, want %d", allVoices[v], a.Rate, Rate)
+		return nil, fmt.Errorf("evalset: flite %s spoke at %d Hz, want %d", g.names[v], a.Rate, Rate)
 	}
 	return a.Samples, nil
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,14 +40,15 @@ func main() {
 	slots := flag.String("slots", "1,2,4", "slot counts for the real-time factor (empty: skip)")
 	sets := flag.String("sets", "", "comma-separated set names (default: all)")
 	oracle := flag.Bool("oracle", false, "also score with num_speakers given")
+	models := flag.String("models", "models", "models root with the espeak-en checkpoint (make models), for the mixed set's eSpeak NG voices")
 	flag.Parse()
-	if err := run(*split, *thresholds, *options, *slots, *sets, *oracle); err != nil {
+	if err := run(*split, *thresholds, *options, *slots, *sets, *models, *oracle); err != nil {
 		slog.Error("bench-diarization", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(split, thresholds, options, slotList, setList string, oracle bool) error {
+func run(split, thresholds, options, slotList, setList, models string, oracle bool) error {
 	ctx := context.Background()
 	seed := uint64(evalset.TestSeed)
 	if split == "dev" {
@@ -60,6 +62,9 @@ func run(split, thresholds, options, slotList, setList string, oracle bool) erro
 		return err
 	}
 	defer g.Close(ctx)
+	if err := g.AddEspeak(ctx, filepath.Join(models, catalogue.EspeakEn)); err != nil {
+		return fmt.Errorf("%w (make models builds the espeak-en checkpoint)", err)
+	}
 	type set struct {
 		spec evalset.Spec
 		recs []evalset.Recording
