@@ -85,7 +85,7 @@ type Options struct {
 	SmoothMS       int     `json:"smooth_ms,omitempty"`        // resegmentation smoothing each side, 0..5000 [500]
 	MinTurnMS      int     `json:"min_turn_ms,omitempty"`      // 0..5000 [300]
 	MergeGapMS     int     `json:"merge_gap_ms,omitempty"`     // 0..5000 [300]
-	Iterations     int     `json:"iterations,omitempty"`       // resegmentation passes, 0..10 [2]; -1 for none
+	Iterations     int     `json:"iterations,omitempty"`       // resegmentation passes, 1..10 [2]
 }
 
 // DefaultPenalty is the BIC penalty weight, tuned on the dev split.
@@ -185,10 +185,9 @@ func (o Options) params() (params, error) {
 		return p, backends.Invalidf("diarize: window_ms %d or hop_ms %d out of range (500..10000, 100..window)", win, hop)
 	case smooth < 0 || smooth > 5000 || minTurn < 0 || minTurn > 5000 || o.MergeGapMS < 0 || o.MergeGapMS > 5000:
 		return p, backends.Invalidf("diarize: smooth_ms, min_turn_ms or merge_gap_ms outside 0..5000")
-	case p.iterations < -1 || p.iterations > 10:
-		return p, backends.Invalidf("diarize: iterations %d outside -1..10", p.iterations)
+	case p.iterations < 1 || p.iterations > 10:
+		return p, backends.Invalidf("diarize: iterations %d outside 1..10", p.iterations)
 	}
-	p.iterations = max(0, p.iterations)
 	p.window, p.hop = win/10, hop/10
 	p.smooth, p.minTurn = smooth/10, minTurn/10
 	p.minK, p.maxK = 1, audio.MaxSpeakers

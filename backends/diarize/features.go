@@ -161,8 +161,8 @@ func standardize(rows [][]float64, sel []int) {
 	}
 }
 
-// embed returns the statistics vector of frames [a, b): per-dimension mean
-// and standard deviation.
+// embed returns the statistics vector of the frames idx: per-dimension
+// mean and standard deviation.
 func embed(frames [][]float64, idx []int) []float64 {
 	out := make([]float64, 2*featDim)
 	n := float64(len(idx))

@@ -136,7 +136,7 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			cand := frameLabels(len(frames), spans, wins, wl)
 			ll := p.resegment(frames, speech, spans, cand, k)
 			score := ll - p.penalty*float64(k*len(speech))
-			if score > bestScore {
+			if best == nil || score > bestScore {
 				bestScore, best = score, cand
 			}
 		}
@@ -352,11 +352,11 @@ func frameLabels(n int, spans []span, wins []window, wl []int) []int {
 	return labels
 }
 
-// resegment refines labels (k speakers) in place with p.iterations passes
+// resegment refines labels (k speakers) in place with p.iterations (>= 1) passes
 // of Gaussian scoring and smoothing, and returns the log-likelihood of the
 // speech frames under the final labels' Gaussians.
 func (p params) resegment(frames [][]float64, speech []int, spans []span, labels []int, k int) float64 {
-	for range max(1, p.iterations) {
+	for range p.iterations {
 		scores := gaussScores(frames, speech, labels, k)
 		for _, s := range spans {
 			smoothArgmax(scores, labels, s.a, s.b, p.smooth)
