@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -179,5 +180,69 @@ func TestDendrogramCut(t *testing.T) {
 	}
 	if got := cut(merges, len(vecs), 1); !slices.Equal(got, []int{0, 0, 0, 0, 0}) {
 		t.Fatalf("%v", got)
+	}
+}
+
+// countingCtx ends (Canceled) at its n-th Err call: a request cancelled
+// at a chosen point inside the pipeline, without timing.
+type countingCtx struct {
+	context.Context
+	mu    sync.Mutex
+	n     int
+	calls int
+	done  chan struct{}
+}
+
+func newCountingCtx(n int) *countingCtx {
+	return &countingCtx{Context: context.Background(), n: n, done: make(chan struct{})}
+}
+
+func (c *countingCtx) Done() <-chan struct{} { return c.done }
+
+func (c *countingCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.calls == c.n {
+		close(c.done)
+	}
+	if c.calls >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// diar.engine: a request cancelled at any of the points where the
+// pipeline checks its context (decoding, every Silero window, features,
+// clustering, each speaker count) ends with the context's error, and the
+// session answers the next request as before.
+func TestCancelledAtEveryStage(t *testing.T) {
+	rec := generate(t, evalset.Spec{Name: "c", Speakers: 2, Recordings: 1, Seconds: 4, Seed: 78})
+	s, _, err := New(Config{}).Open(context.Background(), spec(t, `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	req := backends.Request{Data: rec.WAV()}
+	want, err := s.Infer(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := newCountingCtx(1 << 30)
+	if _, err := s.Infer(probe, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	total := probe.calls
+	if total < 100 {
+		t.Fatalf("only %d context checks in a %.1f-s request", total, rec.Seconds())
+	}
+	for _, n := range []int{1, total / 2, total - 1} {
+		if _, err := s.Infer(newCountingCtx(n), req, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled at check %d of %d: %v", n, total, err)
+		}
+	}
+	got, err := s.Infer(context.Background(), req, nil)
+	if err != nil || string(got.JSON) != string(want.JSON) {
+		t.Fatalf("after the cancels: %s %v, want %s", got.JSON, err, want.JSON)
 	}
 }
