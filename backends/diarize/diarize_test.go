@@ -246,3 +246,29 @@ func TestCancelledAtEveryStage(t *testing.T) {
 		t.Fatalf("after the cancels: %s %v, want %s", got.JSON, err, want.JSON)
 	}
 }
+
+// One voice in a short clip with a pause stays one speaker: a few hundred
+// frames let any split fit better, which the BIC term forbids.
+func TestShortClipOneSpeaker(t *testing.T) {
+	ctx := context.Background()
+	g, err := evalset.NewGenerator(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	s, _, err := New(Config{}).Open(ctx, spec(t, `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, v := range []string{"slt", "awb"} {
+		recs, err := g.Generate(ctx, evalset.Spec{Name: "one", Recordings: 1, Seconds: 3, Seed: 5, Voices: []string{v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hyp, res := diarizeRec(t, s, recs[0], audio.DiarizationRequest{})
+		if got := speakers(hyp); len(got) != 1 {
+			t.Errorf("%s, %.1f s: %v in %+v", v, recs[0].Seconds(), got, res)
+		}
+	}
+}

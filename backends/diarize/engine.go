@@ -16,7 +16,9 @@
 //     every frame, the scores are smoothed over ±0.5 s and each frame
 //     takes the best (two passes). The count whose Gaussians explain the
 //     speech best, less a penalty per speaker and frame (tuned on the
-//     evaluation set's dev split, evalset.DevSeed), wins; then runs shorter
+//     evaluation set's dev split, evalset.DevSeed) and BIC's term for
+//     each speaker's parameters (which keeps a short clip of one voice
+//     from being cut in two), wins; then runs shorter
 //     than min_turn join a neighbour, and one speaker's consecutive
 //     segments closer than merge_gap are merged.
 //

@@ -123,7 +123,10 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 		// penalty per frame for each speaker, wins. With every feature
 		// standardised, one speaker scores the same per frame on any
 		// recording, so the penalty is a gain per frame that each further
-		// speaker must bring, independent of the recording's length.
+		// speaker must bring, independent of the recording's length;
+		// BIC's term for each speaker's 2*featDim parameters is added, so
+		// that a short recording, where a few hundred frames let any
+		// split fit better, is not cut in two.
 		lo := min(p.minK, len(wins))
 		hi := min(p.maxK, len(wins), max(p.minK, maxSearch))
 		bestScore := math.Inf(-1)
@@ -135,7 +138,8 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			wl := cut(merges, len(wins), k)
 			cand := frameLabels(len(frames), spans, wins, wl)
 			ll := p.resegment(frames, speech, spans, cand, k)
-			score := ll - p.penalty*float64(k*len(speech))
+			n := float64(len(speech))
+			score := ll - p.penalty*float64(k)*n - 0.5*float64(k*2*featDim)*math.Log(n)
 			if best == nil || score > bestScore {
 				bestScore, best = score, cand
 			}
