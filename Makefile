@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -154,6 +154,19 @@ models: deps
 # validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs.
 validate-engines: models
 	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2
+
+# bench-diarization: DER of the diarize engine on the generated evaluation
+# sets' test split (2, 3 and 4 speakers; 6 short recordings of about 30 s
+# and 2 long ones of about 3 minutes each, 1,700 s of audio) beside
+# the one-speaker and speaker-per-region baselines from the same VAD
+# regions, a mixed set (a flite voice and two eSpeak NG voices), and two
+# sets that measure the method's limits (one voice used by two speakers;
+# one speaker through two channels; 6 recordings each),
+# then the real-time factor at 1, 2 and 4 slots (about 6 minutes on 2 busy
+# cores). DIAR_SPLIT=dev scores the tuning split instead.
+DIAR_SPLIT ?= test
+bench-diarization: models
+	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -models $(MODELS_ROOT) -split $(DIAR_SPLIT) -oracle -slots 1,2,4
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
 ENGINES_BENCHTIME ?= 24x

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/diarize"
 	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/backends/espeak"
 	"github.com/sluice-dev/sluice/backends/flite"
@@ -26,6 +27,7 @@ var realEngineNames = map[string]func() error{
 	pocketsphinx.Name: pocketsphinx.Available,
 	espeak.Name:       espeak.Available,
 	onnx.Name:         onnx.Available,
+	diarize.Name:      diarize.Available,
 }
 
 // errUnavailable marks a case whose real engines or models root this

@@ -132,7 +132,7 @@ type ServerSpec struct {
 	// own build of cmd/sluice).
 	Binary bool `yaml:"binary"`
 	// Engines lists real engines (backends/engines: flite, pocketsphinx,
-	// espeak, onnx) the server must serve beside the fixture, with the
+	// espeak, onnx, diarize) the server must serve beside the fixture, with the
 	// runner's models root (Options.ModelsRoot, built by `make models`) as
 	// --models-root. The case is skipped when that root is missing or, in
 	// process, an engine's native library does not load.

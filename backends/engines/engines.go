@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/diarize"
 	"github.com/sluice-dev/sluice/backends/espeak"
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
@@ -29,13 +30,14 @@ type Config struct {
 	ONNXRuntime string
 }
 
-// Registry returns the four real engines by name.
+// Registry returns the real engines by name.
 func Registry(c Config) backends.Registry {
 	return backends.Registry{
 		flite.Name:        flite.New(),
 		pocketsphinx.Name: pocketsphinx.New(),
 		espeak.Name:       espeak.New(),
 		onnx.Name:         onnx.New(onnx.Config{Library: c.ONNXRuntime}),
+		diarize.Name:      diarize.New(diarize.Config{ONNXRuntime: c.ONNXRuntime}),
 	}
 }
 

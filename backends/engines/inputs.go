@@ -51,6 +51,9 @@ func Inputs(ctx context.Context, src catalogue.Sources) (map[string][]backends.R
 		padded := append(append(append([]int16(nil), silence...), a.Samples...), silence...)
 		out["vad"] = append(out["vad"], backends.Request{ID: fmt.Sprintf("vad-%d", i), Data: audio.WAV(a.Rate, padded)})
 	}
+	if err := diarizationInputs(ctx, out); err != nil {
+		return nil, err
+	}
 	if b, err := os.ReadFile(src.JFK()); err == nil {
 		out["asr"] = append(out["asr"], backends.Request{ID: "asr-jfk", Data: b})
 		out["vad"] = append(out["vad"], backends.Request{ID: "vad-jfk", Data: b})

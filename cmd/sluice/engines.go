@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/diarize"
 	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/backends/espeak"
 	"github.com/sluice-dev/sluice/backends/flite"
@@ -22,6 +23,7 @@ func realEngines() backends.Registry {
 	avail := map[string]func() error{
 		flite.Name: flite.Available, pocketsphinx.Name: pocketsphinx.Available,
 		espeak.Name: espeak.Available, onnx.Name: onnx.Available,
+		diarize.Name: diarize.Available,
 	}
 	reg := backends.Registry{}
 	for name, e := range engines.Registry(engines.Config{ONNXRuntime: os.Getenv("SLUICE_ONNXRUNTIME")}) {
