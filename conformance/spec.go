@@ -270,6 +270,13 @@ type Expect struct {
 	Any bool `yaml:"any"`
 	// Exact makes Body an exact match of the whole JSON answer.
 	Exact bool `yaml:"exact"`
+	// Items: the answer is a JSON array with, for each item, an element
+	// the item is a subset of (other elements allowed: a shared server
+	// lists other cases' models too).
+	Items []any `yaml:"items"`
+	// Text: the answer's body contains each of these lines ($SYM mapped),
+	// for answers that are not JSON (/metrics).
+	Text []string `yaml:"text"`
 }
 
 // PutStep sends PUT /v1/models/{model}: register or reconfigure. The spec
@@ -347,6 +354,10 @@ type AudioBody struct {
 	StatedSeconds float64 `yaml:"stated_seconds"`
 	Raw           bool    `yaml:"raw"`
 	Format        string  `yaml:"format"`
+	// Tensor (INT16 or FP32) sends the samples as the JSON body of an
+	// inference-protocol infer: one "audio" input of shape [n] with the
+	// rate as the request's sample_rate parameter.
+	Tensor string `yaml:"tensor"`
 }
 
 // HeaderValues are one header's values: a string, or a list of them.
