@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
+.PHONY: deploy-test replicas-test crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -28,7 +28,7 @@ crash-loop:
 	$(GO) build -o bin/sluice ./cmd/sluice
 	SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_CRASHLOOP_KILLS=$(CRASH_KILLS) $(GO) test -count=1 -run '^TestCrashLoop$$' -v -timeout 30m ./cmd/sluice/
 
-test: deps models lint unit race cover ui-test
+test: deps models lint unit race cover ui-test deploy-test
 
 lint: fmt-check vet staticcheck
 
@@ -38,9 +38,11 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 staticcheck:
 	$(STATICCHECK) $(PKGS)
+	cd deploy && $(STATICCHECK) ./...
 
 unit:
 	$(GO) test -count=1 $(PURE_PKGS)
@@ -54,6 +56,28 @@ cover:
 	$(GO) test -count=1 -coverprofile=coverage.out ./core/
 	@$(GO) tool cover -func=coverage.out | tail -1
 	@$(GO) tool cover -func=coverage.out | tail -1 | awk '{ sub("%","",$$3); if ($$3+0 < 90) { print "core coverage below 90%"; exit 1 } }'
+
+# deploy-test checks the Kubernetes manifests of deploy/ without a cluster
+# (deploy/manifests_test.go, a module of its own so that Kustomize and the
+# Kubernetes API types stay out of the server's): every overlay and the
+# KServe example built in process with Kustomize, every object decoded
+# strictly, the references between them checked, and the built sluice
+# started with the manifests' own arguments (probes, Host names, the
+# autoscalers' metrics). Compiling its dependencies on a cold cache takes
+# about 140 s of CPU; running it about 15 s.
+deploy-test: models
+	cd deploy && $(GO) test -count=1 ./...
+
+# replicas-test: three `sluice serve` behind Debian's HAProxy
+# (deploy/haproxy/haproxy.cfg, installed by scripts/replicas/haproxy-deps.sh),
+# four runs of REPLICAS_REQUESTS requests (default 600) over 6 fixture
+# models from 6 clients: hashed by model against round-robin (cold loads),
+# then one replica SIGKILLed and restarted, with and without the proxy's
+# retries (failed requests). About 2 minutes on 2 loaded cores.
+REPLICAS_REQUESTS ?= 600
+replicas-test:
+	bash scripts/replicas/haproxy-deps.sh
+	$(GO) run ./scripts/replicas -requests $(REPLICAS_REQUESTS)
 
 # bench runs the Go benchmarks of core beside their baselines in one run.
 bench:
