@@ -136,6 +136,11 @@ type ServerSpec struct {
 	// StateDir gives the server a --state-dir of the case's own, kept
 	// across its restart steps (CONTRACT.md persist.*).
 	StateDir bool `yaml:"state_dir"`
+	// Startup lists the models of the server's startup config (--config),
+	// each as in a config file (id, task, options, ...; engine fixture and
+	// slots 1 unless given). Their IDs are model symbols, mapped like
+	// every other (CONTRACT.md oip.ready).
+	Startup []map[string]any `yaml:"startup"`
 
 	trace      bool   // the server writes its scheduler trace (the case reads it: teardowns steps)
 	modelsRoot string // the real engines' models root (Engines)
