@@ -63,9 +63,11 @@ cover:
 # KServe example built in process with Kustomize, every object decoded
 # strictly, the references between them checked, and the built sluice
 # started with the manifests' own arguments (probes, Host names, the
-# autoscalers' metrics). Compiling its dependencies on a cold cache takes
+# autoscalers' metrics), and deploy/haproxy/haproxy.cfg checked by Debian's
+# haproxy (installed here). Compiling its dependencies on a cold cache takes
 # about 140 s of CPU; running it about 15 s.
 deploy-test: models
+	bash scripts/replicas/haproxy-deps.sh
 	cd deploy && $(GO) test -count=1 ./...
 
 # replicas-test: three `sluice serve` behind Debian's HAProxy
