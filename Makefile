@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -31,7 +31,7 @@ crash-loop:
 	$(GO) build -o bin/sluice ./cmd/sluice
 	SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_CRASHLOOP_KILLS=$(CRASH_KILLS) $(GO) test -count=1 -run '^TestCrashLoop$$' -v -timeout 30m ./cmd/sluice/
 
-test: deps models lint unit race cover ui-test
+test: deps models lint unit race cover ui-test deploy-test
 
 lint: fmt-check vet staticcheck
 
@@ -41,9 +41,11 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 staticcheck:
 	$(STATICCHECK) $(PKGS)
+	cd deploy && $(STATICCHECK) ./...
 
 unit:
 	$(GO) test -count=1 $(PURE_PKGS)
@@ -57,6 +59,30 @@ cover:
 	$(GO) test -count=1 -coverprofile=coverage.out ./core/
 	@$(GO) tool cover -func=coverage.out | tail -1
 	@$(GO) tool cover -func=coverage.out | tail -1 | awk '{ sub("%","",$$3); if ($$3+0 < 90) { print "core coverage below 90%"; exit 1 } }'
+
+# deploy-test checks the Kubernetes manifests of deploy/ without a cluster
+# (deploy/manifests_test.go, a module of its own so that Kustomize and the
+# Kubernetes API types stay out of the server's): every overlay and the
+# KServe example built in process with Kustomize, every object decoded
+# strictly, the references between them checked, and the built sluice
+# started with the manifests' own arguments (probes, Host names, the
+# autoscalers' metrics), and deploy/haproxy/haproxy.cfg checked by Debian's
+# haproxy (installed here). Compiling its dependencies on a cold cache takes
+# about 140 s of CPU; running it about 15 s.
+deploy-test: models
+	bash scripts/replicas/haproxy-deps.sh
+	cd deploy && $(GO) test -count=1 ./...
+
+# replicas-test: three `sluice serve` behind Debian's HAProxy
+# (deploy/haproxy/haproxy.cfg, installed by scripts/replicas/haproxy-deps.sh),
+# four runs of REPLICAS_REQUESTS requests (default 600) over 6 fixture
+# models from 6 clients: hashed by model against round-robin (cold loads),
+# then one replica SIGKILLed and restarted, with and without the proxy's
+# retries (failed requests). About 2 minutes on 2 loaded cores.
+REPLICAS_REQUESTS ?= 600
+replicas-test:
+	bash scripts/replicas/haproxy-deps.sh
+	$(GO) run ./scripts/replicas -requests $(REPLICAS_REQUESTS)
 
 # bench runs the Go benchmarks of core beside their baselines in one run.
 BENCH_COUNT ?= 5
@@ -122,11 +148,12 @@ bench-peers: models
 reliability:
 	$(GO) run ./scripts/reliability -models-root $(MODELS_ROOT) $(if $(BINARY),-binary $(BINARY)) $(if $(BASELINE),-baseline $(BASELINE))
 
-# fuzz: 10 minutes per target (50 minutes in all).
+# fuzz: 10 minutes per target (60 minutes in all).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStrictKeys$$' -fuzztime 10m ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzV2InferRequest$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWAV$$' -fuzztime 10m ./backends/audio/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInput$$' -fuzztime 10m ./backends/audio/
 

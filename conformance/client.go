@@ -20,6 +20,7 @@ import (
 
 // answer is one finished HTTP exchange as a case sees it.
 type answer struct {
+	path   string // the request's path: /v2 answers have the inference protocol's error shape
 	status int
 	header http.Header
 	body   []byte
@@ -98,7 +99,7 @@ func setHeaders(hr *http.Request, req request) {
 // exchange performs req against base with client, reading the whole answer
 // (a stream event by event, counting chunks on c when set).
 func exchange(ctx context.Context, client *http.Client, base string, req request, c *call) answer {
-	var a answer
+	a := answer{path: req.path}
 	a.sent = time.Now()
 	var body io.Reader
 	if req.body != nil {
@@ -164,7 +165,7 @@ func readEvents(r io.Reader, a *answer, c *call) error {
 
 // exchangeHandler sends req straight to an in-process handler.
 func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
-	var a answer
+	a := answer{path: req.path}
 	a.sent = time.Now()
 	var body io.Reader
 	if req.body != nil {

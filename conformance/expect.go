@@ -3,6 +3,7 @@ package conformance
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,8 +57,13 @@ func (r *caseRun) check(a *answer, e *Expect) error {
 	if a.err != nil && !e.ErrorEventSet() {
 		return fmt.Errorf("answer not read completely: %w", a.err)
 	}
+	v2 := isV2Path(a.path)
 	if a.status >= 400 {
-		if err := errorShape(a.body); err != nil {
+		shape := errorShape
+		if v2 {
+			shape = v2ErrorShape
+		}
+		if err := shape(a.body); err != nil {
 			return err
 		}
 	}
@@ -67,8 +73,30 @@ func (r *caseRun) check(a *answer, e *Expect) error {
 				Type string `json:"type"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(a.body, &eb); err != nil || eb.Error.Type != e.Error {
-			return fmt.Errorf("error type %q, want %q: %s", eb.Error.Type, e.Error, a.summary())
+		typ := ""
+		if v2 { // the protocol's body has only a message; the type is a header (oip.error-shape)
+			typ = a.header.Get("Sluice-Error-Type")
+		} else if err := json.Unmarshal(a.body, &eb); err == nil {
+			typ = eb.Error.Type
+		}
+		if typ != e.Error {
+			return fmt.Errorf("error type %q, want %q: %s", typ, e.Error, a.summary())
+		}
+	}
+	for _, want := range e.Text {
+		line, err := r.expand(want)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(strings.Split(string(a.body), "\n"), line) {
+			return fmt.Errorf("answer has no line %q", line)
+		}
+	}
+	for i, want := range e.Items {
+		got, _ := decodeJSON(a.body).([]any)
+		w := r.mapValue(want)
+		if !slices.ContainsFunc(got, func(g any) bool { return subset(w, g) }) {
+			return fmt.Errorf("answer has no element matching items[%d] %s: %s", i, jsonText(w), a.summary())
 		}
 	}
 	if e.RetryAfter != nil && (a.header.Get("Retry-After") != "") != *e.RetryAfter {
@@ -143,6 +171,26 @@ func errorShape(b []byte) error {
 	}
 	if len(inner) != 4 {
 		return fmt.Errorf("error object has fields beyond message, type, param and code (err.shape): %s", b)
+	}
+	return nil
+}
+
+// isV2Path reports whether a request path is one of the inference
+// protocol's routes (/v2, /v2/...).
+func isV2Path(p string) bool {
+	p, _, _ = strings.Cut(p, "?")
+	return p == "/v2" || strings.HasPrefix(p, "/v2/")
+}
+
+// v2ErrorShape checks the inference protocol's {"error": "<message>"} and
+// nothing else (CONTRACT.md oip.error-shape).
+func v2ErrorShape(b []byte) error {
+	var top map[string]any
+	if err := json.Unmarshal(b, &top); err != nil {
+		return fmt.Errorf("error answer is not one JSON object (oip.error-shape): %q", b)
+	}
+	if msg, ok := top["error"].(string); len(top) != 1 || !ok || msg == "" {
+		return fmt.Errorf("error answer must be {\"error\": \"message\"} only (oip.error-shape): %s", b)
 	}
 	return nil
 }

@@ -3,10 +3,12 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -224,6 +226,22 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	return a
 }
 
+// startupConfig is the server's --config file: its Startup models (JSON,
+// which YAML reads), engine fixture and one slot unless given.
+func (sp *ServerSpec) startupConfig() ([]byte, error) {
+	models := make([]map[string]any, len(sp.Startup))
+	for i, m := range sp.Startup {
+		e := map[string]any{"engine": "fixture", "slots": 1}
+		maps.Copy(e, m)
+		models[i] = e
+	}
+	b, err := json.Marshal(map[string]any{"models": models})
+	if err != nil {
+		return nil, fmt.Errorf("conformance: startup models: %w", err)
+	}
+	return b, nil
+}
+
 // logBuffer collects a server's log lines.
 type logBuffer struct {
 	mu  sync.Mutex
@@ -278,6 +296,24 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 		_ = s.Shutdown(context.Background())
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	if len(spec.Startup) > 0 { // then the startup config, as `sluice serve --config` does
+		err := func() error {
+			b, err := spec.startupConfig()
+			if err != nil {
+				return err
+			}
+			models, err := server.ParseModelsYAML(b)
+			if err != nil {
+				return err
+			}
+			return s.RegisterModels(context.Background(), models)
+		}()
+		if err != nil {
+			_ = s.Shutdown(context.Background())
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("conformance: startup models: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -396,7 +432,11 @@ func (l Binary) Start(spec ServerSpec) (Instance, error) {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
 	cfgFile := filepath.Join(root, "models.yaml")
-	if err := os.WriteFile(cfgFile, []byte("models: []\n"), 0o600); err != nil {
+	cfg, err := spec.startupConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
 	cmd := exec.Command(l.Path, spec.flags(root, cfgFile)...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -188,6 +189,7 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 			defer os.RemoveAll(dir)
 			spec.stateDir = dir
 		}
+		spec.Startup = mapStartup(spec.Startup, fmt.Sprintf("c%d.%s", c.index, tag))
 		restart = func() (Instance, error) { return l.Start(spec) }
 		var err error
 		if inst, err = l.Start(spec); err != nil {
@@ -274,4 +276,18 @@ func lastLines(s string, n int) string {
 		k = j
 	}
 	return s[k:]
+}
+
+// mapStartup maps the model symbols of a server's startup config to the
+// case's model names, as caseRun.model does.
+func mapStartup(models []map[string]any, tag string) []map[string]any {
+	out := make([]map[string]any, len(models))
+	for i, m := range models {
+		c := maps.Clone(m)
+		if id, ok := c["id"].(string); ok {
+			c["id"] = id + "." + tag
+		}
+		out[i] = c
+	}
+	return out
 }

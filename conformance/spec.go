@@ -140,6 +140,11 @@ type ServerSpec struct {
 	// StateDir gives the server a --state-dir of the case's own, kept
 	// across its restart steps (CONTRACT.md persist.*).
 	StateDir bool `yaml:"state_dir"`
+	// Startup lists the models of the server's startup config (--config),
+	// each as in a config file (id, task, options, ...; engine fixture and
+	// slots 1 unless given). Their IDs are model symbols, mapped like
+	// every other (CONTRACT.md oip.ready).
+	Startup []map[string]any `yaml:"startup"`
 
 	trace      bool   // the server writes its scheduler trace (the case reads it: teardowns steps)
 	modelsRoot string // the real engines' models root (Engines)
@@ -274,6 +279,13 @@ type Expect struct {
 	Any bool `yaml:"any"`
 	// Exact makes Body an exact match of the whole JSON answer.
 	Exact bool `yaml:"exact"`
+	// Items: the answer is a JSON array with, for each item, an element
+	// the item is a subset of (other elements allowed: a shared server
+	// lists other cases' models too).
+	Items []any `yaml:"items"`
+	// Text: the answer's body contains each of these lines ($SYM mapped),
+	// for answers that are not JSON (/metrics).
+	Text []string `yaml:"text"`
 }
 
 // PutStep sends PUT /v1/models/{model}: register or reconfigure. The spec
@@ -351,6 +363,10 @@ type AudioBody struct {
 	StatedSeconds float64 `yaml:"stated_seconds"`
 	Raw           bool    `yaml:"raw"`
 	Format        string  `yaml:"format"`
+	// Tensor (INT16 or FP32) sends the samples as the JSON body of an
+	// inference-protocol infer: one "audio" input of shape [n] with the
+	// rate as the request's sample_rate parameter.
+	Tensor string `yaml:"tensor"`
 }
 
 // HeaderValues are one header's values: a string, or a list of them.

@@ -132,6 +132,9 @@ func (a *AudioBody) bytes() ([]byte, error) {
 	for i := range s {
 		s[i] = int16(8000 * math.Sin(2*math.Pi*300*float64(i)/float64(a.Rate)))
 	}
+	if a.Tensor != "" {
+		return v2AudioBody(a.Tensor, a.Rate, s)
+	}
 	if a.Format != "" && a.Format != "wav" {
 		if a.Raw || a.StatedSeconds > 0 {
 			return nil, fmt.Errorf("audio body: format %q takes neither raw nor stated_seconds", a.Format)

@@ -122,3 +122,25 @@ func (r *caseRun) folderSymbol(s string) (string, bool) {
 	d, ok := r.dirs[strings.TrimPrefix(s, "$")]
 	return d, ok && strings.HasPrefix(s, "$")
 }
+
+// v2AudioBody is an inference-protocol infer body carrying samples as one
+// "audio" tensor of datatype INT16 or FP32 (samples/32768).
+func v2AudioBody(datatype string, rate int, s []int16) ([]byte, error) {
+	var data any
+	switch datatype {
+	case "INT16":
+		data = s
+	case "FP32":
+		f := make([]float32, len(s))
+		for i, v := range s {
+			f[i] = float32(v) / 32768
+		}
+		data = f
+	default:
+		return nil, fmt.Errorf("audio body: tensor %q: want INT16 or FP32", datatype)
+	}
+	return json.Marshal(map[string]any{
+		"parameters": map[string]any{"sample_rate": rate},
+		"inputs":     []any{map[string]any{"name": "audio", "shape": []int{len(s)}, "datatype": datatype, "data": data}},
+	})
+}

@@ -264,7 +264,7 @@ func refuseConn(c *trackedConn) {
 // isProbe reports whether a request is a health probe, the only requests
 // a connection of the probe reserve serves.
 func isProbe(r *http.Request) bool {
-	return r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
+	return r.Method == http.MethodGet && probePath(r.URL.Path)
 }
 
 // trackedConn is one accepted connection and what shutdown needs to know

@@ -160,6 +160,10 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter()))
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if isV2(r) { // CONTRACT.md oip.error-shape: the protocol's own body
+		writeV2Error(w, e, body.Error.Message)
+		return
+	}
 	w.WriteHeader(e.Status)
 	_ = json.NewEncoder(w).Encode(body)
 }

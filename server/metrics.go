@@ -94,6 +94,7 @@ func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.Ad
 		Help: "Error answers that refuse a request (4xx, 503 server_busy and shutting_down), by error type and code.",
 	}, []string{"type", "code"})
 	m.reg.MustRegister(m.loads, m.loadFails, m.unloads, m.refusals, statusCollector{status, m.models}, admissionCollector{admissions, m.models},
+		queueCollector{status, m.models}, // the autoscaling signal (metrics_queue.go)
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	m.http = newHTTPMetrics(m.reg)
 	return m

@@ -88,9 +88,12 @@ func (h *hostAllowList) allowed(hostport string) bool {
 }
 
 // probePaths are exempt from the Host check: Kubernetes and load-balancer
-// probes address the pod by its IP, and the two answers are read-only and
-// carry nothing (CONTRACT.md err.host).
-func probePath(p string) bool { return p == "/healthz" || p == "/readyz" }
+// probes address the pod by its IP, and the answers are read-only and
+// carry nothing (CONTRACT.md err.host; the inference protocol's two,
+// oip.live and oip.ready).
+func probePath(p string) bool {
+	return p == "/healthz" || p == "/readyz" || p == "/v2/health/live" || p == "/v2/health/ready"
+}
 
 // checkHost refuses a request whose Host is not allowed with 403
 // permission_error host_not_allowed (CONTRACT.md err.host).

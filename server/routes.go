@@ -46,6 +46,8 @@ func (s *Server) routes() http.Handler {
 	ui := uiHandler()
 	r.Get("/", ui.ServeHTTP)
 	r.Get("/ui/*", ui.ServeHTTP)
+	r.Get("/v2/health/live", adapt(s.handleV2Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready)
+	r.Get("/v2/health/ready", adapt(s.handleV2Ready))
 	r.Post("/v1/ui/session", adapt(a.handleSignIn))
 	r.Delete("/v1/ui/session", adapt(a.handleSignOut))
 
@@ -56,6 +58,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
 		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
 		r.Get("/v1/ui/config", adapt(s.handleUIConfig))
+		r.Post("/v2/repository/index", adapt(s.handleV2Index)) // GET /v1/models's snapshot
 	})
 
 	// The rest of the API: the API key as a Bearer token only.
@@ -71,6 +74,11 @@ func (s *Server) routes() http.Handler {
 		r.Get("/v1/audio/voices", adapt(s.handleVoices))
 		r.Post("/v1/audio/translations", adapt(s.handleTranslation))
 		r.Get("/v1/realtime", adapt(s.handleRealtime)) // a WebSocket: holds its lease for the session
+		// The inference protocol (h_v2.go), as /v1/models/{id} and its infer.
+		r.Get("/v2", adapt(s.handleV2Server))
+		r.Get("/v2/models/{id}", adapt(s.handleV2Model))
+		r.Get("/v2/models/{id}/ready", adapt(s.handleV2ModelReady))
+		r.Post("/v2/models/{id}/infer", adapt(s.handleV2Infer))
 	})
 
 	// Management the dashboard's buttons use: the management key or a
@@ -82,6 +90,8 @@ func (s *Server) routes() http.Handler {
 		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
 		r.Get("/v1/models/{id}/spec", adapt(s.handleGetSpec))
 		r.Put("/v1/settings/models-root", adapt(s.handleSetModelsRoot))
+		r.Post("/v2/repository/models/{id}/load", adapt(s.handleV2Load)) // the same managers (h_v2_repo.go)
+		r.Post("/v2/repository/models/{id}/unload", adapt(s.handleV2Unload))
 	})
 	// Other management: the management key only.
 	r.Group(func(r chi.Router) {

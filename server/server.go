@@ -75,6 +75,9 @@ type Server struct {
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
 
+	startupMu sync.Mutex
+	startup   []string // the startup config's model IDs (RegisterModels): /v2/health/ready waits for them
+
 	reg *registry // --state-dir, nil without it; its lock is released after shutdown
 	// restored lists the models restored from the registry and whether each
 	// is to be loaded (LoadRestored); written only in New.
@@ -280,6 +283,7 @@ func (s *Server) LoadRestored(ctx context.Context) error {
 // other models are added (CONTRACT.md persist.config-merge). They are
 // recorded once a management change touches them.
 func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error {
+	s.noteStartupModels(models) // CONTRACT.md oip.ready
 	for _, m := range models {
 		if _, ok := s.restored[m.ID]; ok {
 			s.log.Info("startup model kept as restored from the state dir; its config entry is not applied", "model", m.ID)
