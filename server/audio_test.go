@@ -7,19 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
-	"github.com/sluice-dev/sluice/backends/engines"
-	"github.com/sluice-dev/sluice/backends/flite"
-	"github.com/sluice-dev/sluice/backends/onnx"
-	"github.com/sluice-dev/sluice/backends/pocketsphinx"
 )
 
 // TestAudioEndpoints drives the OpenAI-compatible task endpoints end to end
@@ -28,46 +22,8 @@ import (
 // /v1/audio/transcriptions (json and text), Silero finds speech in it
 // through /v1/audio/voice-activity, and unreadable audio is a 400.
 func TestAudioEndpoints(t *testing.T) {
-	for _, avail := range []func() error{flite.Available, pocketsphinx.Available, onnx.Available} {
-		if err := avail(); err != nil {
-			t.Fatalf("engine library missing: %v (make deps installs it)", err)
-		}
-	}
-	root := t.TempDir()
-	src := catalogue.DefaultSources("")
-	var recipes []catalogue.Recipe
-	for _, n := range []string{catalogue.FliteSLT, catalogue.PocketsphinxEnUS, catalogue.SileroV5} {
-		r, err := catalogue.DefaultRecipe(src, n)
-		if err != nil {
-			t.Fatalf("default models not buildable here: %v (make deps)", err)
-		}
-		recipes = append(recipes, r)
-	}
-	if _, err := catalogue.Build(root, recipes); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ParallelJobs, cfg.ModelsRoot = true, root
-	s, err := New(cfg, Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	client := &http.Client{Transport: &http.Transport{}}
-	defer func() {
-		client.CloseIdleConnections()
-		if err := s.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	ts := startEngineServer(t, nil, catalogue.FliteSLT, catalogue.PocketsphinxEnUS, catalogue.SileroV5)
+	s, client := ts.s, ts.client
 	two := json.RawMessage("2")
 	if err := s.RegisterModels(context.Background(), []ModelEntry{
 		{ID: "tts", Spec: ModelSpec{Engine: "flite", Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two}},
@@ -76,7 +32,7 @@ func TestAudioEndpoints(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + ln.Addr().String()
+	url := ts.url
 	post := func(path, ctype string, body []byte) (int, string, []byte) {
 		t.Helper()
 		resp, err := client.Post(url+path, ctype, bytes.NewReader(body))

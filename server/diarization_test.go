@@ -5,17 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"mime/multipart"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/diarize/evalset"
-	"github.com/sluice-dev/sluice/backends/engines"
 )
 
 // TestDiarizationEndpoint drives POST /v1/audio/diarization on loopback
@@ -37,40 +33,8 @@ func TestDiarizationEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	wav := recs[0].WAV()
-	root := t.TempDir()
-	var recipes []catalogue.Recipe
-	for _, n := range []string{catalogue.DiarizeSilero, catalogue.SileroV5} {
-		r, err := catalogue.DefaultRecipe(catalogue.DefaultSources(""), n)
-		if err != nil {
-			t.Fatalf("default models not buildable here (make deps): %v", err)
-		}
-		recipes = append(recipes, r)
-	}
-	if _, err := catalogue.Build(root, recipes); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ParallelJobs, cfg.ModelsRoot = true, root
-	s, err := New(cfg, Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	client := &http.Client{Transport: &http.Transport{}}
-	defer func() {
-		client.CloseIdleConnections()
-		if err := s.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if err := <-served; err != nil {
-			t.Error(err)
-		}
-	}()
+	ts := startEngineServer(t, nil, catalogue.DiarizeSilero, catalogue.SileroV5)
+	s, client := ts.s, ts.client
 	two := json.RawMessage("2")
 	if err := s.RegisterModels(ctx, []ModelEntry{
 		{ID: "diar", Spec: ModelSpec{Engine: "diarize", Task: "diarization", Checkpoint: catalogue.DiarizeSilero, Slots: two}},
@@ -78,7 +42,7 @@ func TestDiarizationEndpoint(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + ln.Addr().String() + "/v1/audio/diarization"
+	url := ts.url + "/v1/audio/diarization"
 	post := func(fields ...string) (int, string, []byte) {
 		var buf bytes.Buffer
 		mw := multipart.NewWriter(&buf)

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/core"
 )
 
@@ -88,15 +89,38 @@ func newServer(t *testing.T, mutate func(*Config)) *tserver {
 // checked, when the test ends.
 func newServerCfg(t *testing.T, cfg Config) *tserver {
 	t.Helper()
+	return newServerOpts(t, cfg, Options{})
+}
+
+// newServerOpts builds a server from cfg and opts, with the test's logger
+// and the invariant checks; it is shut down, and checked, when the test
+// ends.
+func newServerOpts(t *testing.T, cfg Config, opts Options) *tserver {
+	t.Helper()
 	logs := &logBuffer{}
-	s, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		CheckInvariants: true})
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.CheckInvariants = true
+	s, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := &tserver{t: t, s: s, logs: logs, client: &http.Client{Transport: &http.Transport{}}}
 	t.Cleanup(ts.close)
 	return ts
+}
+
+// startEngineServer is startServer over a models root that holds the
+// default checkpoints names, with the real engines beside the fixture.
+func startEngineServer(t *testing.T, mutate func(*Config), names ...string) *tserver {
+	t.Helper()
+	cfg := testConfig(t)
+	if err := engines.BuildDefaultRoot(cfg.ModelsRoot, "", names...); err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	return newServerOpts(t, cfg, Options{Engines: engines.Registry(engines.Config{})}).serve()
 }
 
 // serve starts listening on loopback.

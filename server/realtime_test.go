@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
-	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
@@ -81,40 +79,12 @@ func startRealtime(t *testing.T, slots int, mutate func(*Config)) *tserver {
 // onnx, one slot).
 func startRealtimeWith(t *testing.T, slots int, vad bool, mutate func(*Config)) *tserver {
 	t.Helper()
-	avail := []func() error{pocketsphinx.Available}
 	names := []string{catalogue.PocketsphinxEnUS}
 	if vad {
-		avail, names = append(avail, onnx.Available), append(names, catalogue.SileroV5)
+		names = append(names, catalogue.SileroV5)
 	}
-	for _, a := range avail {
-		if err := a(); err != nil {
-			t.Fatalf("engine library: %v (make deps installs it)", err)
-		}
-	}
-	cfg := testConfig(t)
-	var recipes []catalogue.Recipe
-	for _, n := range names {
-		r, err := catalogue.DefaultRecipe(catalogue.DefaultSources(""), n)
-		if err != nil {
-			t.Fatalf("default model not buildable here: %v (make deps)", err)
-		}
-		recipes = append(recipes, r)
-	}
-	if _, err := catalogue.Build(cfg.ModelsRoot, recipes); err != nil {
-		t.Fatal(err)
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	logs := &logBuffer{}
-	s, err := New(cfg, Options{Engines: engines.Registry(engines.Config{}),
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), CheckInvariants: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &tserver{t: t, s: s, logs: logs, client: &http.Client{Transport: &http.Transport{}}}
-	t.Cleanup(ts.close)
-	ts.serve()
+	ts := startEngineServer(t, mutate, names...)
+	s := ts.s
 	models := []ModelEntry{{ID: "asr", Spec: ModelSpec{Engine: pocketsphinx.Name, Task: "asr",
 		Checkpoint: catalogue.PocketsphinxEnUS, Slots: json.RawMessage(strconv.Itoa(slots))}}}
 	if vad {

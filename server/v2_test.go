@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
-	"github.com/sluice-dev/sluice/backends/engines"
 )
 
 // TestV2ReadyStartupModels: /v2/health/ready waits for the startup
@@ -59,28 +56,7 @@ func TestV2ReadyStartupModels(t *testing.T) {
 // tensor, pocketsphinx transcribes that tensor back to its words, and
 // Silero finds the speech in it sent as FP32 (CONTRACT.md oip.infer).
 func TestV2RoundTripEngines(t *testing.T) {
-	root := t.TempDir()
-	src := catalogue.DefaultSources("")
-	var recipes []catalogue.Recipe
-	for _, n := range []string{catalogue.FliteSLT, catalogue.PocketsphinxEnUS, catalogue.SileroV5} {
-		r, err := catalogue.DefaultRecipe(src, n)
-		if err != nil {
-			t.Fatalf("default models not buildable here: %v (make deps)", err)
-		}
-		recipes = append(recipes, r)
-	}
-	if _, err := catalogue.Build(root, recipes); err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(t)
-	cfg.ModelsRoot = root
-	s, err := New(cfg, Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &tserver{t: t, s: s, logs: &logBuffer{}, client: &http.Client{Transport: &http.Transport{}}}
-	t.Cleanup(ts.close)
-	ts.serve()
+	ts := startEngineServer(t, nil, catalogue.FliteSLT, catalogue.PocketsphinxEnUS, catalogue.SileroV5)
 	ts.put("tts", fmt.Sprintf(`{"engine":"flite","task":"tts","checkpoint":%q,"slots":1}`, catalogue.FliteSLT))
 	ts.put("asr", fmt.Sprintf(`{"engine":"pocketsphinx","task":"asr","checkpoint":%q,"slots":1}`, catalogue.PocketsphinxEnUS))
 	ts.put("vad", fmt.Sprintf(`{"engine":"onnx","task":"vad","checkpoint":%q,"slots":1}`, catalogue.SileroV5))

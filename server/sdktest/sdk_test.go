@@ -66,46 +66,22 @@ func missing(t *testing.T, format string, args ...any) {
 	t.Fatalf("%s (make deps installs it)", fmt.Sprintf(format, args...))
 }
 
-func nodeModules() string {
-	if m := os.Getenv("SLUICE_SDK_NODE_MODULES"); m != "" {
-		return m
-	}
-	return filepath.Join(catalogue.DefaultNPMPrefix(), "node_modules")
-}
-
-func TestOpenAISDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node is not installed: %v", err)
-	}
-	mods := nodeModules()
-	if _, err := os.Stat(filepath.Join(mods, "openai", "package.json")); err != nil {
-		missing(t, "the openai npm package is not under %s: %v", mods, err)
-	}
-	for _, avail := range []func() error{flite.Available, espeak.Available, pocketsphinx.Available, onnx.Available} {
-		if err := avail(); err != nil {
-			missing(t, "engine library missing: %v", err)
-		}
-	}
+// serveSluice builds a models root holding the default checkpoints names,
+// starts a loopback server on it with the real engines and the API key key
+// (its configuration changed by mutate), registers models and returns the
+// server's address; the server is shut down when the test ends.
+func serveSluice(t *testing.T, key string, mutate func(*server.Config), names []string, models []server.ModelEntry) string {
+	t.Helper()
 	root := t.TempDir()
-	src := catalogue.DefaultSources("")
-	var recipes []catalogue.Recipe
-	for _, n := range []string{catalogue.FliteSLT, catalogue.EspeakEn, catalogue.PocketsphinxEnUS, catalogue.SileroV5} {
-		r, err := catalogue.DefaultRecipe(src, n)
-		if err != nil {
-			missing(t, "default model %s not buildable here: %v", n, err)
-		}
-		recipes = append(recipes, r)
-	}
-	if _, err := catalogue.Build(root, recipes); err != nil {
+	if err := engines.BuildDefaultRoot(root, "", names...); err != nil {
 		t.Fatal(err)
 	}
-
-	const key = "sdk-test-key"
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.ParallelJobs, cfg.ModelsRoot, cfg.APIKey = true, root, key
-	cfg.ShutdownTimeout = 20 * time.Second
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	s, err := server.New(cfg, server.Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -126,21 +102,44 @@ func TestOpenAISDK(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	two := json.RawMessage("2")
-	if err := s.RegisterModels(context.Background(), []server.ModelEntry{
-		{ID: "tts", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two}},
-		{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1")}},
-		{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two}},
-		{ID: "vad", Spec: server.ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
-	}); err != nil {
+	if err := s.RegisterModels(context.Background(), models); err != nil {
 		t.Fatal(err)
 	}
+	return ln.Addr().String()
+}
+
+func nodeModules() string {
+	if m := os.Getenv("SLUICE_SDK_NODE_MODULES"); m != "" {
+		return m
+	}
+	return filepath.Join(catalogue.DefaultNPMPrefix(), "node_modules")
+}
+
+func TestOpenAISDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing(t, "node is not installed: %v", err)
+	}
+	mods := nodeModules()
+	if _, err := os.Stat(filepath.Join(mods, "openai", "package.json")); err != nil {
+		missing(t, "the openai npm package is not under %s: %v", mods, err)
+	}
+	const key = "sdk-test-key"
+	two := json.RawMessage("2")
+	addr := serveSluice(t, key, func(c *server.Config) { c.ShutdownTimeout = 20 * time.Second },
+		[]string{catalogue.FliteSLT, catalogue.EspeakEn, catalogue.PocketsphinxEnUS, catalogue.SileroV5},
+		[]server.ModelEntry{
+			{ID: "tts", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two}},
+			{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1")}},
+			{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two}},
+			{ID: "vad", Spec: server.ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
+		})
 
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "sdk.mjs")
 	cmd.Env = append(os.Environ(), "NODE_PATH="+mods,
-		"SLUICE_SDK_BASE_URL=http://"+ln.Addr().String()+"/v1", "SLUICE_SDK_API_KEY="+key)
+		"SLUICE_SDK_BASE_URL=http://"+addr+"/v1", "SLUICE_SDK_API_KEY="+key)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second
