@@ -312,21 +312,38 @@ func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return Invalid("%v", err)
 	}
-	lease, err := s.taskLease(r, model, "vad")
+	var v audio.VADResult
+	lease, out, err := s.inferUpload(r, u, model, "vad", in, &v)
 	if err != nil {
 		return err
 	}
 	defer lease.Release(true)
+	return writeTask(w, r, lease, jsonContentType[0], append(out.JSON, '\n'))
+}
+
+// inferUpload runs the upload u, with the engine input in, on a lease of
+// model for task, and decodes the engine's JSON answer into result. The
+// spool file is gone when it returns. On success the caller writes its
+// answer and then releases the lease.
+func (s *Server) inferUpload(r *http.Request, u *upload, model, task string, in json.RawMessage, result any) (*runtime.Lease, backends.Output, error) {
+	lease, err := s.taskLease(r, model, task)
+	if err != nil {
+		return nil, backends.Output{}, err
+	}
 	req := u.request(requestIDFrom(r.Context()))
 	req.Input = in
 	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
+	if err == nil {
+		if uerr := json.Unmarshal(out.JSON, result); uerr != nil {
+			err = &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a " + task + " model", Err: uerr}
+		}
+	} else {
+		err = fromRuntime(err)
+	}
 	if err != nil {
-		return fromRuntime(err)
+		lease.Release(true)
+		return nil, backends.Output{}, err
 	}
-	var v audio.VADResult
-	if err := json.Unmarshal(out.JSON, &v); err != nil {
-		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a voice-activity model", Err: err}
-	}
-	return writeTask(w, r, lease, jsonContentType[0], append(out.JSON, '\n'))
+	return lease, out, nil
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"regexp"
 
@@ -26,22 +25,12 @@ func (s *Server) handleDiarization(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return Invalid("%v", err)
 	}
-	lease, err := s.taskLease(r, p.Model, "diarization")
+	var res audio.DiarizationResult
+	lease, out, err := s.inferUpload(r, u, p.Model, "diarization", in, &res)
 	if err != nil {
 		return err
 	}
 	defer lease.Release(true)
-	req := u.request(requestIDFrom(r.Context()))
-	req.Input = in
-	out, err := lease.Infer(r.Context(), req, nil)
-	u.Close() // the spool file goes before the answer is written
-	if err != nil {
-		return fromRuntime(err)
-	}
-	var res audio.DiarizationResult
-	if err := json.Unmarshal(out.JSON, &res); err != nil {
-		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a diarization model", Err: err}
-	}
 	if p.ResponseFormat == "rttm" {
 		return writeTask(w, r, lease, "text/plain; charset=utf-8", []byte(res.RTTM(rttmName(u.filename))))
 	}
