@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
 // Real engines for the cases whose server.engines names them (CONTRACT.md
@@ -26,6 +27,7 @@ var realEngineNames = map[string]func() error{
 	pocketsphinx.Name: pocketsphinx.Available,
 	espeak.Name:       espeak.Available,
 	onnx.Name:         onnx.Available,
+	whisper.Name:      whisper.Available,
 }
 
 // errUnavailable marks a case whose real engines or models root this

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
 // realEngines returns the real engines `sluice serve` and `sluice run` serve
@@ -22,6 +23,7 @@ func realEngines() backends.Registry {
 	avail := map[string]func() error{
 		flite.Name: flite.Available, pocketsphinx.Name: pocketsphinx.Available,
 		espeak.Name: espeak.Available, onnx.Name: onnx.Available,
+		whisper.Name: whisper.Available,
 	}
 	reg := backends.Registry{}
 	for name, e := range engines.Registry(engines.Config{ONNXRuntime: os.Getenv("SLUICE_ONNXRUNTIME")}) {
