@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines bench-whisper ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -129,6 +129,15 @@ validate-engines: models
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
 bench-engines: models
 	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=24x -count=1 ./backends/engines/
+
+# bench-whisper: whisper.cpp's own examples/server (serial, built from the
+# same npm source) beside Sluice's whisper engine at 1, 2 and 4 slots, the
+# same mixed workload of long and short clips on the same synthetic model
+# (scripts/benchwhisper: 2 x 120 s and 12 x 3 s clips, 8 clients; about 2
+# minutes per target on 2 busy cores), then the cancel-to-free-slot time.
+bench-whisper: deps
+	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper server >/dev/null
+	$(GO) run ./scripts/benchwhisper $(BENCH_WHISPER_FLAGS)
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.

@@ -34,12 +34,15 @@ struct sluice_req {
 
 static bool sluice_abort(void *data) {
     struct sluice_req *r = data;
+    bool stop = r->abort && atomic_load_explicit(r->abort, memory_order_relaxed) != 0;
+    // The notification comes after the flag is read, so a cancel it
+    // prompts lands in the work before the next poll: "mid-decode".
     if (r->polls && atomic_fetch_add_explicit(r->polls, 1, memory_order_relaxed) == 0 && r->notify_fd >= 0) {
         char b = 1;
         ssize_t n = write(r->notify_fd, &b, 1);
         (void) n;
     }
-    return r->abort && atomic_load_explicit(r->abort, memory_order_relaxed) != 0;
+    return stop;
 }
 
 static bool sluice_encoder_begin(struct whisper_context *ctx, struct whisper_state *state, void *data) {
