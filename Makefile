@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines bench-whisper ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines bench-whisper whisper-opencl-check ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -138,6 +138,12 @@ bench-engines: models
 bench-whisper: deps
 	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper server >/dev/null
 	$(GO) run ./scripts/benchwhisper $(BENCH_WHISPER_FLAGS)
+
+# whisper-opencl-check: the whisper engine with ggml's CLBlast path on the
+# pocl CPU OpenCL driver (Debian), matched outputs at 1, 2 and 4 slots and
+# CPU against OpenCL clip by clip (scripts/whisper-opencl-check.sh).
+whisper-opencl-check: deps
+	bash scripts/whisper-opencl-check.sh
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.

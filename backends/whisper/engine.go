@@ -29,7 +29,8 @@
 // threads (per state, 1..64, default 1), language ("" or "auto": detect;
 // else the ISO-639-1 code the model transcribes when a request names
 // none), max_seconds (1..7200, default 600, checked against the audio's
-// header before decoding) and oversubscribe (see capacity below). The model
+// header before decoding), oversubscribe (see capacity below) and gpu (use
+// the library's GPU backend, in a CUDA build). The model
 // file is checked completely (CheckModel) before the library reads it.
 //
 // Capacity: min(the manifest's max_slots, cores / threads), because a
@@ -70,6 +71,9 @@ type Options struct {
 	Language      string `json:"language,omitempty"`
 	MaxSeconds    int    `json:"max_seconds,omitempty"`
 	Oversubscribe bool   `json:"oversubscribe,omitempty"`
+	// GPU asks the library for its GPU backend (a CUDA build: see
+	// shim/build.sh); a CPU or OpenCL build ignores it.
+	GPU bool `json:"gpu,omitempty"`
 }
 
 // Engine is the whisper engine.
@@ -89,6 +93,7 @@ type config struct {
 	language   string // "" = detect
 	maxSeconds int
 	capacity   int
+	gpu        bool
 }
 
 func resolve(spec backends.Spec) (config, error) {
@@ -135,7 +140,7 @@ func resolve(spec backends.Spec) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	c := config{name: cp.Name, file: path, info: info, threads: o.Threads, maxSeconds: o.MaxSeconds}
+	c := config{name: cp.Name, file: path, info: info, threads: o.Threads, maxSeconds: o.MaxSeconds, gpu: o.GPU}
 	if o.Language != "" {
 		if c.language, err = audio.CheckLanguage(o.Language, languagesOf(info)); err != nil {
 			return config{}, fmt.Errorf("whisper: option %w", err)
@@ -201,7 +206,7 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 	if err != nil {
 		return nil, 0, err
 	}
-	wctx, err := l.loadModel(c.file, false)
+	wctx, err := l.loadModel(c.file, c.gpu)
 	if err != nil {
 		return nil, 0, backends.AsInvalid(fmt.Errorf("whisper: checkpoint %s: %w", c.name, err))
 	}
