@@ -37,7 +37,7 @@ func CheckModel(path string) (ModelInfo, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		return ModelInfo{}, backends.Invalidf("whisper: model file %s is not a regular file", path)
 	}
-	r := &reader{r: bufio.NewReaderSize(f, 1<<16), left: st.Size()}
+	r := &reader{f: f, r: bufio.NewReaderSize(f, 1<<16), left: st.Size()}
 	info, err := checkModel(r)
 	if err != nil {
 		return ModelInfo{}, backends.Invalidf("whisper: model file %s: %w", path, err)
@@ -46,8 +46,11 @@ func CheckModel(path string) (ModelInfo, error) {
 	return info, nil
 }
 
-// reader reads little-endian values and counts what is left of the file.
+// reader reads little-endian values and counts what is left of the file;
+// it seeks over tensor data, so a large model's check reads its headers,
+// not its gigabytes.
 type reader struct {
+	f    *os.File
 	r    *bufio.Reader
 	left int64
 	err  error
@@ -84,11 +87,16 @@ func (r *reader) skip(n int64) {
 		r.err = errShort
 		return
 	}
-	if _, err := r.r.Discard(int(n)); err != nil {
+	r.left -= n
+	if b := int64(r.r.Buffered()); n <= b {
+		_, _ = r.r.Discard(int(n))
+		return
+	}
+	if _, err := r.f.Seek(n-int64(r.r.Buffered()), io.SeekCurrent); err != nil {
 		r.err = errShort
 		return
 	}
-	r.left -= n
+	r.r.Reset(r.f)
 }
 
 func checkModel(r *reader) (ModelInfo, error) {
