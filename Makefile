@@ -134,7 +134,8 @@ bench-engines: models
 # same npm source) beside Sluice's whisper engine at 1, 2 and 4 slots, the
 # same mixed workload of long and short clips on the same synthetic model
 # (scripts/benchwhisper: 2 x 120 s and 12 x 3 s clips, 8 clients; about 2
-# minutes per target on 2 busy cores), then the cancel-to-free-slot time.
+# minutes per target on 2 busy cores; 2 rounds in alternating order, CPU
+# seconds per request beside the rates), then the cancel-to-free-slot time.
 bench-whisper: deps
 	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper server >/dev/null
 	$(GO) run ./scripts/benchwhisper $(BENCH_WHISPER_FLAGS)

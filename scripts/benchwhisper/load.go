@@ -17,13 +17,19 @@ import (
 	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
-// result is one target's figures.
-type result struct {
-	name                        string
-	rps                         float64
-	shortP50, shortP99, longP50 float64
-	wall                        time.Duration
+// sample is what one or more runs of a target measured.
+type sample struct {
+	shorts, longs []float64 // seconds
+	wall, cpu     time.Duration
+	n             int // requests
 }
+
+func (s *sample) add(o sample) {
+	s.shorts, s.longs = append(s.shorts, o.shorts...), append(s.longs, o.longs...)
+	s.wall, s.cpu, s.n = s.wall+o.wall, s.cpu+o.cpu, s.n+o.n
+}
+
+func (s *sample) rps() float64 { return float64(s.n) / s.wall.Seconds() }
 
 // form builds one target's multipart request for a clip.
 type form func(wav []byte) (body []byte, contentType string)
@@ -54,7 +60,7 @@ func sluiceForm(wav []byte) ([]byte, string) {
 
 // drive sends every job once, clients at a time in job order, and times
 // each from its send to its whole answer.
-func drive(name, url string, f form, jobs []job, clients int) (result, error) {
+func drive(name, url string, f form, jobs []job, clients int) (sample, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Minute}
 	defer client.CloseIdleConnections()
 	queue := make(chan int, len(jobs))
@@ -91,7 +97,7 @@ func drive(name, url string, f form, jobs []job, clients int) (result, error) {
 	wg.Wait()
 	wall := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
-		return result{}, err
+		return sample{}, err
 	}
 	var shorts, longs []float64
 	for i, j := range jobs {
@@ -101,7 +107,7 @@ func drive(name, url string, f form, jobs []job, clients int) (result, error) {
 			shorts = append(shorts, lat[i].Seconds())
 		}
 	}
-	return result{name: name, rps: float64(len(jobs)) / wall.Seconds(), shortP50: pct(shorts, 50), shortP99: pct(shorts, 99), longP50: pct(longs, 50), wall: wall}, nil
+	return sample{shorts: shorts, longs: longs, wall: wall, n: len(jobs)}, nil
 }
 
 // pct is the nearest-rank percentile of xs (0 when empty).

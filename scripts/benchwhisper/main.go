@@ -8,13 +8,15 @@
 // one thread). Every target decodes greedily without temperature fallback
 // in English, so they do the same work per clip. It prints, per target,
 // the whole workload's requests/s and the short clips' p50 and p99
-// latency, and, measured on the engine directly, the time from a
+// latency, CPU seconds per request (robust to other work on the machine),
+// and, measured on the engine directly, the time from a
 // cancelled context to a free slot mid-decode.
 //
 // Size (defaults): 2 long clips of 120 s (4 windows each) and 12 short ones of 3 s (jfk.wav
 // repeated or cut), sent by 8 concurrent clients in a fixed order with the
 // long clips first, so shorts queue behind them as in whisper.cpp issue
-// #1803; about 2 minutes per target on 2 busy cores.
+// #1803; 2 rounds in alternating order; about 2 minutes per target and
+// round on 2 busy cores.
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -49,15 +52,16 @@ func main() {
 	clients := flag.Int("clients", 8, "concurrent clients")
 	slotList := flag.String("slots", "1,2,4", "Sluice slot counts")
 	cancels := flag.Int("cancels", 5, "cancellations measured mid-decode")
+	rounds := flag.Int("rounds", 2, "rounds; each runs every target, in alternating order")
 	npm := flag.String("npm", "", "npm prefix (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
 	flag.Parse()
-	if err := run(*long, *short, *longSec, *shortSec, *clients, *slotList, *cancels, *npm); err != nil {
+	if err := run(*long, *short, *longSec, *shortSec, *clients, *slotList, *cancels, *rounds, *npm); err != nil {
 		fmt.Fprintln(os.Stderr, "benchwhisper:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList string, cancels int, npm string) error {
+func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList string, cancels, rounds int, npm string) error {
 	src := catalogue.DefaultSources(npm)
 	jfk, err := os.ReadFile(src.JFK())
 	if err != nil {
@@ -89,34 +93,44 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 		synth.Bench.Name, synth.Bench.State, synth.Bench.AudioLayers, synth.Bench.TextLayers, float64(len(r.Files[0].Content))/1e6,
 		nLong, longSec, nShort, shortSec, clients)
 
-	var rows []result
-	peer, err := startPeer(peerBin, model)
-	if err != nil {
-		return err
+	type target struct {
+		name string
+		run  func() (sample, error)
 	}
-	res, err := drive("whisper.cpp server (serial)", peer.url+"/inference", peerForm, jobs, clients)
-	peer.stop()
-	if err != nil {
-		return err
-	}
-	rows = append(rows, res)
+	targets := []target{{"whisper.cpp server (serial)", func() (sample, error) { return benchPeer(peerBin, model, jobs, clients) }}}
 	for _, f := range strings.Split(slotList, ",") {
 		var slots int
 		if _, err := fmt.Sscan(f, &slots); err != nil || slots < 1 {
 			return fmt.Errorf("bad slot count %q", f)
 		}
-		res, err := benchSluice(dir, slots, jobs, clients)
-		if err != nil {
-			return err
+		targets = append(targets, target{fmt.Sprintf("sluice whisper, %d slot(s)", slots), func() (sample, error) { return benchSluice(dir, slots, jobs, clients) }})
+	}
+	// Rounds alternate the targets' order, so the machine's drift (other
+	// work on shared cores) falls on all of them alike.
+	total := make([]sample, len(targets))
+	for r := range rounds {
+		for k := range targets {
+			i := k
+			if r%2 == 1 {
+				i = len(targets) - 1 - k
+			}
+			got, err := targets[i].run()
+			if err != nil {
+				return fmt.Errorf("%s: %w", targets[i].name, err)
+			}
+			total[i].add(got)
 		}
-		rows = append(rows, res)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\trequests/s\tvs serial\tshort p50 s\tshort p99 s\tlong p50 s\twall s\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.2fx\t%.2f\t%.2f\t%.2f\t%.1f\t\n", r.name, r.rps, r.rps/rows[0].rps, r.shortP50, r.shortP99, r.longP50, r.wall.Seconds())
+	fmt.Fprintln(tw, "target\trequests/s\tvs serial\tCPU s/request\tshort p50 s\tshort p99 s\tlong p50 s\twall s\t")
+	base := total[0].rps()
+	for i, t := range targets {
+		x := total[i]
+		fmt.Fprintf(tw, "%s\t%.3f\t%.2fx\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n", t.name, x.rps(), x.rps()/base, x.cpu.Seconds()/float64(x.n),
+			pct(x.shorts, 50), pct(x.shorts, 99), pct(x.longs, 50), x.wall.Seconds())
 	}
 	tw.Flush()
+	fmt.Printf("(%d rounds; CPU is the peer process's rusage, and for Sluice this process's, load generator included)\n", rounds)
 	if cancels > 0 {
 		return measureCancel(filepath.Join(dir, "bench"), speech.Samples, cancels)
 	}
@@ -150,17 +164,17 @@ func workload(speech []int16, nLong, nShort int, longSec, shortSec float64) []jo
 	return jobs
 }
 
-func benchSluice(root string, slots int, jobs []job, clients int) (result, error) {
+func benchSluice(root string, slots int, jobs []job, clients int) (sample, error) {
 	cfg := server.DefaultConfig()
 	cfg.ParallelJobs, cfg.ModelsRoot = true, root
 	cfg.AdmissionTimeout = 30 * time.Minute
 	s, err := server.New(cfg, server.Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return result{}, err
+		return sample{}, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return result{}, err
+		return sample{}, err
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
@@ -171,9 +185,33 @@ func benchSluice(root string, slots int, jobs []job, clients int) (result, error
 	spec := server.ModelSpec{Engine: whisper.Name, Task: "asr", Checkpoint: "bench", Slots: []byte(fmt.Sprint(slots)),
 		Options: []byte(`{"threads":1,"oversubscribe":true,"max_seconds":3600}`)}
 	if err := s.RegisterModels(context.Background(), []server.ModelEntry{{ID: "asr", Spec: spec}}); err != nil {
-		return result{}, err
+		return sample{}, err
 	}
-	return drive(fmt.Sprintf("sluice whisper, %d slot(s)", slots), "http://"+ln.Addr().String()+"/v1/audio/transcriptions", sluiceForm, jobs, clients)
+	before := selfCPU()
+	x, err := drive("sluice", "http://"+ln.Addr().String()+"/v1/audio/transcriptions", sluiceForm, jobs, clients)
+	x.cpu = selfCPU() - before
+	return x, err
+}
+
+// benchPeer starts whisper.cpp's server, drives the workload and stops it;
+// the CPU is the server process's own.
+func benchPeer(bin, model string, jobs []job, clients int) (sample, error) {
+	p, err := startPeer(bin, model)
+	if err != nil {
+		return sample{}, err
+	}
+	x, err := drive("whisper.cpp server", p.url+"/inference", peerForm, jobs, clients)
+	p.stop()
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		x.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return x, err
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // measureCancel opens the bench model on the engine directly and, n
