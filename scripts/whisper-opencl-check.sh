@@ -5,7 +5,9 @@
 # libwhisper.so with ggml's CLBlast matrix multiplication
 # (SLUICE_WHISPER_BACKEND=opencl) beside the CPU build, and runs
 # whisper-gpucheck on both: matched outputs at 1, 2 and 4 slots within each
-# build, then CPU against OpenCL clip by clip, then requests/s.
+# build, then CPU against OpenCL clip by clip, then requests/s, on the
+# tiny synthetic model (MODELS=tiny,bench adds the bench model; pocl
+# compiles CLBlast's kernels on first use, about 2 minutes on 2 busy cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
@@ -25,6 +27,6 @@ cpu_dir="$(bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT")"
 ocl_dir="$(SLUICE_WHISPER_BACKEND=opencl bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT")"
 mkdir -p bin out
 go build -o bin/whisper-gpucheck ./backends/whisper/cmd/whisper-gpucheck
-SLUICE_WHISPER_LIB="$cpu_dir/libwhisper.so" ./bin/whisper-gpucheck -label cpu -out out/whisper-cpu.json
-SLUICE_WHISPER_LIB="$ocl_dir/libwhisper.so" ./bin/whisper-gpucheck -label opencl -out out/whisper-opencl.json
+SLUICE_WHISPER_LIB="$cpu_dir/libwhisper.so" ./bin/whisper-gpucheck -label cpu -models "${MODELS:-tiny}" -out out/whisper-cpu.json
+SLUICE_WHISPER_LIB="$ocl_dir/libwhisper.so" ./bin/whisper-gpucheck -label opencl -models "${MODELS:-tiny}" -out out/whisper-opencl.json
 ./bin/whisper-gpucheck -compare out/whisper-cpu.json,out/whisper-opencl.json
