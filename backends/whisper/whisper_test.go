@@ -288,3 +288,19 @@ func TestCheckModelReadsTheGeneratorsFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerIndependentOfHistory: a two-window clip decoded by a fresh
+// state and by one that decoded other audio first gives the same bytes.
+// whisper.cpp 1.5.0's token timestamps read past a segment's last token
+// (stale memory from earlier requests) until build.sh's one-line fix.
+func TestAnswerIndependentOfHistory(t *testing.T) {
+	dir := tiny(t)
+	long := pcm(t, 45)
+	_, fresh := infer(t, open(t, spec(dir, 1, "")), long, `{"sample_rate":16000}`)
+	s := open(t, spec(dir, 1, ""))
+	infer(t, s, jfk(t), "")
+	infer(t, s, pcm(t, 3), `{"sample_rate":16000}`)
+	if _, after := infer(t, s, long, `{"sample_rate":16000}`); after != fresh {
+		t.Fatalf("after other requests:\n%s\nfresh:\n%s", after, fresh)
+	}
+}

@@ -71,12 +71,24 @@ if [ ! -f "$dst/libwhisper.so" ]; then
 	tmp="$(mktemp -d "$out_root/.tmp.XXXXXX")"
 	trap 'rm -rf "$tmp"' EXIT
 	echo "whisper build: libwhisper.so for $id (gcc/g++ ${march[*]})" >&2
+	# One fix to whisper.cpp 1.5.0, applied to a copy: its token-level
+	# timestamps compare a segment's last token with the token after it
+	# (j < ns - 1, the window's sample count, where the token count n was
+	# meant), reading past the end of the token vector; the stale value
+	# there made a word's end time depend on earlier requests (found by
+	# the matched-output check). Upstream later compares with n.
+	cp "$src/whisper.cpp" "$tmp/whisper.cpp"
+	sed -i 's/if (j < ns - 1 \&\& tokens\[j\].t1 > tokens\[j + 1\].t0) {/if (j < n - 1 \&\& tokens[j].t1 > tokens[j + 1].t0) {/' "$tmp/whisper.cpp"
+	if ! grep -q 'if (j < n - 1 && tokens\[j\].t1 > tokens\[j + 1\].t0) {' "$tmp/whisper.cpp" || grep -q 'j < ns - 1' "$tmp/whisper.cpp"; then
+		echo "whisper build: the token-timestamp fix did not apply to $src/whisper.cpp" >&2
+		exit 1
+	fi
 	pids=()
 	for c in ggml ggml-alloc ggml-backend ggml-quants; do
 		gcc -std=c11 "${common[@]}" -c "$src/$c.c" -o "$tmp/$c.o" & pids+=($!)
 	done
 	gcc -std=c11 "${common[@]}" -c "$here/shim.c" -o "$tmp/shim.o" & pids+=($!)
-	g++ -std=c++11 "${common[@]}" -c "$src/whisper.cpp" -o "$tmp/whisper.o" & pids+=($!)
+	g++ -std=c++11 "${common[@]}" -c "$tmp/whisper.cpp" -o "$tmp/whisper.o" & pids+=($!)
 	case "$backend" in
 	opencl) g++ -std=c++11 "${common[@]}" -c "$src/ggml-opencl.cpp" -o "$tmp/ggml-opencl.o" & pids+=($!) ;;
 	cuda) nvcc -O3 -DNDEBUG -DGGML_USE_CUBLAS -Xcompiler -fPIC -I"$src" -c "$src/ggml-cuda.cu" -o "$tmp/ggml-cuda.o" & pids+=($!) ;;
