@@ -37,7 +37,8 @@
 // state computes with its own threads and more of them than cores only
 // queue for the CPU; oversubscribe: true advertises the manifest's
 // max_slots regardless (benchmarks and the matched-output check at 4
-// slots on small machines).
+// slots on small machines). A library built with the OpenCL path
+// (CLBlast) admits one slot: its buffers are process-wide and unlocked.
 //
 // Threading rule: the Engine is safe for concurrent use; a session is used
 // by one goroutine at a time; sessions of one pool share the context
@@ -149,6 +150,12 @@ func resolve(spec backends.Spec) (config, error) {
 	c.capacity = cp.Parallel.MaxSlots
 	if !o.Oversubscribe {
 		c.capacity = max(1, min(c.capacity, runtime.NumCPU()/o.Threads))
+	}
+	if l, err := load(); err == nil && l.backend == "opencl" {
+		// ggml-opencl 1.5.0 keeps process-wide buffers without locks: two
+		// states computing at once corrupt its heap (seen as "double
+		// free" at 2 slots on pocl). One slot only.
+		c.capacity = 1
 	}
 	return c, nil
 }

@@ -114,6 +114,9 @@ type lib struct {
 	langMax   func() int32
 	langStr   func(id int32) unsafe.Pointer
 	isMulti   func(ctx unsafe.Pointer) int32
+	backendFn func() unsafe.Pointer
+
+	backend string // "cpu", "opencl" or "cuda": the build's compute path
 
 	langs []string // whisper's language codes by id
 
@@ -154,11 +157,13 @@ func load() (*lib, error) {
 			&l.langMax, "whisper_lang_max_id",
 			&l.langStr, "whisper_lang_str",
 			&l.isMulti, "whisper_is_multilingual",
+			&l.backendFn, "sluice_whisper_backend",
 		); err != nil {
 			theLibErr = fmt.Errorf("%w (%s is not a Sluice build of whisper.cpp %s: rebuild with make deps)", err, path, Version)
 			return
 		}
 		l.quiet()
+		l.backend = native.GoString(l.backendFn())
 		for id := range l.langMax() + 1 {
 			l.langs = append(l.langs, native.GoString(l.langStr(id)))
 		}

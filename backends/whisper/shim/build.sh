@@ -56,6 +56,8 @@ opencl | cuda) id="$id-$backend" ;;
 esac
 dst="$out_root/$id"
 
+tmps=()
+trap 'rm -rf "${tmps[@]}"' EXIT
 march=()
 IFS=_ read -r -a fl <<<"$feat"
 for f in "${fl[@]}"; do march+=("-m$f"); done
@@ -69,7 +71,7 @@ esac
 if [ ! -f "$dst/libwhisper.so" ]; then
 	mkdir -p "$out_root"
 	tmp="$(mktemp -d "$out_root/.tmp.XXXXXX")"
-	trap 'rm -rf "$tmp"' EXIT
+	tmps+=("$tmp")
 	echo "whisper build: libwhisper.so for $id (gcc/g++ ${march[*]})" >&2
 	# One fix to whisper.cpp 1.5.0, applied to a copy: its token-level
 	# timestamps compare a segment's last token with the token after it
@@ -103,7 +105,7 @@ fi
 
 if [ "$what" = server ] && [ ! -f "$dst/whisper-server" ]; then
 	tmp="$(mktemp -d "$out_root/.tmp.XXXXXX")"
-	trap 'rm -rf "$tmp"' EXIT
+	tmps+=("$tmp")
 	echo "whisper build: examples/server for $id" >&2
 	g++ -std=c++11 "${common[@]}" -I"$src/examples" -c "$src/examples/common.cpp" -o "$tmp/common.o"
 	g++ -std=c++11 "${common[@]}" -I"$src/examples" -c "$src/examples/server/server.cpp" -o "$tmp/server.o"

@@ -128,3 +128,15 @@ void sluice_whisper_last_error(char *buf, int32_t n) {
     last_error[0] = 0;
     pthread_mutex_unlock(&log_mu);
 }
+
+// sluice_whisper_backend names the compute path this library was built
+// with (build.sh's SLUICE_WHISPER_BACKEND).
+const char *sluice_whisper_backend(void) {
+#if defined(GGML_USE_CLBLAST)
+    return "opencl";
+#elif defined(GGML_USE_CUBLAS)
+    return "cuda";
+#else
+    return "cpu";
+#endif
+}
