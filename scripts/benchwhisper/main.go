@@ -4,19 +4,20 @@
 // (a) whisper.cpp 1.5.0's own examples/server, built from the same npm
 // source by backends/whisper/shim/build.sh, which serves one request at a
 // time behind a global mutex, and (b) Sluice's server with the whisper
-// engine at 1, 2 and 4 slots (one thread per slot; the peer gets the same
-// one thread). Every target decodes greedily without temperature fallback
-// in English, so they do the same work per clip. It prints, per target,
-// the whole workload's requests/s and the short clips' p50 and p99
-// latency, CPU seconds per request (robust to other work on the machine),
-// and, measured on the engine directly, the time from a
-// cancelled context to a free slot mid-decode.
+// engine at 1, 2 and 4 slots (one thread per slot; the peer runs with 1
+// thread, as one slot does, and with 2, this machine's cores). Every
+// target decodes greedily without temperature fallback in English, so
+// they do the same work per clip. It prints, per target, the whole
+// workload's requests/s, CPU seconds per request (robust to other work on
+// the machine) and the short clips' p50 and p99 latency, then, measured on
+// the engine directly, the time from a cancelled context to a free slot
+// mid-decode.
 //
-// Size (defaults): 2 long clips of 120 s (4 windows each) and 12 short ones of 3 s (jfk.wav
-// repeated or cut), sent by 8 concurrent clients in a fixed order with the
-// long clips first, so shorts queue behind them as in whisper.cpp issue
-// #1803; 2 rounds in alternating order; about 2 minutes per target and
-// round on 2 busy cores.
+// Size (defaults): 2 long clips of 120 s (4 windows each) and 12 short
+// ones of 3 s (jfk.wav repeated or cut), sent by 8 concurrent clients in a
+// fixed order with the long clips first, so shorts queue behind them as in
+// whisper.cpp issue #1803; 2 rounds in alternating order; about 2 minutes
+// per target and round on 2 busy cores.
 package main
 
 import (
@@ -53,15 +54,16 @@ func main() {
 	slotList := flag.String("slots", "1,2,4", "Sluice slot counts")
 	cancels := flag.Int("cancels", 5, "cancellations measured mid-decode")
 	rounds := flag.Int("rounds", 2, "rounds; each runs every target, in alternating order")
+	peerThreads := flag.String("peer-threads", "1,2", "thread counts of whisper.cpp's server (one row each; the first is the baseline)")
 	npm := flag.String("npm", "", "npm prefix (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
 	flag.Parse()
-	if err := run(*long, *short, *longSec, *shortSec, *clients, *slotList, *cancels, *rounds, *npm); err != nil {
+	if err := run(*long, *short, *longSec, *shortSec, *clients, *slotList, *cancels, *rounds, *peerThreads, *npm); err != nil {
 		fmt.Fprintln(os.Stderr, "benchwhisper:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList string, cancels, rounds int, npm string) error {
+func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList string, cancels, rounds int, peerThreads, npm string) error {
 	src := catalogue.DefaultSources(npm)
 	jfk, err := os.ReadFile(src.JFK())
 	if err != nil {
@@ -97,7 +99,14 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 		name string
 		run  func() (sample, error)
 	}
-	targets := []target{{"whisper.cpp server (serial)", func() (sample, error) { return benchPeer(peerBin, model, jobs, clients) }}}
+	var targets []target
+	for _, f := range strings.Split(peerThreads, ",") {
+		var th int
+		if _, err := fmt.Sscan(f, &th); err != nil || th < 1 {
+			return fmt.Errorf("bad peer thread count %q", f)
+		}
+		targets = append(targets, target{fmt.Sprintf("whisper.cpp server (serial), %d thread(s)", th), func() (sample, error) { return benchPeer(peerBin, model, th, jobs, clients) }})
+	}
 	for _, f := range strings.Split(slotList, ",") {
 		var slots int
 		if _, err := fmt.Sscan(f, &slots); err != nil || slots < 1 {
@@ -195,8 +204,8 @@ func benchSluice(root string, slots int, jobs []job, clients int) (sample, error
 
 // benchPeer starts whisper.cpp's server, drives the workload and stops it;
 // the CPU is the server process's own.
-func benchPeer(bin, model string, jobs []job, clients int) (sample, error) {
-	p, err := startPeer(bin, model)
+func benchPeer(bin, model string, threads int, jobs []job, clients int) (sample, error) {
+	p, err := startPeer(bin, model, threads)
 	if err != nil {
 		return sample{}, err
 	}
@@ -246,14 +255,14 @@ type peer struct {
 	cmd *exec.Cmd
 }
 
-func startPeer(bin, model string) (*peer, error) {
+func startPeer(bin, model string, threads int) (*peer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(bin, "-m", model, "-t", "1", "-l", "en", "-nf", "--host", "127.0.0.1", "--port", fmt.Sprint(port))
+	cmd := exec.Command(bin, "-m", model, "-t", fmt.Sprint(threads), "-l", "en", "-nf", "--host", "127.0.0.1", "--port", fmt.Sprint(port))
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
 		return nil, err
