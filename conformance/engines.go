@@ -7,12 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/backends/diarize"
 	"github.com/sluice-dev/sluice/backends/engines"
-	"github.com/sluice-dev/sluice/backends/espeak"
-	"github.com/sluice-dev/sluice/backends/flite"
-	"github.com/sluice-dev/sluice/backends/onnx"
-	"github.com/sluice-dev/sluice/backends/pocketsphinx"
 )
 
 // Real engines for the cases whose server.engines names them (CONTRACT.md
@@ -20,14 +15,10 @@ import (
 // engine refusing slots=2 over HTTP). In process the runner registers them
 // beside the fixture, as `sluice serve` does; a binary serves them itself.
 
-// realEngineNames maps each real engine to the check that its native
-// library loads.
-var realEngineNames = map[string]func() error{
-	flite.Name:        flite.Available,
-	pocketsphinx.Name: pocketsphinx.Available,
-	espeak.Name:       espeak.Available,
-	onnx.Name:         onnx.Available,
-	diarize.Name:      diarize.Available,
+// isRealEngine reports whether name is one of the real engines.
+func isRealEngine(name string) bool {
+	_, ok := engines.Registry(engines.Config{})[name]
+	return ok
 }
 
 // errUnavailable marks a case whose real engines or models root this
@@ -43,11 +34,10 @@ func realEngines(names []string) (backends.Registry, error) {
 	all := engines.Registry(engines.Config{ONNXRuntime: os.Getenv("SLUICE_ONNXRUNTIME")})
 	reg := backends.Registry{}
 	for _, n := range names {
-		avail, ok := realEngineNames[n]
-		if !ok {
+		if !isRealEngine(n) {
 			return nil, fmt.Errorf("conformance: unknown real engine %q", n)
 		}
-		if err := avail(); err != nil {
+		if err := engines.Available(n); err != nil {
 			return nil, fmt.Errorf("conformance: engine %s: %w (%w)", n, errUnavailable, err)
 		}
 		reg[n] = all[n]

@@ -213,7 +213,7 @@ func (c *Case) validate() error {
 	}
 	if c.Server != nil {
 		for _, e := range c.Server.Engines {
-			if _, ok := realEngineNames[e]; !ok {
+			if !isRealEngine(e) {
 				return fmt.Errorf("server.engines: unknown real engine %q", e)
 			}
 		}

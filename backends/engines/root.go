@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
 // Available reports whether the native library of the named real engine
@@ -25,6 +26,8 @@ func Available(engine string) error {
 		return onnx.Available()
 	case diarize.Name:
 		return diarize.Available()
+	case whisper.Name:
+		return whisper.Available()
 	}
 	return fmt.Errorf("engines: no real engine %q", engine)
 }

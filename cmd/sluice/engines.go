@@ -5,12 +5,7 @@ import (
 	"os"
 
 	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/backends/diarize"
 	"github.com/sluice-dev/sluice/backends/engines"
-	"github.com/sluice-dev/sluice/backends/espeak"
-	"github.com/sluice-dev/sluice/backends/flite"
-	"github.com/sluice-dev/sluice/backends/onnx"
-	"github.com/sluice-dev/sluice/backends/pocketsphinx"
 )
 
 // realEngines returns the real engines `sluice serve` and `sluice run` serve
@@ -20,18 +15,11 @@ import (
 // SLUICE_ONNXRUNTIME names the ONNX Runtime library when it is not in the
 // default place (.deps/npm, see `make deps`).
 func realEngines() backends.Registry {
-	avail := map[string]func() error{
-		flite.Name: flite.Available, pocketsphinx.Name: pocketsphinx.Available,
-		espeak.Name: espeak.Available, onnx.Name: onnx.Available,
-		diarize.Name: diarize.Available,
-	}
 	reg := backends.Registry{}
 	for name, e := range engines.Registry(engines.Config{ONNXRuntime: os.Getenv("SLUICE_ONNXRUNTIME")}) {
-		if check, ok := avail[name]; ok {
-			if err := check(); err != nil {
-				slog.Info("engine not available", slog.String("engine", name), slog.Any("err", err))
-				continue
-			}
+		if err := engines.Available(name); err != nil {
+			slog.Info("engine not available", slog.String("engine", name), slog.Any("err", err))
+			continue
 		}
 		reg[name] = e
 	}

