@@ -10,7 +10,7 @@ RACE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -E '/(runtime|server|co
 PURE_PKGS := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/(runtime|server|conformance|backends)(/|$$)')
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
+.PHONY: crash-loop contract conformance conformance-mutants mutants-absent model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime fuzz reliability
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -42,12 +42,21 @@ vet:
 staticcheck:
 	$(STATICCHECK) $(PKGS)
 
+# MUTANT_TAGS builds the planted core bugs in (core.MutantsBuilt); the
+# shipped binary never has them (make mutants-absent).
+MUTANT_TAGS := -tags sluice_mutants
+# The tests that need planted bugs (files tagged sluice_mutants), run beside
+# the ordinary ones in make test.
+MUTANT_TESTS := 'Mutant|DoubleRelease|StaleMetadata|StallReported'
+
 unit:
 	$(GO) test -count=1 $(PURE_PKGS)
 	$(GO) test -count=1 -run 'Rapid' ./core/ -rapid.checks=5000
+	$(GO) test -count=1 $(MUTANT_TAGS) -run $(MUTANT_TESTS) ./core/ ./spec/... ./sim/
 
 race:
 	@if [ -n "$(RACE_PKGS)" ]; then $(GO) test -race -count=1 $(RACE_PKGS); fi
+	$(GO) test -race -count=1 $(MUTANT_TAGS) -run 'StaleMetadata|TestMainNamesTheCellAMutantBreaks' ./core/runtime/ ./conformance/
 
 # cover prints the statement coverage of core and fails below 90%.
 cover:
@@ -67,8 +76,8 @@ soak:
 # sim-mutants: the simulator must catch every planted core mutant, with and
 # without the core's own invariant checks.
 sim-mutants:
-	$(GO) run ./cmd/sluice sim --mutant all
-	$(GO) run ./cmd/sluice sim --mutant all --no-invariants
+	$(GO) run $(MUTANT_TAGS) ./cmd/sluice sim --mutant all
+	$(GO) run $(MUTANT_TAGS) ./cmd/sluice sim --mutant all --no-invariants
 
 # stress: 100,000 porcupine histories of the live runtime (about 10 minutes).
 stress:
@@ -152,9 +161,18 @@ trace-check:
 # mutants: every planted core bug must be caught by the model checker, by
 # trace validation, by the rapid workload checks and by the simulator.
 mutants:
-	$(GO) run ./spec/cmd/mutants
-	$(GO) test -count=1 -run '^TestMutantsCaught$$' -v ./core/ | grep -E '^(---|\s+rapid_test|ok|FAIL)'
-	$(GO) run ./cmd/sluice sim --mutant all
+	$(GO) run $(MUTANT_TAGS) ./spec/cmd/mutants
+	$(GO) test -count=1 $(MUTANT_TAGS) -run '^TestMutantsCaught$$' -v ./core/ | grep -E '^(---|\s+rapid_test|ok|FAIL)'
+	$(GO) run $(MUTANT_TAGS) ./cmd/sluice sim --mutant all
+
+# mutants-absent: the shipped binary (built as make run builds it) has no
+# way to switch a planted bug on: no sluice_mutants tag in its build
+# settings, and no symbol of the code that reads SLUICE_MUTANTS.
+mutants-absent:
+	$(GO) build -o bin/sluice ./cmd/sluice
+	@if $(GO) version -m bin/sluice | grep -q sluice_mutants; then echo "bin/sluice was built with sluice_mutants"; exit 1; fi
+	@if $(GO) tool nm bin/sluice | grep -q 'runtime\.mutantsFromEnv\|core\.mutantsBuilt'; then echo "bin/sluice has the mutant switch"; exit 1; fi
+	@echo "bin/sluice: no planted bugs (no sluice_mutants tag, no mutantsFromEnv symbol)"
 
 # contract regenerates the Test and Label columns of CONTRACT.md from the
 # conformance suite; make test fails while CONTRACT.md is stale.
@@ -168,4 +186,4 @@ conformance:
 
 # conformance-mutants: the suite once per planted core bug, against a built binary (about 4 minutes).
 conformance-mutants:
-	SLUICE_CONFORMANCE_MUTANTS=1 $(GO) test -count=1 -run TestMutants -v -timeout 30m ./conformance/
+	$(GO) test -count=1 $(MUTANT_TAGS) -run '^TestMutants$$' -v -timeout 30m ./conformance/

@@ -129,7 +129,8 @@ func testBinary() (string, error) {
 			return
 		}
 		binPath = filepath.Join(binDir, "sluice")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
+		// The binary has the planted bugs when the tests do (buildTags).
+		out, err := exec.Command("go", "build", "-tags="+buildTags, "-o", binPath, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("%w: %s", err, out)
 		}
