@@ -117,6 +117,13 @@ func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket
 	for i := range effs {
 		r.routeLocked(s, &effs[i], cause)
 	}
+	r.endLocked(now, ev)
+}
+
+// endLocked is the bookkeeping every critical section ends with, also the
+// fast paths that have no effect to route: the invariant check (tests),
+// clearing the machine's effects, and the idle and backoff timers.
+func (r *Runtime) endLocked(now int64, ev *core.Event) {
 	if r.checkInv {
 		r.checkLocked(ev)
 	}
