@@ -174,9 +174,13 @@ mutants-absent:
 	@if $(GO) tool nm bin/sluice | grep -q 'runtime\.mutantsFromEnv\|core\.mutantsBuilt'; then echo "bin/sluice has the mutant switch"; exit 1; fi
 	@echo "bin/sluice: no planted bugs (no sluice_mutants tag, no mutantsFromEnv symbol)"
 
-# contract regenerates the Test and Label columns of CONTRACT.md from the
-# conformance suite; make test fails while CONTRACT.md is stale.
+# contract runs the conformance suite in process, records what ran and
+# passed (conformance/evidence.json), and regenerates the Test and Label
+# columns of CONTRACT.md from it: only a passing case earns a label. make
+# test fails while either is stale (TestContractFresh, and TestConformance
+# compares its verdicts with the recorded ones).
 contract:
+	SLUICE_CONFORMANCE_WRITE_EVIDENCE=1 $(GO) test -count=1 -run '^TestConformance$$' ./conformance/
 	$(GO) run ./conformance/cmd/contract -write CONTRACT.md
 
 # conformance runs the matrices against a running build (TARGET=http://HOST:PORT,
