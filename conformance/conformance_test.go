@@ -78,7 +78,7 @@ func TestConformance(t *testing.T) {
 		ModelsRoot: DefaultModelsRoot("../models")}
 	tag := NewRunTag() // -count=N reuses the shared server: every run needs its own IDs
 	var mu sync.Mutex
-	ran := map[string]string{} // verdicts of the cases that ran, for the run evidence
+	ran := map[string]string{}                        // verdicts of the cases that ran, for the run evidence
 	t.Cleanup(func() { checkRunEvidence(t, s, ran) }) // after every parallel case
 	for _, c := range s.Cases {
 		t.Run(c.Name, func(t *testing.T) {
