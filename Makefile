@@ -91,7 +91,7 @@ bench-runtime:
 bench-http:
 	$(GO) run ./scripts/benchhttp
 
-# reliability: the issue-13 attacks against a built binary, one table of
+# reliability: the serving-edge attacks against a built binary, one table of
 # figures (scripts/reliability): CPU and peak RSS of hostile audio, a stalled
 # stream's slot, 20 concurrent 24 MiB uploads, /healthz beside 1,100 slow
 # connections under nofile 1024, the SIGTERM exit over stuck engine calls.

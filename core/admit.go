@@ -12,7 +12,8 @@ import (
 // server ceiling still bounds it. The returned ticket ends with a Grant
 // (then Release) or a Reject.
 //
-// Decision tree (CONTRACT.md, "Arrival order"):
+// Decision tree (CONTRACT.md order.request-then-request,
+// order.manager-then-request, time.queue-limit, time.overdue-blockers):
 //
 //	(1) shutting down: Reject shutting_down.
 //	(2) nothing queued, no manager, a spare slot: admit now; on a ready

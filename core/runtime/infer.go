@@ -57,7 +57,7 @@ func coreTimeout(id string, d *time.Duration) (int64, error) {
 // Infer runs one request on model id: admission through the model's FIFO,
 // then the engine call on the granted session, then the release. The lease
 // is held until Infer returns, so a stream holds it until its last chunk was
-// emitted or an emit failed (CONTRACT.md, "Active stream / deferred batch").
+// emitted or an emit failed (CONTRACT.md phase.stream-deferred).
 // Every lease is released exactly once, also when the engine panics, fails
 // or the context ends.
 func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o InferOptions) (Result, error) {

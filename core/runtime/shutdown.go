@@ -27,7 +27,7 @@ func (r *Runtime) BeginShutdown() {
 	})
 }
 
-// Shutdown stops the runtime (CONTRACT.md, "Shutting down"):
+// Shutdown stops the runtime (CONTRACT.md time.shutdown-*):
 //
 //	(1) stop admitting: every queued ticket is rejected with shutting_down
 //	    and new submissions are refused;
