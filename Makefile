@@ -47,7 +47,7 @@ staticcheck:
 MUTANT_TAGS := -tags sluice_mutants
 # The tests that need planted bugs (files tagged sluice_mutants), run beside
 # the ordinary ones in make test.
-MUTANT_TESTS := 'Mutant|DoubleRelease|StaleMetadata|StallReported'
+MUTANT_TESTS := 'Mutant|DoubleRelease|StaleMetadata|StallReported|ReplayCommand'
 
 unit:
 	$(GO) test -count=1 $(PURE_PKGS)

@@ -10,7 +10,7 @@ func TestNamesAndStrings(t *testing.T) {
 	if got := strings.Join(EventNames(), ","); got != "SubmitRequest,SubmitManager,SubmitBulkUnload,Cancel,Release,LoadDone,CloneDone,ProbeDone,TeardownDone,Tick,BeginShutdown" {
 		t.Fatal(got)
 	}
-	if len(InvariantNames()) != len(Invariants) || InvariantNames()[0] != "CapacityBounds" {
+	if len(InvariantNames()) != len(Invariants()) || len(Invariants()) != NumInvariants || InvariantNames()[0] != "CapacityBounds" {
 		t.Fatal(InvariantNames())
 	}
 	for _, s := range []interface{ String() string }{State(99), Op(99), Code(99), Reason(99), EventKind(99), EffectKind(99), Cause(99)} {

@@ -168,8 +168,9 @@ func (m *Machine) Lookup(id string) (Handle, bool) {
 // ID returns the model ID of a handle.
 func (m *Machine) ID(h Handle) string { return m.models[h].id }
 
-// Config returns the committed config of a model.
-func (m *Machine) Config(h Handle) *Config { return m.models[h].cfg }
+// Config returns a copy of the committed config of a model: the machine's
+// own is never handed out, so nothing outside can change it.
+func (m *Machine) Config(h Handle) Config { return *m.models[h].cfg }
 
 // Len returns the number of registered models.
 func (m *Machine) Len() int { return len(m.models) }

@@ -88,7 +88,8 @@ func (o *oracle) grant(now int64, e *core.Effect) {
 	}
 	md := o.model(t.h)
 	st := o.m.Status(t.h)
-	cfg := o.m.Config(t.h)
+	c := o.m.Config(t.h)
+	cfg := &c
 	switch {
 	case e.Version != st.ConfigVersion:
 		o.failf("grant-version", now, "%s: ticket %s granted v%d, committed v%d", st.ID, tname(e.Ticket), e.Version, st.ConfigVersion)
@@ -240,7 +241,7 @@ func (o *oracle) startJob(now int64, e *core.Effect) {
 		if md.sessions != 0 || md.resident {
 			o.failf("load-over-sessions", now, "%s: StartLoad while the engine holds %d sessions", o.m.ID(e.Model), md.sessions)
 		}
-		if v := o.m.Status(e.Model).ConfigVersion; e.Version != v || e.Config != o.m.Config(e.Model) {
+		if v := o.m.Status(e.Model).ConfigVersion; e.Version != v || e.Config == nil || *e.Config != o.m.Config(e.Model) {
 			o.failf("load-version", now, "%s: StartLoad v%d, committed v%d", o.m.ID(e.Model), e.Version, v)
 		}
 		md.built = e.Config

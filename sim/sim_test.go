@@ -141,33 +141,6 @@ func (o Options) withSeed(seed uint64) Options {
 	return o
 }
 
-// TestReplayCommand: the printed replay command reproduces the failure.
-func TestReplayCommand(t *testing.T) {
-	var out, errs bytes.Buffer
-	code := Main([]string{"--mutant", "lifo", "--seeds", "50", "--steps", "3000", "--minimize", "5s",
-		"--trace", t.TempDir() + "/x.ndjson"}, &out, &errs)
-	if code != 1 {
-		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errs.String())
-	}
-	line := ""
-	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(l, "replay: ") {
-			line = strings.TrimPrefix(l, "replay: sluice sim ")
-		}
-	}
-	if line == "" {
-		t.Fatalf("no replay line:\n%s", out.String())
-	}
-	var again bytes.Buffer
-	if code := Main(append(strings.Fields(line), "--minimize", "0"), &again, &errs); code != 1 {
-		t.Fatalf("replay %q exit %d\n%s", line, code, again.String())
-	}
-	first := strings.SplitN(out.String(), "\n", 2)[0]
-	if !strings.Contains(again.String(), strings.TrimPrefix(first, "FAIL ")) {
-		t.Fatalf("replay %q did not reproduce %q:\n%s", line, first, again.String())
-	}
-}
-
 // TestMainOK runs the command on a passing seed with a timeline and a trace.
 func TestMainOK(t *testing.T) {
 	dir := t.TempDir()

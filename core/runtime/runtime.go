@@ -202,7 +202,7 @@ func (r *Runtime) ConfigOf(id string) (core.Config, core.ModelStatus, error) {
 	if !ok {
 		return core.Config{}, core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
 	}
-	return *r.m.Config(h), r.m.Status(h), nil
+	return r.m.Config(h), r.m.Status(h), nil
 }
 
 // Residency returns the resident models and the memory charged to them.
