@@ -95,7 +95,11 @@ func linRow(st core.ModelStatus) linmodel.Row {
 // modelSpec is the runtime spec of config c.
 func modelSpec(c *linmodel.Config) ModelSpec {
 	s := ModelSpec{Engine: "fixture", Task: "tts", Checkpoint: "ck", Slots: c.Slots, Options: json.RawMessage(c.OptionJSON),
-		AdmissionTimeout: time.Duration(c.Admission) * time.Millisecond, AdmissionTimeoutSet: c.Admission > 0, MaxQueue: c.MaxQueue}
+		MaxQueue: c.MaxQueue}
+	if c.Admission > 0 {
+		d := time.Duration(c.Admission) * time.Millisecond
+		s.AdmissionTimeout = &d
+	}
 	if c.Invalid {
 		s.Slots = core.MaxSlots + 1
 	}

@@ -136,7 +136,8 @@ func TestMetadataOnlyReconfigure(t *testing.T) {
 	e.apply("a", spec(1, `{}`))
 	r1, _ := e.rt.Infer(bg, "a", backends.Request{}, InferOptions{})
 	s := spec(1, `{}`)
-	s.AdmissionTimeout = time.Second
+	second := time.Second
+	s.AdmissionTimeout = &second
 	if st := e.apply("a", s); st.ConfigVersion != 2 || !st.Loaded {
 		t.Fatalf("%+v", st)
 	}

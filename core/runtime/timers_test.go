@@ -102,7 +102,9 @@ func TestAdmissionTimeout(t *testing.T) {
 		} {
 			id := string(rune('a' + k))
 			s := spec(1, `{}`)
-			s.AdmissionTimeout, s.AdmissionTimeoutSet = c.model, c.set
+			if c.set || c.model != 0 {
+				s.AdmissionTimeout = dur(c.model)
+			}
 			e.apply(id, s)
 			hold := e.infer(bg, id, `{"gate":"h"}`, InferOptions{})
 			synctest.Wait()
