@@ -34,3 +34,12 @@ func TestMutantsCaught(t *testing.T) {
 		})
 	}
 }
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

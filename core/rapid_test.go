@@ -38,12 +38,3 @@ func TestRapidMachine(t *testing.T) {
 		}
 	})
 }
-
-func firstLine(s string) string {
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
-		}
-	}
-	return s
-}

@@ -138,3 +138,8 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatalf("replay %q did not reproduce %q:\n%s", line, first, again.String())
 	}
 }
+
+func (o Options) withSeed(seed uint64) Options {
+	o.Seed = seed
+	return o
+}

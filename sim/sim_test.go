@@ -136,11 +136,6 @@ func TestTraceReplays(t *testing.T) {
 	}
 }
 
-func (o Options) withSeed(seed uint64) Options {
-	o.Seed = seed
-	return o
-}
-
 // TestMainOK runs the command on a passing seed with a timeline and a trace.
 func TestMainOK(t *testing.T) {
 	dir := t.TempDir()
