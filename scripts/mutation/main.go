@@ -27,17 +27,19 @@ import (
 // gremlins is the kept mutation tool, run through the module proxy.
 const gremlins = "github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0"
 
-// A check is one test command: the GOFLAGS that select its tests.
+// A check is one test command: the GOFLAGS that select its tests, and the
+// build tags they need (core's own tests need none, so their test binary
+// stays small).
 type check struct {
-	name, goflags string
+	name, goflags, tags string
 }
 
 var checks = [...]check{
-	{"unit", "-skip=Rapid|TestCheck"},
-	{"rapid", "-run=Rapid"},
-	{"model", "-run=^TestCheckModel$"},
-	{"sim", "-run=^TestCheckSim$"},
-	{"conformance", "-run=^TestCheckConformance$"},
+	{"unit", "-skip=Rapid", ""},
+	{"rapid", "-run=Rapid", ""},
+	{"model", "-run=^TestCheckModel$", "sluice_checks"},
+	{"sim", "-run=^TestCheckSim$", "sluice_checks"},
+	{"conformance", "-run=^TestCheckConformance$", "sluice_checks"},
 }
 
 // report is the part of gremlins' JSON output (-o) read here.
@@ -62,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("checks", "", "comma-separated checks to run (default all)")
 	out := fs.String("out", "out/mutation", "folder for gremlins' reports")
 	workers := fs.Int("workers", 1, "gremlins workers")
+	reportOnly := fs.Bool("report", false, "only print the table of the reports already in -out")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -79,7 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutation:", err)
 		return 1
 	}
-	killed := map[string][]string{} // mutant -> checks that killed it
+	killed := map[string][]string{} // mutant -> checks that killed it ("check(timeout)" when it timed out)
+	timeouts := 0
 	var names []string
 	for _, c := range checks {
 		if *only != "" && !strings.Contains(","+*only+",", ","+c.name+",") {
@@ -87,13 +91,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		names = append(names, c.name)
 		path := filepath.Join(*out, c.name+".json")
-		cmd := exec.Command("go", "run", gremlins, "unleash", "./core", "--tags", "sluice_checks",
-			"--exclude-files", exclude, "--output", path, "--workers", fmt.Sprint(*workers), "--timeout-coefficient", "5", "--silent")
-		cmd.Env = append(os.Environ(), "GOFLAGS="+c.goflags)
-		cmd.Stdout, cmd.Stderr = stderr, stderr
-		fmt.Fprintf(stderr, "mutation: check %s (GOFLAGS=%s)\n", c.name, c.goflags)
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(stderr, "mutation: gremlins for %s: %v\n", c.name, err)
+		if *reportOnly {
+			if _, err := os.Stat(path); err != nil {
+				continue
+			}
+		} else if err := unleash(c, exclude, path, *workers, stderr); err != nil {
+			fmt.Fprintln(stderr, "mutation:", err)
 			return 1
 		}
 		b, err := os.ReadFile(path)
@@ -112,8 +115,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				if _, ok := killed[id]; !ok {
 					killed[id] = nil
 				}
-				if m.Status == "KILLED" || m.Status == "TIMED OUT" {
+				switch m.Status {
+				case "KILLED":
 					killed[id] = append(killed[id], c.name)
+				case "TIMED OUT": // the check hung or ran past gremlins' limit: killed, but shown
+					killed[id] = append(killed[id], c.name+"(timeout)")
+					timeouts++
 				}
 			}
 		}
@@ -133,9 +140,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%-48s %s\n", id, who)
 	}
-	fmt.Fprintf(stdout, "\nchecks: %s\nmutants %d: killed by 0 checks %d, by 1 check %d, by 2 or more %d\n",
-		strings.Join(names, ", "), len(ids), by[0], by[1], by[2])
+	fmt.Fprintf(stdout, "\nchecks: %s\nmutants %d: killed by 0 checks %d, by 1 check %d, by 2 or more %d (%d kills were timeouts)\n",
+		strings.Join(names, ", "), len(ids), by[0], by[1], by[2], timeouts)
 	return 0
+}
+
+// unleash runs gremlins over core for one check, writing its report to path.
+func unleash(c check, exclude, path string, workers int, stderr io.Writer) error {
+	args := []string{"run", gremlins, "unleash", "./core", "--exclude-files", exclude, "--output", path,
+		"--workers", fmt.Sprint(workers), "--timeout-coefficient", "20", "--silent"}
+	if c.tags != "" {
+		args = append(args, "--tags", c.tags)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "GOFLAGS="+c.goflags)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	fmt.Fprintf(stderr, "mutation: check %s (GOFLAGS=%s)\n", c.name, c.goflags)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("gremlins for %s: %w", c.name, err)
+	}
+	return nil
 }
 
 // excludes returns gremlins' --exclude-files regexp for the files of dir
