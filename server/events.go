@@ -57,7 +57,7 @@ type Event struct {
 	WaitMS   *float64 `json:"wait_ms,omitempty"`  // admission, rejection: time since submission
 	TookMS   *float64 `json:"took_ms,omitempty"`  // loaded, unloaded: duration of the load or teardown
 	Code     string   `json:"code,omitempty"`     // rejection: the scheduler's code (server_busy, ...)
-	Reason   string   `json:"reason,omitempty"`   // rejection: timeout, disconnect, shutdown, ...; reset: why
+	Reason   string   `json:"reason,omitempty"`   // rejection: core.RejectReason (refused_on_arrival, timeout, disconnect, shutdown, load_failed, no_room); reset: why
 	Cause    string   `json:"cause,omitempty"`    // unload, eviction, unloaded: unload, evict, idle, ...
 	Failed   bool     `json:"failed,omitempty"`   // release: the inference failed
 	Capacity int      `json:"capacity,omitempty"` // loaded: advertised parallel capacity
