@@ -59,6 +59,7 @@ type omodel struct {
 	resident   bool
 	resMB      int64
 	built      *core.Config // what the physical sessions are built from
+	published  bool         // between the core's Publish and Retire of the pool
 	// wq lists the model's requests in submission order; entries before
 	// wqHead, and entries no longer waiting, are skipped lazily.
 	wq     []tref
