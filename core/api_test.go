@@ -58,6 +58,13 @@ func TestStaleAndUnknown(t *testing.T) {
 	if _, err := h.m.Cancel(h.tick(), Ticket(12345), ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
 		t.Fatal(err)
 	}
+	// A ticket one past the slab's end (never issued) is unknown, not a
+	// panic: the bound check is exact.
+	for _, idx := range []int{len(h.m.ts.t), len(h.m.ts.t) + 1} {
+		if _, err := h.m.Cancel(h.tick(), Ticket(1<<32|uint64(idx)), ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
+			t.Fatalf("ticket at index %d: %v", idx, err)
+		}
+	}
 	u := h.m.SubmitManager(h.tick(), "a", OpUnload, nil, NoTimeout)
 	if err := h.m.Release(h.tick(), u, false); err == nil {
 		t.Fatal("release of a manager accepted")

@@ -84,6 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	killed := map[string][]string{} // mutant -> checks that killed it ("check(timeout)" when it timed out)
 	timeouts := 0
+	covered := map[string]bool{} // mutants some check's tests execute
 	var names []string
 	for _, c := range checks {
 		if *only != "" && !strings.Contains(","+*only+",", ","+c.name+",") {
@@ -112,8 +113,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, f := range r.Files {
 			for _, m := range f.Mutations {
 				id := fmt.Sprintf("%s:%d:%d %s", f.Name, m.Line, m.Column, m.Type)
+				if m.Status == "NOT VIABLE" { // does not build: no mutant
+					continue
+				}
 				if _, ok := killed[id]; !ok {
 					killed[id] = nil
+				}
+				if m.Status != "NOT COVERED" {
+					covered[id] = true
 				}
 				switch m.Status {
 				case "KILLED":
@@ -131,17 +138,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	sort.Strings(ids)
 	var by [3]int
+	uncovered := 0
 	for _, id := range ids {
 		ks := killed[id]
-		by[min(len(ks), 2)]++
 		who := strings.Join(ks, ",")
-		if who == "" {
+		switch {
+		case !covered[id]:
+			uncovered++
+			who = "(no check executes it: a constant or dead code)"
+		case who == "":
 			who = "(survived every check)"
+			by[0]++
+		default:
+			by[min(len(ks), 2)]++
 		}
 		fmt.Fprintf(stdout, "%-48s %s\n", id, who)
 	}
-	fmt.Fprintf(stdout, "\nchecks: %s\nmutants %d: killed by 0 checks %d, by 1 check %d, by 2 or more %d (%d kills were timeouts)\n",
-		strings.Join(names, ", "), len(ids), by[0], by[1], by[2], timeouts)
+	fmt.Fprintf(stdout, "\nchecks: %s\nmutants %d (%d more that no check executes): killed by 0 checks %d, by 1 check %d, by 2 or more %d (%d kills were timeouts)\n",
+		strings.Join(names, ", "), len(ids)-uncovered, uncovered, by[0], by[1], by[2], timeouts)
 	return 0
 }
 
