@@ -94,6 +94,19 @@ func (w *workload) act() error {
 			}
 		}
 	case k < 52:
+		if w.pick("forged", 12) == 0 {
+			// A shell bug: a ticket the machine never issued (its
+			// generation is never reached) at any slot index, the slab's
+			// end and beyond included, is unknown to Cancel and Release.
+			tk := Ticket(uint64(0xFFFFFFFF)<<32 | uint64(w.pick("findex", 256)))
+			if _, err := w.m.Cancel(w.now, tk, ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
+				return fmt.Errorf("step %d: Cancel of a forged ticket %#x: %v", w.step, uint64(tk), err)
+			}
+			if err := w.m.Release(w.now, tk, false); !errors.Is(err, ErrUnknownTicket) {
+				return fmt.Errorf("step %d: Release of a forged ticket %#x: %v", w.step, uint64(tk), err)
+			}
+			return w.observe()
+		}
 		if len(w.live) == 0 {
 			return nil
 		}
