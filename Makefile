@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper whisper-opencl-check
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper whisper-opencl-check mutants-absent mutation
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -47,12 +47,21 @@ staticcheck:
 	$(STATICCHECK) $(PKGS)
 	cd deploy && $(STATICCHECK) ./...
 
+# MUTANT_TAGS builds the planted core bugs in (core.MutantsBuilt); the
+# shipped binary never has them (make mutants-absent).
+MUTANT_TAGS := -tags sluice_mutants
+# The tests that need planted bugs (files tagged sluice_mutants), run beside
+# the ordinary ones in make test.
+MUTANT_TESTS := 'Mutant|DoubleRelease|StaleMetadata|StallReported|ReplayCommand'
+
 unit:
 	$(GO) test -count=1 $(PURE_PKGS)
 	$(GO) test -count=1 -run 'Rapid' ./core/ -rapid.checks=5000
+	$(GO) test -count=1 $(MUTANT_TAGS) -run $(MUTANT_TESTS) ./core/ ./spec/... ./sim/
 
 race:
 	@if [ -n "$(RACE_PKGS)" ]; then $(GO) test -race -count=1 $(RACE_PKGS); fi
+	$(GO) test -race -count=1 $(MUTANT_TAGS) -run 'StaleMetadata|TestMainNamesTheCellAMutantBreaks' ./core/runtime/ ./conformance/
 
 # cover prints the statement coverage of core and fails below 90%.
 cover:
@@ -98,8 +107,8 @@ soak:
 # sim-mutants: the simulator must catch every planted core mutant, with and
 # without the core's own invariant checks.
 sim-mutants:
-	$(GO) run ./cmd/sluice sim --mutant all
-	$(GO) run ./cmd/sluice sim --mutant all --no-invariants
+	$(GO) run $(MUTANT_TAGS) ./cmd/sluice sim --mutant all
+	$(GO) run $(MUTANT_TAGS) ./cmd/sluice sim --mutant all --no-invariants
 
 # stress: 100,000 porcupine histories of the live runtime (about 10 minutes).
 stress:
@@ -138,6 +147,7 @@ bench-peers: models
 	$(GO) run ./scripts/benchpeers -models-root $(MODELS_ROOT) -window $(PEERS_WINDOW) -burst $(PEERS_BURST) -seq $(PEERS_SEQ)
 
 # reliability: the hostile-client attacks against a built binary, one table of
+# reliability: the serving-edge attacks against a built binary, one table of
 # figures (scripts/reliability): CPU and peak RSS of hostile audio, a stalled
 # stream's slot, 20 concurrent 24 MiB uploads, /healthz beside 1,100 slow
 # connections under nofile 1024, the SIGTERM exit over stuck engine calls.
@@ -262,13 +272,26 @@ trace-check:
 # mutants: every planted core bug must be caught by the model checker, by
 # trace validation, by the rapid workload checks and by the simulator.
 mutants:
-	$(GO) run ./spec/cmd/mutants
-	$(GO) test -count=1 -run '^TestMutantsCaught$$' -v ./core/ | grep -E '^(---|\s+rapid_test|ok|FAIL)'
-	$(GO) run ./cmd/sluice sim --mutant all
+	$(GO) run $(MUTANT_TAGS) ./spec/cmd/mutants
+	$(GO) test -count=1 $(MUTANT_TAGS) -run '^TestMutantsCaught$$' -v ./core/ | grep -E '^(---|\s+rapid_test|ok|FAIL)'
+	$(GO) run $(MUTANT_TAGS) ./cmd/sluice sim --mutant all
 
-# contract regenerates the Test and Label columns of CONTRACT.md from the
-# conformance suite; make test fails while CONTRACT.md is stale.
+# mutants-absent: the shipped binary (built as make run builds it) has no
+# way to switch a planted bug on: no sluice_mutants tag in its build
+# settings, and no symbol of the code that reads SLUICE_MUTANTS.
+mutants-absent:
+	$(GO) build -o bin/sluice ./cmd/sluice
+	@if $(GO) version -m bin/sluice | grep -q sluice_mutants; then echo "bin/sluice was built with sluice_mutants"; exit 1; fi
+	@if $(GO) tool nm bin/sluice | grep -q 'runtime\.mutantsFromEnv\|core\.mutantsBuilt'; then echo "bin/sluice has the mutant switch"; exit 1; fi
+	@echo "bin/sluice: no planted bugs (no sluice_mutants tag, no mutantsFromEnv symbol)"
+
+# contract runs the conformance suite in process, records what ran and
+# passed (conformance/evidence.json), and regenerates the Test and Label
+# columns of CONTRACT.md from it: only a passing case earns a label. make
+# test fails while either is stale (TestContractFresh, and TestConformance
+# compares its verdicts with the recorded ones).
 contract:
+	SLUICE_CONFORMANCE_WRITE_EVIDENCE=1 $(GO) test -count=1 -run '^TestConformance$$' ./conformance/
 	$(GO) run ./conformance/cmd/contract -write CONTRACT.md
 
 # conformance runs the matrices against a running build (TARGET=http://HOST:PORT,
@@ -276,6 +299,16 @@ contract:
 conformance:
 	$(GO) run ./cmd/sluice conformance --target $(or $(TARGET),http://127.0.0.1:8080)
 
+# mutation: go-gremlins mutates core once per independent check (core's
+# unit tests, rapid, the model checker at the make-test bound, a simulator
+# campaign, the conformance suite in process), each its own test command,
+# and prints per mutant which checks killed it (scripts/mutation).
+# MUTATION_FILES picks the core files (a regexp; default ticket.go, 22
+# mutants, about 20 minutes on 2 cores; all of core is about 900 mutants).
+MUTATION_FILES ?= ^ticket\.go$$
+mutation:
+	$(GO) run ./scripts/mutation -files '$(MUTATION_FILES)'
+
 # conformance-mutants: the suite once per planted core bug, against a built binary (about 4 minutes).
 conformance-mutants:
-	SLUICE_CONFORMANCE_MUTANTS=1 $(GO) test -count=1 -run TestMutants -v -timeout 30m ./conformance/
+	$(GO) test -count=1 $(MUTANT_TAGS) -run '^TestMutants$$' -v -timeout 30m ./conformance/

@@ -10,12 +10,16 @@ import (
 
 // The evidence columns of CONTRACT.md (its "Evidence labels" section): for
 // every cell, the tests that exercise it and how well. They are generated
-// from the cases' covers/partial declarations, never written by hand:
+// from the cases' covers/partial declarations and from what the last
+// conformance run showed (RunEvidence), never written by hand; only a case
+// that ran and passed counts:
 //
-//	D  a case covers the cell fully (it sets up exactly the situation,
-//	   performs the operation and checks the whole stated behaviour);
-//	P  cases cover it only partially (their `missing` says what is left);
-//	U  no case exercises it.
+//	D  a passing case covers the cell fully (it sets up exactly the
+//	   situation, performs the operation and checks the whole stated
+//	   behaviour);
+//	P  passing cases cover it only partially (their `missing` says what is
+//	   left);
+//	U  no passing case exercises it (none does, or they were skipped).
 //
 // A GPU-only cell is never D here (the fixture cannot show a device); its
 // Test column says GPU-only. An area names the GPU-only cells that hold its
@@ -87,9 +91,10 @@ func splitRow(line string) []string {
 	return parts
 }
 
-// Evidence computes the Test and Label of every cell from the suite. It
-// fails when a case names a cell CONTRACT.md does not have.
-func (s *Suite) Evidence(cells []Cell) (map[string]Evidence, error) {
+// Evidence computes the Test and Label of every cell from the suite and the
+// verdicts of its last run (ran): a case that did not pass counts for no
+// cell. It fails when a case names a cell CONTRACT.md does not have.
+func (s *Suite) Evidence(cells []Cell, ran *RunEvidence) (map[string]Evidence, error) {
 	known := map[string]Cell{}
 	for _, c := range cells {
 		known[c.ID] = c
@@ -106,13 +111,17 @@ func (s *Suite) Evidence(cells []Cell) (map[string]Evidence, error) {
 			if _, ok := known[id]; !ok {
 				errs = append(errs, fmt.Errorf("case %s covers %s, which CONTRACT.md does not have", c.Name, id))
 			}
-			full[id] = append(full[id], c.Name)
+			if ran.passed(c.Name) {
+				full[id] = append(full[id], c.Name)
+			}
 		}
 		for _, id := range c.Partial {
 			if _, ok := known[id]; !ok {
 				errs = append(errs, fmt.Errorf("case %s partially covers %s, which CONTRACT.md does not have", c.Name, id))
 			}
-			part[id] = append(part[id], c.Name)
+			if ran.passed(c.Name) {
+				part[id] = append(part[id], c.Name)
+			}
 		}
 	}
 	if len(errs) > 0 {

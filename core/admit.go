@@ -12,7 +12,8 @@ import (
 // server ceiling still bounds it. The returned ticket ends with a Grant
 // (then Release) or a Reject.
 //
-// Decision tree (CONTRACT.md, "Arrival order"):
+// Decision tree (CONTRACT.md order.request-then-request,
+// order.manager-then-request, time.queue-limit, time.overdue-blockers):
 //
 //	(1) shutting down: Reject shutting_down.
 //	(2) nothing queued, no manager, a spare slot: admit now; on a ready
@@ -25,6 +26,7 @@ func (m *Machine) SubmitRequest(now int64, h Handle, timeout int64) Ticket {
 	if int(h) >= len(m.models) {
 		return m.rejectUnknown(now)
 	}
+	m.why = RejectOther
 	md := &m.models[h]
 	// (2), the hot path: a warm model with a spare slot and nothing queued.
 	if md.head < 0 && md.mgr < 0 && md.state == Ready && md.active < md.cfg.Slots && !m.shutdown {
@@ -45,6 +47,7 @@ func (m *Machine) submitRequestSlow(now int64, h Handle, timeout int64) Ticket {
 	t := &m.ts.t[i]
 	t.kind, t.model, t.parent, t.since, t.prev, t.next = tkRequest, h, -1, now, -1, -1
 	id := m.ts.id(i)
+	m.submitted = id
 	if m.shutdown { // (1)
 		m.seq++
 		t.seq = m.seq
@@ -242,12 +245,14 @@ func (m *Machine) Release(now int64, id Ticket, failed bool) error {
 	if t.kind != tkRequest || t.phase != phRunning {
 		return fmt.Errorf("%w: %d", ErrNotRunning, id)
 	}
+	m.begin(RejectOther)
 	h := t.model
 	md := &m.models[h]
 	md.busy &^= 1 << t.slot
 	md.active--
 	md.lastUsed = now
 	m.ts.release(i)
+	m.touch(h)
 	if md.head >= 0 || m.shutdown || md.state != Ready {
 		m.markDirty(h)
 		m.settle(now)
@@ -291,8 +296,10 @@ func (m *Machine) Cancel(now int64, id Ticket, r Reason) (bool, error) {
 	t := &m.ts.t[i]
 	h := t.model
 	code := CodeCancelled
+	m.begin(RejectDisconnect)
 	if r == ReasonTimeout {
 		code = CodeServerBusy
+		m.why = RejectTimeout
 	}
 	switch t.phase {
 	case phQueued:
@@ -338,6 +345,8 @@ func (m *Machine) rejectUnknown(now int64) Ticket {
 	t := &m.ts.t[i]
 	t.kind, t.parent, t.since, t.prev, t.next, t.model = tkRequest, -1, now, -1, -1, NoModel
 	id := m.ts.id(i)
+	m.begin(RejectOther)
+	m.submitted = id
 	code := CodeNotFound
 	if m.shutdown {
 		code = CodeShuttingDown
@@ -351,6 +360,7 @@ func (m *Machine) rejectUnknown(now int64) Ticket {
 // are forgotten, and ready models idle and queue-free for
 // Options.IdleTimeout retire.
 func (m *Machine) Tick(now int64) {
+	m.begin(RejectTimeout)
 	for h := range m.models {
 		md := &m.models[h]
 		for i := md.head; i >= 0; {

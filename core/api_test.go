@@ -10,7 +10,7 @@ func TestNamesAndStrings(t *testing.T) {
 	if got := strings.Join(EventNames(), ","); got != "SubmitRequest,SubmitManager,SubmitBulkUnload,Cancel,Release,LoadDone,CloneDone,ProbeDone,TeardownDone,Tick,BeginShutdown" {
 		t.Fatal(got)
 	}
-	if len(InvariantNames()) != len(Invariants) || InvariantNames()[0] != "CapacityBounds" {
+	if len(InvariantNames()) != len(Invariants()) || len(Invariants()) != NumInvariants || InvariantNames()[0] != "CapacityBounds" {
 		t.Fatal(InvariantNames())
 	}
 	for _, s := range []interface{ String() string }{State(99), Op(99), Code(99), Reason(99), EventKind(99), EffectKind(99), Cause(99)} {
@@ -57,6 +57,13 @@ func TestStaleAndUnknown(t *testing.T) {
 	}
 	if _, err := h.m.Cancel(h.tick(), Ticket(12345), ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
 		t.Fatal(err)
+	}
+	// A ticket one past the slab's end (never issued) is unknown, not a
+	// panic: the bound check is exact.
+	for _, idx := range []int{len(h.m.ts.t), len(h.m.ts.t) + 1} {
+		if _, err := h.m.Cancel(h.tick(), Ticket(1<<32|uint64(idx)), ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
+			t.Fatalf("ticket at index %d: %v", idx, err)
+		}
 	}
 	u := h.m.SubmitManager(h.tick(), "a", OpUnload, nil, NoTimeout)
 	if err := h.m.Release(h.tick(), u, false); err == nil {

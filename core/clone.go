@@ -17,6 +17,7 @@ func (m *Machine) Clone() *Machine {
 	c.out = append(make([]Effect, 0, max(len(m.out), 8)), m.out...)
 	c.loaders = append([]Handle(nil), m.loaders...)
 	c.dirty = append([]Handle(nil), m.dirty...)
+	c.touched = append([]Handle(nil), m.touched...)
 	c.evicted = append([]evictRecord(nil), m.evicted...)
 	if m.later != nil {
 		c.later = make([]pendingMembers, len(m.later))

@@ -31,10 +31,25 @@ const (
 	// EfShutdownComplete: after BeginShutdown, nothing is admitted, running or
 	// resident any more. Emitted once.
 	EfShutdownComplete
+	// EfPublish: Model's private pool is complete and now serves, built from
+	// config Version with Sessions sessions over an advertised Capacity.
+	// Emitted inside the event that completed the pool, before the Grants
+	// it enables; the shell moves its private sessions to published here.
+	EfPublish
+	// EfRetire: Model's published pool stops serving (Cause says why); the
+	// StartTeardown of its Sessions sessions follows in the same event. The
+	// shell moves its published sessions to the teardown here.
+	EfRetire
 )
 
 var effectNames = [...]string{"None", "Grant", "Reject", "Done", "StartLoad", "StartClone", "StartProbe",
-	"StartTeardown", "ShutdownComplete"}
+	"StartTeardown", "ShutdownComplete", "Publish", "Retire"}
+
+// Observation reports whether effects of kind k only report a decision to
+// the shell and its observers (Publish, Retire): the spec has no such
+// actions, so the checks that compare core's effects with the spec's
+// (refinement, trace validation, the simulator's oracle) leave them out.
+func (k EffectKind) Observation() bool { return k == EfPublish || k == EfRetire }
 
 // String returns the effect's name.
 func (k EffectKind) String() string {
@@ -49,16 +64,21 @@ func (k EffectKind) String() string {
 // run backend jobs concurrently; each job reports back as its own event.
 type Effect struct {
 	Kind    EffectKind
-	Code    Code   // Reject
-	Cause   Cause  // StartTeardown: why the pool goes
-	Model   Handle // all but ShutdownComplete and bulk tickets
-	Slot    int32  // Grant
-	Index   int32  // StartClone
-	Ticket  Ticket // Grant, Reject, Done
-	Version uint64 // Grant, StartLoad, StartClone, StartTeardown: the config version of the pool
-	Job     Job    // Start*
-	// Sessions is the number of sessions a StartTeardown destroys.
+	Code    Code         // Reject
+	Reason  RejectReason // Reject: why the ticket ended
+	Cause   Cause        // StartTeardown, Retire: why the pool goes
+	Model   Handle       // all but ShutdownComplete and bulk tickets
+	Slot    int32        // Grant
+	Index   int32        // StartClone
+	Ticket  Ticket       // Grant, Reject, Done
+	Version uint64       // Grant, StartLoad, StartClone, StartTeardown, Publish, Retire: the config version of the pool
+	Job     Job          // Start*
+	// Sessions is the number of sessions a StartTeardown destroys, a
+	// Publish makes serve or a Retire stops.
 	Sessions int32
+	// Capacity is the advertised parallel capacity of a published pool
+	// (Publish).
+	Capacity int32
 	Config   *Config     // StartLoad, StartProbe
 	Bulk     *BulkResult // Done of a bulk unload
 	// RetryAfter is, on a server_busy Reject refused for a load backoff, how
@@ -101,4 +121,29 @@ func (c Cause) String() string {
 type BulkResult struct {
 	Unloaded []string
 	NotFound []string
+}
+
+// RejectReason says why a Reject happened: what the event that ended the
+// ticket was. The event stream shows it (GET /v1/events, rejection.reason).
+type RejectReason uint8
+
+// The reject reasons.
+const (
+	RejectOther      RejectReason = iota // none of the below (for example a manager's invalid capacity)
+	RejectOnArrival                      // refused by its own submission: queue full, overdue, backoff, unknown, shutting down
+	RejectTimeout                        // its admission deadline passed
+	RejectDisconnect                     // its client went away
+	RejectShutdown                       // BeginShutdown rejected it while queued
+	RejectLoadFailed                     // the load, clone or probe it waited for failed
+	RejectNoRoom                         // the residency ledger had no room for the load it waited for
+)
+
+var rejectNames = [...]string{"", "refused_on_arrival", "timeout", "disconnect", "shutdown", "load_failed", "no_room"}
+
+// String returns the reason's name ("" for RejectOther).
+func (r RejectReason) String() string {
+	if int(r) < len(rejectNames) {
+		return rejectNames[r]
+	}
+	return fmt.Sprintf("reject(%d)", r)
 }

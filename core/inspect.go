@@ -167,6 +167,10 @@ func (m *Machine) DescribeEffect(e Effect) string {
 		return fmt.Sprintf("StartTeardown %s sessions=%d cause=%s", name, e.Sessions, e.Cause)
 	case EfShutdownComplete:
 		return "ShutdownComplete"
+	case EfPublish:
+		return fmt.Sprintf("Publish %s v%d sessions=%d capacity=%d", name, e.Version, e.Sessions, e.Capacity)
+	case EfRetire:
+		return fmt.Sprintf("Retire %s v%d sessions=%d cause=%s", name, e.Version, e.Sessions, e.Cause)
 	}
 	return e.Kind.String()
 }

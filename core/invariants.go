@@ -14,9 +14,7 @@ type Invariant struct {
 	Check func(m *Machine) error
 }
 
-// Invariants lists every invariant of the contract. The model checker, the
-// rapid tests, the simulator and the conformance suite all check these.
-var Invariants = []Invariant{
+var invariants = [...]Invariant{
 	{"CapacityBounds", checkCapacityBounds},
 	{"ManagerExclusivity", checkManagerExclusivity},
 	{"NoBarging", checkNoBarging},
@@ -30,10 +28,18 @@ var Invariants = []Invariant{
 	{"QueueProgress", checkQueueProgress},
 }
 
+// Invariants lists every invariant of the contract. The model checker, the
+// rapid tests, the simulator and the conformance suite all check these. It returns a
+// copy: the list itself cannot be changed.
+func Invariants() []Invariant { return append([]Invariant(nil), invariants[:]...) }
+
+// NumInvariants is len(Invariants()), without the copy.
+const NumInvariants = len(invariants)
+
 // InvariantNames lists the invariant names in order.
 func InvariantNames() []string {
-	out := make([]string, len(Invariants))
-	for k, inv := range Invariants {
+	out := make([]string, len(invariants))
+	for k, inv := range invariants {
 		out[k] = inv.Name
 	}
 	return out
@@ -51,7 +57,7 @@ func (e *InvariantError) Error() string { return e.Name + ": " + e.Detail }
 // each an *InvariantError, or nil.
 func (m *Machine) CheckInvariants() error {
 	var errs []error
-	for _, inv := range Invariants {
+	for _, inv := range invariants {
 		if err := inv.Check(m); err != nil {
 			errs = append(errs, &InvariantError{Name: inv.Name, Detail: err.Error()})
 		}

@@ -165,6 +165,7 @@ func (m *Machine) LoadDone(now int64, j Job, capacity int, failed bool) error {
 	if err != nil {
 		return err
 	}
+	m.begin(RejectOther)
 	switch {
 	case failed:
 		m.failLoad(now, h, CodeBackend, 0)
@@ -187,6 +188,7 @@ func (m *Machine) CloneDone(now int64, j Job, failed bool) error {
 	if err != nil {
 		return err
 	}
+	m.begin(RejectOther)
 	if failed {
 		m.failLoad(now, h, CodeBackend, md.built)
 	} else {
@@ -222,6 +224,7 @@ func (m *Machine) publish(now int64, h Handle) {
 	}
 	md.lastUsed = now
 	endBackoff(md)
+	m.emit(Effect{Kind: EfPublish, Model: h, Version: md.poolVersion, Sessions: int32(md.sessions), Capacity: int32(md.capacity)})
 	for b := md.busy; b != 0; b &= b - 1 {
 		s := trailing(b)
 		i := md.slotT[s]
@@ -251,6 +254,11 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 	}
 	m.loadersD = true
 	md.capacity, md.built = 0, 0
+	why := m.why
+	m.why = RejectLoadFailed
+	if code == CodeServerBusy {
+		m.why = RejectNoRoom
+	}
 	for b := md.busy; b != 0; b &= b - 1 {
 		s := trailing(b)
 		i := md.slotT[s]
@@ -279,6 +287,7 @@ func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 		m.unresident(h)
 		md.state = Unloaded
 	}
+	m.why = why
 	if !m.mut(MutLostWakeup) {
 		m.markDirty(h)
 	}
@@ -332,6 +341,7 @@ func (m *Machine) retire(h Handle, cause Cause) {
 	if m.mut(MutRetiredIsFree) {
 		m.unresident(h)
 	}
+	m.emit(Effect{Kind: EfRetire, Model: h, Version: md.poolVersion, Sessions: int32(n), Cause: cause})
 	j := m.newJob(h, jobTeardown)
 	m.emit(Effect{Kind: EfStartTeardown, Model: h, Job: j, Version: md.poolVersion, Sessions: int32(n), Cause: cause})
 }
@@ -355,6 +365,7 @@ func (m *Machine) TeardownDone(now int64, j Job) error {
 	if err != nil {
 		return err
 	}
+	m.begin(RejectOther)
 	m.unresident(h)
 	md.state = Unloaded
 	md.cause = CauseNone
@@ -363,7 +374,9 @@ func (m *Machine) TeardownDone(now int64, j Job) error {
 		case msUnload:
 			m.managerDone(h, EfDone, CodeOK)
 		case msFailTeardown:
+			m.why = RejectLoadFailed
 			m.managerDone(h, EfReject, md.fail)
+			m.why = RejectOther
 		case msTeardownOld:
 			cfg := md.pend
 			md.pend = nil
@@ -395,6 +408,7 @@ func (m *Machine) BeginShutdown(now int64) {
 	if m.shutdown {
 		return
 	}
+	m.begin(RejectShutdown)
 	m.shutdown = true
 	for h := range m.models {
 		md := &m.models[h]

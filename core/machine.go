@@ -75,6 +75,7 @@ type model struct {
 	resMB     int64 // what was charged
 	lastUsed  int64
 	dirty     bool
+	touched   bool // on Machine.touched
 
 	// loadFails counts failed loads since the last successful one or the
 	// last granted manager; backoffUntil (0: none) is when the backoff after
@@ -121,8 +122,15 @@ type Machine struct {
 	shutdown     bool
 	shutdownSent bool
 
+	// why is the reason the Rejects of the current event carry, and
+	// submitted the ticket the current event submitted (refused on arrival
+	// when it is rejected at once); begin sets both.
+	why       RejectReason
+	submitted Ticket
+
 	dirty    []Handle
 	loadersD bool
+	touched  []Handle // models the events since the last Advance changed (Touched)
 
 	evicted []evictRecord // victims retired by the current event, for EvictOnlyIdle
 
@@ -160,8 +168,9 @@ func (m *Machine) Lookup(id string) (Handle, bool) {
 // ID returns the model ID of a handle.
 func (m *Machine) ID(h Handle) string { return m.models[h].id }
 
-// Config returns the committed config of a model.
-func (m *Machine) Config(h Handle) *Config { return m.models[h].cfg }
+// Config returns a copy of the committed config of a model: the machine's
+// own is never handed out, so nothing outside can change it.
+func (m *Machine) Config(h Handle) Config { return *m.models[h].cfg }
 
 // Len returns the number of registered models.
 func (m *Machine) Len() int { return len(m.models) }
@@ -177,9 +186,39 @@ func (m *Machine) Effects() []Effect { return m.out }
 func (m *Machine) Advance() {
 	m.out = m.out[:0]
 	m.evicted = m.evicted[:0]
+	for _, h := range m.touched {
+		m.models[h].touched = false
+	}
+	m.touched = m.touched[:0]
 }
 
-func (m *Machine) mut(x Mutants) bool { return m.opts.Mutants&x != 0 }
+// Touched returns the models whose status the events since the last
+// Advance may have changed (the ones they marked for scheduling, released
+// a lease of, or named in an effect), each once. The slice is reused like
+// Effects'. Observers take these models' statuses after a step instead of
+// replaying it.
+func (m *Machine) Touched() []Handle {
+	for i := range m.out {
+		if h := m.out[i].Model; m.out[i].Kind != EfShutdownComplete && int(h) < len(m.models) {
+			m.touch(h)
+		}
+	}
+	return m.touched
+}
+
+func (m *Machine) touch(h Handle) {
+	if md := &m.models[h]; !md.touched {
+		md.touched = true
+		m.touched = append(m.touched, h)
+	}
+}
+
+// mut reports whether planted bug x is on; in a build without the
+// sluice_mutants tag it is the constant false.
+func (m *Machine) mut(x Mutants) bool { return mutantsBuilt && m.opts.Mutants&x != 0 }
+
+// begin starts an event whose Rejects happen for why.
+func (m *Machine) begin(why RejectReason) { m.why, m.submitted = why, 0 }
 
 // register publishes a new entry with its first committed config.
 func (m *Machine) register(id string, cfg *Config, version uint64) Handle {
@@ -223,6 +262,12 @@ func (m *Machine) finish(i int32, kind EffectKind, code Code) { m.finishWith(i, 
 func (m *Machine) finishWith(i int32, kind EffectKind, code Code, st *ModelStatus) {
 	t := &m.ts.t[i]
 	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i), Status: st}
+	if kind == EfReject {
+		e.Reason = m.why
+		if e.Ticket == m.submitted {
+			e.Reason = RejectOnArrival
+		}
+	}
 	if t.kind == tkBulk && kind == EfDone {
 		e.Bulk = t.bulk
 	}
@@ -245,14 +290,18 @@ func (m *Machine) memberDone(p int32) {
 		m.nextLater(p)
 		return
 	}
+	why := m.why
 	switch pt.reason {
 	case 0:
 		m.finish(p, EfDone, CodeOK)
 	case ReasonDisconnect:
+		m.why = RejectDisconnect
 		m.finish(p, EfReject, CodeCancelled)
 	default:
+		m.why = RejectShutdown
 		m.finish(p, EfReject, CodeShuttingDown)
 	}
+	m.why = why
 }
 
 // --- queue ---
@@ -299,6 +348,7 @@ func (m *Machine) unlink(i int32) {
 // --- settling ---
 
 func (m *Machine) markDirty(h Handle) {
+	m.touch(h)
 	md := &m.models[h]
 	if !md.dirty {
 		md.dirty = true

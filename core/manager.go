@@ -18,6 +18,8 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 	t := &m.ts.t[i]
 	t.kind, t.op, t.cfg, t.parent, t.since, t.prev, t.next, t.model = tkManager, op, cfg, -1, now, -1, -1, NoModel
 	tid := m.ts.id(i)
+	m.begin(RejectOther)
+	m.submitted = tid
 	m.seq++
 	t.seq = m.seq
 	if op == OpApply && cfg.Validate() != nil || op == OpNone || op == OpBulk { // (1)
@@ -68,6 +70,8 @@ func (m *Machine) SubmitBulkUnload(now int64, ids []string) Ticket {
 	pt := &m.ts.t[p]
 	pt.kind, pt.op, pt.parent, pt.since, pt.prev, pt.next, pt.phase, pt.model = tkBulk, OpBulk, -1, now, -1, -1, phBulk, NoModel
 	pid := m.ts.id(p)
+	m.begin(RejectOther)
+	m.submitted = pid
 	m.seq++
 	pt.seq = m.seq
 	res := &BulkResult{}
@@ -245,6 +249,10 @@ func (m *Machine) ProbeDone(now int64, j Job, capacity int, failed bool) error {
 	md, h, err := m.jobModel(j, jobProbe)
 	if err != nil {
 		return err
+	}
+	m.begin(RejectOther)
+	if failed || capacity < md.pend.Slots {
+		m.why = RejectLoadFailed
 	}
 	cfg := md.pend
 	md.pend = nil

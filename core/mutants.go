@@ -5,7 +5,9 @@ import "strings"
 // Mutants is a set of planted scheduler bugs that Options.Mutants switches on.
 // They exist so that every check (model checker, rapid tests, trace
 // validation, simulator, conformance suite) can show that it catches real
-// mistakes: a check that catches no mutant is not a check.
+// mistakes: a check that catches no mutant is not a check. They exist only
+// in builds with the sluice_mutants tag (MutantsBuilt); elsewhere New
+// refuses them and their branches are compiled out.
 type Mutants uint32
 
 // The mutants. Each is a bug that model servers have shipped.
@@ -41,6 +43,10 @@ const (
 var mutantNames = []string{"barge", "double_release", "partial_pool", "evict_busy", "stale_metadata",
 	"timeout_leak", "bulk_one_by_one", "lost_wakeup", "lifo", "manager_overlap", "residency_overflow",
 	"retired_is_free"}
+
+// MutantsBuilt reports whether this build has the planted bugs (the
+// sluice_mutants build tag).
+func MutantsBuilt() bool { return mutantsBuilt }
 
 // AllMutants lists every mutant, one bit each.
 func AllMutants() []Mutants {

@@ -96,13 +96,24 @@ func EventRecord(ev Event, ticket Ticket) Record {
 
 // EffectRecord returns the trace record of effect e emitted at time now.
 func (m *Machine) EffectRecord(now int64, e Effect) Record {
-	r := Record{Ef: e.Kind.String(), T: now, Ticket: uint64(e.Ticket), Slot: e.Slot, Version: e.Version,
-		Job: uint64(e.Job), Index: e.Index, Sessions: e.Sessions}
+	id := ""
 	if e.Kind != EfShutdownComplete && int(e.Model) < len(m.models) {
-		r.Model = m.models[e.Model].id
+		id = m.models[e.Model].id
 	}
+	return EffectRecordOf(now, id, e)
+}
+
+// EffectRecordOf is EffectRecord for an effect whose model's ID is id ("" for
+// none), for observers that have no machine.
+func EffectRecordOf(now int64, id string, e Effect) Record {
+	r := Record{Ef: e.Kind.String(), T: now, Ticket: uint64(e.Ticket), Slot: e.Slot, Version: e.Version,
+		Job: uint64(e.Job), Index: e.Index, Sessions: e.Sessions, Model: id}
 	if e.Kind == EfReject {
 		r.Code = e.Code.String()
+		r.Reason = e.Reason.String()
+	}
+	if e.Kind == EfPublish {
+		r.Capacity = int(e.Capacity)
 	}
 	if e.Cause != CauseNone {
 		r.Cause = e.Cause.String()

@@ -244,8 +244,8 @@ type Options struct {
 	// SerializeColdLoads lets at most one load run at a time (the global
 	// cold-load guard); warm models keep serving meanwhile.
 	SerializeColdLoads bool
-	// Mutants switches on planted bugs for the mutation checks. Never set it
-	// outside tests.
+	// Mutants switches on planted bugs for the mutation checks; only a build
+	// with the sluice_mutants tag accepts it (MutantsBuilt).
 	Mutants Mutants
 
 	_ struct{}
@@ -268,6 +268,9 @@ func (o *Options) Validate() error {
 		if d.v < 0 || d.v > MaxTimeout {
 			return fmt.Errorf("options: %s must be 0..%d ns, got %d", d.name, MaxTimeout, d.v)
 		}
+	}
+	if o.Mutants != 0 && !mutantsBuilt {
+		return fmt.Errorf("options: planted bugs (%s) need a build with -tags sluice_mutants", o.Mutants)
 	}
 	return nil
 }

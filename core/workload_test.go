@@ -48,6 +48,7 @@ type workload struct {
 	reg     map[string]bool
 	records []Record
 	shut    bool
+	pub     map[Handle]bool // published pools, from Publish to Retire
 }
 
 func newWorkload(c chooser, opts Options) (*workload, error) {
@@ -55,7 +56,7 @@ func newWorkload(c chooser, opts Options) (*workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workload{c: c, m: m, obs: map[Ticket]*observed{}, reg: map[string]bool{}}, nil
+	return &workload{c: c, m: m, obs: map[Ticket]*observed{}, reg: map[string]bool{}, pub: map[Handle]bool{}}, nil
 }
 
 func (w *workload) pick(label string, n int) int { return w.c.intn(label, n) }
@@ -93,6 +94,19 @@ func (w *workload) act() error {
 			}
 		}
 	case k < 52:
+		if w.pick("forged", 12) == 0 {
+			// A shell bug: a ticket the machine never issued (its
+			// generation is never reached) at any slot index, the slab's
+			// end and beyond included, is unknown to Cancel and Release.
+			tk := Ticket(uint64(0xFFFFFFFF)<<32 | uint64(w.pick("findex", 256)))
+			if _, err := w.m.Cancel(w.now, tk, ReasonDisconnect); !errors.Is(err, ErrUnknownTicket) {
+				return fmt.Errorf("step %d: Cancel of a forged ticket %#x: %v", w.step, uint64(tk), err)
+			}
+			if err := w.m.Release(w.now, tk, false); !errors.Is(err, ErrUnknownTicket) {
+				return fmt.Errorf("step %d: Release of a forged ticket %#x: %v", w.step, uint64(tk), err)
+			}
+			return w.observe()
+		}
 		if len(w.live) == 0 {
 			return nil
 		}
@@ -190,6 +204,21 @@ func (w *workload) observe() error {
 		return fmt.Errorf("step %d: %w", w.step, inv)
 	}
 	for _, e := range effs {
+		// Pools as the effects say, in order: a Publish of a complete pool
+		// (every committed slot) that is not published yet, a Retire and a
+		// Grant only while published, no teardown of a serving pool.
+		switch {
+		case e.Kind == EfPublish && (w.pub[e.Model] || int(e.Sessions) != w.m.Config(e.Model).Slots):
+			return fmt.Errorf("step %d: Publish of %d sessions of %s (slots %d, published %v)", w.step, e.Sessions,
+				w.m.ID(e.Model), w.m.Config(e.Model).Slots, w.pub[e.Model])
+		case (e.Kind == EfRetire || e.Kind == EfGrant) && !w.pub[e.Model]:
+			return fmt.Errorf("step %d: %s on %s, which has no published pool", w.step, e.Kind, w.m.ID(e.Model))
+		case e.Kind == EfStartTeardown && w.pub[e.Model]:
+			return fmt.Errorf("step %d: StartTeardown (%s) of %s's serving pool", w.step, e.Cause, w.m.ID(e.Model))
+		}
+		if e.Kind == EfPublish || e.Kind == EfRetire {
+			w.pub[e.Model] = e.Kind == EfPublish
+		}
 		switch e.Kind {
 		case EfStartLoad, EfStartClone, EfStartProbe, EfStartTeardown:
 			w.jobs = append(w.jobs, e)

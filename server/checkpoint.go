@@ -11,7 +11,7 @@ import (
 )
 
 // resolveCheckpoint keeps a model spec's checkpoint inside the models root
-// (issue 5, security: no "..", no symlink escape):
+// (security: no "..", no symlink escape):
 //
 //	(1) an empty checkpoint stays empty (the engine's default);
 //	(2) anything but a clean relative path (absolute, "." or ".." elements,

@@ -103,7 +103,7 @@ func FuzzModelSpec(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.Slots < 1 || p.Slots > 16 || p.Engine == "" || p.MaxQueue < 0 || p.AdmissionTimeout < 0 {
+		if p.Slots < 1 || p.Slots > 16 || p.Engine == "" || p.MaxQueue < 0 || p.AdmissionTimeout != nil && *p.AdmissionTimeout < 0 {
 			t.Fatalf("accepted an invalid spec: %+v", p)
 		}
 		if !parallel && s.Slots != nil {

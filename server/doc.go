@@ -15,7 +15,7 @@
 // confinement), mw_*.go (middleware), conns.go and shutdown.go (connection
 // tracking, Serve, Run, Shutdown and its slices), metrics.go and
 // metrics_feed.go (Prometheus), config.go (flags and the models file).
-// The dashboard (issue 9): events.go and events_translate.go (the event
+// The dashboard (CONTRACT.md ui.*): events.go and events_translate.go (the event
 // hub behind GET /v1/events: one runtime subscriber, a scheduler mirror,
 // a ring for Last-Event-ID, non-blocking fan-out), h_events.go (the SSE
 // stream), catalogue.go and h_catalogue.go (the models root and its

@@ -8,12 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
-// The event stream of GET /v1/events (issue 9): one runtime subscriber (the
-// hub's goroutine) turns scheduler records into Events, numbers them, keeps
+// The event stream of GET /v1/events: one runtime observer (the hub's
+// goroutine) turns scheduler steps into Events, numbers them, keeps
 // the last eventRing of them for resumption with Last-Event-ID, and fans
 // each one out to every connected client without ever waiting: a client
 // whose bounded buffer is full is dropped (its channel closed, its stream
@@ -23,8 +22,8 @@ import (
 const (
 	eventRing      = 4096                 // events kept for Last-Event-ID
 	eventClientBuf = 512                  // events a client may lag before it is dropped
-	eventRecBuffer = 1 << 15              // scheduler records the hub may lag before the runtime drops it
-	eventBatchMax  = 4096                 // records translated per lock hold
+	eventRecBuffer = 1 << 15              // scheduler steps the hub may lag before the runtime drops it
+	eventBatchMax  = 4096                 // steps translated per lock hold
 	eventPause     = 5 * time.Millisecond // lets records gather between batches, as the metrics feed does
 	eventLinger    = 2 * time.Minute      // the hub stays subscribed this long after its last client left
 )
@@ -58,7 +57,7 @@ type Event struct {
 	WaitMS   *float64 `json:"wait_ms,omitempty"`  // admission, rejection: time since submission
 	TookMS   *float64 `json:"took_ms,omitempty"`  // loaded, unloaded: duration of the load or teardown
 	Code     string   `json:"code,omitempty"`     // rejection: the scheduler's code (server_busy, ...)
-	Reason   string   `json:"reason,omitempty"`   // rejection: timeout, disconnect, shutdown, ...; reset: why
+	Reason   string   `json:"reason,omitempty"`   // rejection: core.RejectReason (refused_on_arrival, timeout, disconnect, shutdown, load_failed, no_room); reset: why
 	Cause    string   `json:"cause,omitempty"`    // unload, eviction, unloaded: unload, evict, idle, ...
 	Failed   bool     `json:"failed,omitempty"`   // release: the inference failed
 	Capacity int      `json:"capacity,omitempty"` // loaded: advertised parallel capacity
@@ -80,13 +79,13 @@ type hubLimits struct {
 }
 
 // eventHub owns the event ring, the clients and the translator. Its
-// goroutine is the only writer; handlers take the lock only to subscribe,
-// unsubscribe and read the mirror.
+// goroutine is the only writer; handlers take the lock only to subscribe
+// and unsubscribe.
 //
 // The hub follows the scheduler only while someone watches: the first
-// client subscribes it to the runtime (runtime.SubscribeSnapshot, so the
-// mirror starts from a copy of the machine instead of a replay from
-// startup), and it unsubscribes when it has had no client for its linger
+// client subscribes it to the runtime (runtime.Observe with Status, so the
+// translator starts from a snapshot of every model instead of a replay
+// from startup), and it unsubscribes when it has had no client for its linger
 // time (eventLinger), long enough for a dashboard to reload and resume. In
 // between, requests pay nothing for it: with no full subscriber the
 // runtime builds no records and keeps its admission fast path. Events of
@@ -118,8 +117,14 @@ type eventHub struct {
 
 // activation is a runtime subscription handed to the hub's goroutine.
 type activation struct {
-	ch     <-chan core.Record
+	ch     <-chan runtime.Step
 	cancel func()
+}
+
+// observe subscribes to the runtime's steps, with statuses, starting from a
+// snapshot of every model.
+func (h *eventHub) observe() (<-chan runtime.Step, func()) {
+	return h.rt.Observe(runtime.ObserveOptions{Buffer: eventRecBuffer, Status: true})
 }
 
 // newEventHub starts the hub's goroutine; the first client subscribes it
@@ -138,18 +143,18 @@ func newEventHub(rt *runtime.Runtime, epoch time.Time, log *slog.Logger, created
 		lim:  hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: 10 * time.Second, linger: eventLinger},
 		base: base, next: base + 1, clients: map[*eventClient]struct{}{}, changed: make(chan struct{})}
 	h.ring = make([]Event, h.lim.ring)
-	h.tr = newTranslator(log)
+	h.tr = newTranslator()
 	h.tr.created = created
 	go h.run()
 	return h
 }
 
-// activateLocked subscribes the hub to the runtime, its mirror starting
-// from the machine at that instant. The ring is emptied: the events of the
+// activateLocked subscribes the hub to the runtime, its translator starting
+// from the statuses at that instant. The ring is emptied: the events of the
 // unwatched time are missing, so no resume may cross it.
 func (h *eventHub) activateLocked() {
-	snap, ch, cancel := h.rt.SubscribeSnapshot(eventRecBuffer)
-	h.tr.restart(snap)
+	ch, cancel := h.observe()
+	h.tr.restart()
 	h.next++ // an ID no event has: a client that saw the newest one before must reset too
 	h.base = h.next - 1
 	h.active = true
@@ -205,7 +210,7 @@ func (h *eventHub) run() {
 	}
 }
 
-// follow translates the records of one subscription in batches. It returns
+// follow translates the steps of one subscription in batches. It returns
 // true when the hub went idle (no client for the linger time) and false
 // when the hub stopped.
 func (h *eventHub) follow(a activation) bool {
@@ -216,9 +221,9 @@ func (h *eventHub) follow(a activation) bool {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
-	batch := make([]core.Record, 0, 256)
+	batch := make([]runtime.Step, 0, 256)
 	for {
-		var rec core.Record
+		var rec runtime.Step
 		var ok bool
 		select {
 		case rec, ok = <-ch:
@@ -242,13 +247,12 @@ func (h *eventHub) follow(a activation) bool {
 		}
 		h.apply(batch, !ok)
 		batch = batch[:0]
-		if !ok { // the runtime dropped the hub: resubscribe from a fresh copy of the machine
+		if !ok { // the runtime dropped the hub: resubscribe from a fresh snapshot
 			cancel()
 			h.log.Warn("event stream fell behind the scheduler; resubscribing (clients are told to reload)")
 			h.mu.Lock()
-			var snap *core.Machine
-			snap, ch, cancel = h.rt.SubscribeSnapshot(eventRecBuffer)
-			h.tr.restart(snap)
+			ch, cancel = h.observe()
+			h.tr.restart()
 			h.mu.Unlock()
 			continue
 		}
@@ -271,7 +275,7 @@ func (h *eventHub) deactivate(cancel func()) bool {
 	}
 	cancel()
 	h.active = false
-	h.tr.stop()
+	h.tr.restart()
 	h.signalLocked()
 	return true
 }
@@ -282,9 +286,9 @@ func (h *eventHub) lingerTime() time.Duration {
 	return h.lim.linger
 }
 
-// drainInto appends the records already sent, up to eventBatchMax; it
+// drainInto appends the steps already sent, up to eventBatchMax; it
 // reports false when ch was closed.
-func drainInto(ch <-chan core.Record, batch *[]core.Record) bool {
+func drainInto(ch <-chan runtime.Step, batch *[]runtime.Step) bool {
 	for len(*batch) < eventBatchMax {
 		select {
 		case rec, ok := <-ch:
@@ -300,24 +304,20 @@ func drainInto(ch <-chan core.Record, batch *[]core.Record) bool {
 }
 
 // apply translates a batch and publishes its events under one lock hold.
-// lost says the subscription was dropped after the batch.
-func (h *eventHub) apply(batch []core.Record, lost bool) {
-	h.mu.Lock()
-	mirrored := h.tr.m != nil
-	h.mu.Unlock()
-	var snap map[string]core.ModelStatus
-	if !mirrored || lost { // without the mirror, statuses come from one snapshot per batch
-		snap = snapshotMap(h.rt.Status()) // taken after the batch's records: at least as new
-	}
+// lost says the subscription was dropped after the batch: clients get a
+// reset telling them to reload.
+func (h *eventHub) apply(batch []runtime.Step, lost bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.tr.snap = snap
 	for i := range batch {
-		h.tr.record(&batch[i])
+		h.tr.apply(&batch[i])
 	}
-	h.tr.endBatch()
 	if lost {
-		h.tr.lose("the event stream fell behind the scheduler")
+		var t int64
+		if n := len(batch); n > 0 {
+			t = batch[n-1].Event.Now
+		}
+		h.tr.out = append(h.tr.out, Event{Type: "reset", Reason: "the event stream fell behind the scheduler", T: t})
 	}
 	for _, ev := range h.tr.out {
 		h.publishLocked(ev)
@@ -326,19 +326,11 @@ func (h *eventHub) apply(batch []core.Record, lost bool) {
 	h.signalLocked()
 }
 
-// signalLocked wakes configOf waiters (and tests): the mirror or the set of
+// signalLocked wakes waiters (tests): events were published or the set of
 // clients changed.
 func (h *eventHub) signalLocked() {
 	close(h.changed)
 	h.changed = make(chan struct{})
-}
-
-func snapshotMap(st []core.ModelStatus) map[string]core.ModelStatus {
-	m := make(map[string]core.ModelStatus, len(st))
-	for _, s := range st {
-		m[s.ID] = s
-	}
-	return m
 }
 
 // publishLocked numbers ev, stores it in the ring and offers it to every

@@ -492,11 +492,10 @@ func TestEventsEndAtShutdown(t *testing.T) {
 	}
 }
 
-// The scheduler mirror replays every path exactly: evictions, probes,
-// refused and failed loads, timeouts, disconnects and a bulk unload leave it
-// in step with the runtime (it is never abandoned), and the last status
-// the stream gave for each model is the model's status now.
-func TestEventsMirrorStaysExact(t *testing.T) {
+// The stream follows every path exactly: after evictions, probes, refused
+// and failed loads, timeouts, disconnects and a bulk unload, the last
+// status the stream gave for each model is the model's status now.
+func TestEventsStatusStaysExact(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.MaxLoadedModels = 2 })
 	st := ts.openEvents("")
 	ts.awaitClients(1)
@@ -550,13 +549,6 @@ func TestEventsMirrorStaysExact(t *testing.T) {
 			t.Errorf("no %s event; saw %v", want, seen)
 		}
 	}
-	h := ts.s.events
-	h.mu.Lock()
-	lost := h.tr.m == nil
-	h.mu.Unlock()
-	if lost {
-		t.Fatalf("the mirror was abandoned:\n%s", ts.logs.String())
-	}
 	var list ModelList
 	ts.must(200, "GET", "/v1/models", "").json(t, &list)
 	for _, m := range list.Data {
@@ -568,26 +560,19 @@ func TestEventsMirrorStaysExact(t *testing.T) {
 	}
 }
 
-// Without the mirror (abandoned after a divergence or a dropped
-// subscription) clients get a reset and events still carry statuses (from
-// snapshots); the committed spec does not depend on the mirror.
-func TestEventsMirrorLost(t *testing.T) {
+// After a dropped subscription clients get a reset and events still carry
+// statuses (the hub starts again from a snapshot); the committed spec does
+// not depend on the hub.
+func TestEventsSubscriptionLost(t *testing.T) {
 	ts := startServer(t, nil)
 	ts.put("a", `{"engine":"fixture","slots":2}`)
 	st := ts.openEvents("")
 	ts.awaitClients(1)
-	h := ts.s.events
-	h.mu.Lock()
-	h.tr.lose("forced by the test")
-	for _, ev := range h.tr.out {
-		h.publishLocked(ev)
-	}
-	h.tr.out = h.tr.out[:0]
-	h.mu.Unlock()
+	ts.s.events.apply(nil, true) // what follow does when the runtime dropped it
 	// Events of the PUT may still arrive first: the hub runs behind the
 	// scheduler.
 	fr := st.until("reset", isType("reset", ""))
-	if f := fr[len(fr)-1]; f.event != "reset" || !strings.Contains(f.data, "forced by the test") {
+	if f := fr[len(fr)-1]; f.event != "reset" || !strings.Contains(f.data, "fell behind") {
 		t.Fatalf("%s %s", f.event, f.data)
 	}
 	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
@@ -601,8 +586,8 @@ func TestEventsMirrorLost(t *testing.T) {
 }
 
 // The hub follows the scheduler only while watched: requests with no client
-// build no events; the first client starts it from a copy of the machine,
-// with exact statuses; after its linger time without a client it stops, and
+// build no events; the first client starts it from a snapshot of every
+// model, with exact statuses; after its linger time without a client it stops, and
 // a resume point from before that gets a reset.
 func TestEventsHubFollowsOnlyWhileWatched(t *testing.T) {
 	ts := startServer(t, nil)
@@ -641,7 +626,7 @@ func TestEventsHubFollowsOnlyWhileWatched(t *testing.T) {
 	fr := st.until("release", isType("release", "a"))
 	last := fr[len(fr)-1]
 	if ev := last.ev(t); ev.Status == nil || ev.Status.ActiveSlots != 0 || ev.Status.Slots != 2 {
-		t.Fatalf("status from the snapshot mirror: %s", last.data)
+		t.Fatalf("status after the snapshot: %s", last.data)
 	}
 	st.close()
 	ts.awaitClients(0)
@@ -651,5 +636,20 @@ func TestEventsHubFollowsOnlyWhileWatched(t *testing.T) {
 	again := ts.openEvents("", "Last-Event-ID", strconv.FormatUint(last.id, 10))
 	if f := again.next(); f.event != "reset" {
 		t.Fatalf("resume across the unwatched time gave %q %s, want reset", f.event, f.data)
+	}
+}
+
+// The Tick that ends a load backoff is in the stream: the model's status
+// says backing_off until the backoff's end and not after it
+// (fail.load-backoff).
+func TestEventsBackoffEnds(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.LoadBackoff, c.LoadBackoffMax = 20*time.Millisecond, 20*time.Millisecond })
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.must(500, "PUT", "/v1/models/d", `{"engine":"fixture","options":{"fail_load":true}}`)
+	st.until("backing off", func(ev Event) bool { return ev.Model == "d" && ev.Status != nil && ev.Status.BackingOff })
+	fr := st.until("the backoff's end", func(ev Event) bool { return ev.Model == "d" && ev.Status != nil && !ev.Status.BackingOff })
+	if ev := fr[len(fr)-1].ev(t); ev.Type != "status" || ev.Status.LoadFailures != 1 {
+		t.Fatalf("the backoff ended with %s", fr[len(fr)-1].data)
 	}
 }

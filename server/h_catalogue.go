@@ -5,7 +5,7 @@ import (
 )
 
 // handleCatalogue answers GET /v1/catalogue: the checkpoints under the
-// models root with their manifests and parallel admission (issue 9).
+// models root with their manifests and parallel admission.
 func (s *Server) handleCatalogue(w http.ResponseWriter, r *http.Request) error {
 	root, cat, err := s.roots.current()
 	if err != nil { // the answer says only what is wrong; the reasons, once, for the operator

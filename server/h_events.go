@@ -16,7 +16,7 @@ const heartbeatEvery = 15 * time.Second
 // streamBatch bounds the events written between two flushes.
 const streamBatch = 256
 
-// handleEvents answers GET /v1/events with a text/event-stream (issue 9).
+// handleEvents answers GET /v1/events with a text/event-stream (CONTRACT.md ui.*).
 // Every event has an `id:` (a monotonic number), an `event:` line naming its
 // type and a `data:` line with the Event as JSON.
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // The fixture-control endpoints exist only with --fixture, behind the
-// management check (issue 5, "Fixture control"): a black-box client holds a
+// management check ("Fixture control"): a black-box client holds a
 // backend step at a named gate and releases it, to reach a state such as
 // "A is loading" without sleeping.
 

@@ -18,7 +18,7 @@ import (
 var jsonContentType = []string{"application/json"}
 
 // AdmissionTimeoutHeader sets a request's admission timeout in milliseconds
-// when the body does not (issue 5; the server ceiling bounds it).
+// when the body does not (the server ceiling bounds it).
 const AdmissionTimeoutHeader = "Sluice-Admission-Timeout-Ms"
 
 // handleInfer answers POST /v1/models/{id}/infer:
@@ -106,7 +106,7 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 }
 
 // stream answers a streamed request as text/event-stream: one "data:" event
-// per chunk, flushed as it comes, then "data: [DONE]" (issue 5). The lease
+// per chunk, flushed as it comes, then "data: [DONE]". The lease
 // is released after the last byte was flushed or when a write fails
 // (CONTRACT.md phase.stream-deferred): a failed write makes the emit
 // callback fail, which stops the engine, and a client that goes away

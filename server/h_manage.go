@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
-// The management endpoints (issue 5, "Management"). The router's management
+// The management endpoints. The router's management
 // middleware answers 403 permission_error without --ui-management
 // (CONTRACT.md err.permission) before any of these run.
 
@@ -30,7 +30,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(r, &body); err != nil {
 		return err
 	}
-	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.path()) // the root swaps with its catalogue (issue 9)
+	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.path()) // the root swaps with its catalogue
 	if err != nil {
 		return err
 	}

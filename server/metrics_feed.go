@@ -11,20 +11,20 @@ import (
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
-// feedBuffer is how many lifecycle records the metrics feed may lag behind
+// feedBuffer is how many lifecycle steps the metrics feed may lag behind
 // before the runtime drops it (it then subscribes again).
 const feedBuffer = 1 << 12
 
 // feedPause is how long the feed lets records gather after a batch before
 // it takes the next one: one wake-up per batch instead of one per record
 // keeps the feed's cost per request small under load (`make bench-http`).
-// At 100k records/s a pause holds 500 records, far below feedBuffer.
+// At 100k steps/s a pause holds 500 steps, far below feedBuffer.
 const feedPause = 5 * time.Millisecond
 
-// feed turns the runtime's lifecycle records (runtime.SubscribeLifecycle:
-// backend steps only, so requests pay nothing for it) into the load and
-// unload metrics: load durations (StartLoad until the pool's last session
-// is built) and failures, and unload durations (StartTeardown to
+// feed turns the runtime's lifecycle steps (runtime.Observe with
+// Lifecycle: backend work only, so requests pay nothing for it) into the
+// load and unload metrics: load durations (StartLoad until the core's
+// Publish) and failures, and unload durations (StartTeardown to
 // TeardownDone). Admissions, rejections and waits come from the runtime's
 // own counters (admissionCollector). It runs on its own goroutine, outside
 // the scheduler lock; stop joins it.
@@ -74,7 +74,7 @@ func (f *feed) await(ctx context.Context, cond func() bool) error {
 
 func startFeed(rt *runtime.Runtime, met *metrics, log *slog.Logger) *feed {
 	f := &feed{rt: rt, met: met, log: log, stop: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{})}
-	ch, cancel := rt.SubscribeLifecycle(feedBuffer) // subscribed before New returns: nothing is missed
+	ch, cancel := rt.Observe(runtime.ObserveOptions{Buffer: feedBuffer, Lifecycle: true}) // before New returns: nothing is missed
 	go f.run(ch, cancel)
 	return f
 }
@@ -85,7 +85,7 @@ func (f *feed) close() {
 	<-f.done
 }
 
-func (f *feed) run(ch <-chan core.Record, cancel func()) {
+func (f *feed) run(ch <-chan runtime.Step, cancel func()) {
 	defer close(f.done)
 	st := newFeedState(f.met)
 	for {
@@ -96,15 +96,15 @@ func (f *feed) run(ch <-chan core.Record, cancel func()) {
 		}
 		f.log.Warn("metrics feed fell behind the scheduler; resubscribing (some samples are lost)")
 		st = newFeedState(f.met)
-		ch, cancel = f.rt.SubscribeLifecycle(feedBuffer)
+		ch, cancel = f.rt.Observe(runtime.ObserveOptions{Buffer: feedBuffer, Lifecycle: true})
 	}
 }
 
-// consume applies records in batches until the channel is closed (dropped:
+// consume applies steps in batches until the channel is closed (dropped:
 // true) or the feed is stopped (false, after draining what is buffered):
 // it waits for a record, takes every record already sent, then pauses for
 // feedPause.
-func (f *feed) consume(ch <-chan core.Record, st *feedState) (dropped bool) {
+func (f *feed) consume(ch <-chan runtime.Step, st *feedState) (dropped bool) {
 	pause := time.NewTimer(feedPause)
 	pause.Stop()
 	defer pause.Stop()
@@ -133,7 +133,7 @@ func (f *feed) consume(ch <-chan core.Record, st *feedState) (dropped bool) {
 
 // drain applies every record already in ch; it reports false when ch was
 // closed.
-func (f *feed) drain(ch <-chan core.Record, st *feedState) bool {
+func (f *feed) drain(ch <-chan runtime.Step, st *feedState) bool {
 	for {
 		select {
 		case rec, ok := <-ch:
@@ -147,18 +147,15 @@ func (f *feed) drain(ch <-chan core.Record, st *feedState) bool {
 	}
 }
 
-// feedState pairs start and end records.
+// feedState pairs start and end effects: a load runs from its StartLoad
+// to the core's Publish or to its failure (a failed LoadDone or CloneDone,
+// or the teardown of a failed build's private sessions); a teardown from
+// its StartTeardown to its TeardownDone.
 type feedState struct {
 	met       *metrics
-	loads     map[string]*loadStart // by model
-	jobs      map[uint64]string     // load and clone jobs -> model
-	teardowns map[uint64]teardownStart
-}
-
-type loadStart struct {
-	t     int64
-	slots int
-	built int
+	loads     map[string]int64    // by model: when its load started
+	jobs      map[core.Job]string // load and clone jobs -> model
+	teardowns map[core.Job]teardownStart
 }
 
 type teardownStart struct {
@@ -167,63 +164,52 @@ type teardownStart struct {
 }
 
 func newFeedState(m *metrics) *feedState {
-	return &feedState{met: m, loads: map[string]*loadStart{}, jobs: map[uint64]string{}, teardowns: map[uint64]teardownStart{}}
+	return &feedState{met: m, loads: map[string]int64{}, jobs: map[core.Job]string{}, teardowns: map[core.Job]teardownStart{}}
 }
-
-var (
-	evLoadDone      = core.EvLoadDone.String()
-	evCloneDone     = core.EvCloneDone.String()
-	evTeardownDone  = core.EvTeardownDone.String()
-	efStartLoad     = core.EfStartLoad.String()
-	efStartClone    = core.EfStartClone.String()
-	efStartTeardown = core.EfStartTeardown.String()
-	causeFailedLoad = core.CauseFailedLoad.String()
-)
 
 func seconds(d int64) float64 { return float64(d) / 1e9 }
 
-func (s *feedState) apply(r *core.Record) {
-	switch {
-	case r.Ef == efStartLoad:
-		slots := 1
-		if r.Config != nil && r.Config.Slots > 0 {
-			slots = r.Config.Slots
+func (s *feedState) apply(st *runtime.Step) {
+	now := st.Event.Now
+	switch st.Event.Kind {
+	case core.EvLoadDone, core.EvCloneDone:
+		model, ok := s.jobs[st.Event.Job]
+		delete(s.jobs, st.Event.Job)
+		if ok && st.Event.Failed {
+			s.failed(model)
 		}
-		s.loads[r.Model] = &loadStart{t: r.T, slots: slots}
-		s.jobs[r.Job] = r.Model
-	case r.Ef == efStartClone:
-		s.jobs[r.Job] = r.Model
-	case r.Ev == evLoadDone || r.Ev == evCloneDone:
-		model, ok := s.jobs[r.Job]
-		if !ok {
-			return
+	case core.EvTeardownDone:
+		if t, ok := s.teardowns[st.Event.Job]; ok {
+			delete(s.teardowns, st.Event.Job)
+			s.met.unloads.WithLabelValues(s.met.models.label(t.model), t.cause).Observe(seconds(now - t.t))
 		}
-		delete(s.jobs, r.Job)
-		l, ok := s.loads[model]
-		if !ok {
-			return
-		}
-		if r.Failed {
-			s.met.loadFails.WithLabelValues(s.met.models.label(model)).Inc()
-			delete(s.loads, model)
-			return
-		}
-		if l.built++; l.built >= l.slots { // the pool is complete: published
-			s.met.loads.WithLabelValues(s.met.models.label(model)).Observe(seconds(r.T - l.t))
-			delete(s.loads, model)
-		}
-	case r.Ef == efStartTeardown:
-		s.teardowns[r.Job] = teardownStart{model: r.Model, cause: r.Cause, t: r.T}
-		if r.Cause == causeFailedLoad {
-			if _, ok := s.loads[r.Model]; ok { // refused capacity after a successful open
-				s.met.loadFails.WithLabelValues(s.met.models.label(r.Model)).Inc()
-				delete(s.loads, r.Model)
+	}
+	for i := range st.Effects {
+		e := &st.Effects[i]
+		switch e.Kind {
+		case core.EfStartLoad:
+			s.loads[e.ID] = now
+			s.jobs[e.Job] = e.ID
+		case core.EfStartClone:
+			s.jobs[e.Job] = e.ID
+		case core.EfPublish:
+			if t0, ok := s.loads[e.ID]; ok {
+				s.met.loads.WithLabelValues(s.met.models.label(e.ID)).Observe(seconds(now - t0))
+				delete(s.loads, e.ID)
+			}
+		case core.EfStartTeardown:
+			s.teardowns[e.Job] = teardownStart{model: e.ID, cause: e.Cause.String(), t: now}
+			if e.Cause == core.CauseFailedLoad { // a clone failed, or the capacity was refused after a successful open
+				s.failed(e.ID)
 			}
 		}
-	case r.Ev == evTeardownDone:
-		if t, ok := s.teardowns[r.Job]; ok {
-			delete(s.teardowns, r.Job)
-			s.met.unloads.WithLabelValues(s.met.models.label(t.model), t.cause).Observe(seconds(r.T - t.t))
-		}
+	}
+}
+
+// failed counts the failure of model's running load, once.
+func (s *feedState) failed(model string) {
+	if _, ok := s.loads[model]; ok {
+		s.met.loadFails.WithLabelValues(s.met.models.label(model)).Inc()
+		delete(s.loads, model)
 	}
 }

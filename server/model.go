@@ -13,7 +13,7 @@ import (
 const OwnedBy = "sluice"
 
 // Model is the model object of GET /v1/models, GET /v1/models/{id}, PUT
-// and load answers (issue 5; CONTRACT.md, "Endpoints named in the cells").
+// and load answers (CONTRACT.md, "Endpoints named in the cells").
 type Model struct {
 	ID     string `json:"id"`
 	Object string `json:"object"` // always "model"

@@ -100,7 +100,8 @@ func (m *registryModel) runtimeSpec() runtime.ModelSpec {
 	spec := runtime.ModelSpec{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
 		Options: m.Options, MaxQueue: m.MaxQueue, BaseVersion: m.ConfigVersion, RegisterOnly: true}
 	if m.AdmissionTimeoutNS != core.NoTimeout {
-		spec.AdmissionTimeout, spec.AdmissionTimeoutSet = time.Duration(m.AdmissionTimeoutNS), true
+		d := time.Duration(m.AdmissionTimeoutNS)
+		spec.AdmissionTimeout = &d
 	}
 	return spec
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // routes builds the router: one handler per endpoint, each returning its
-// error through adapt (issue 5, "Endpoints").
+// error through adapt.
 //
 // Middleware, outermost first: the request metrics (mw_metrics.go), the
 // connection tracker (shutdown deadlines), the request ID and

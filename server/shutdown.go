@@ -51,8 +51,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Shutdown stops the server (CONTRACT.md "Timeout, disconnect and
-// shutdown"; issue 5). ctx's deadline bounds the whole exit
+// Shutdown stops the server (CONTRACT.md time.shutdown-*). ctx's deadline
+// bounds the whole exit
 // (--shutdown-timeout):
 //
 //	(1) /readyz turns 503 at once.

@@ -23,9 +23,8 @@ type ModelSpec struct {
 type parsedSpec struct {
 	Engine, Checkpoint, Task string
 	Slots                    int
-	Options                  string // canonical JSON
-	AdmissionTimeout         time.Duration
-	AdmissionTimeoutSet      bool // admission_timeout_ms was given (0 then means unbounded)
+	Options                  string         // canonical JSON
+	AdmissionTimeout         *time.Duration // nil: not given (the server default); 0: unbounded
 	MaxQueue                 int
 }
 
@@ -45,10 +44,10 @@ func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
 		if string(s.Slots) != "null" {
 			var n int
 			if err := json.Unmarshal(s.Slots, &n); err != nil {
-				return p, Invalid("slots must be an integer 1..16")
+				return p, Invalid("slots must be an integer 1..%d", core.MaxSlots)
 			}
-			if n < 1 || n > 16 {
-				return p, Invalid("slots must be 1..16, got %d", n)
+			if n < 1 || n > core.MaxSlots {
+				return p, Invalid("slots must be 1..%d, got %d", core.MaxSlots, n)
 			}
 			p.Slots = n
 		}
@@ -65,8 +64,8 @@ func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
 		if *s.AdmissionTimeoutMS > maxTimeoutMS {
 			return p, Invalid("admission_timeout_ms must be at most %d", maxTimeoutMS)
 		}
-		p.AdmissionTimeout = time.Duration(*s.AdmissionTimeoutMS) * time.Millisecond
-		p.AdmissionTimeoutSet = true
+		d := time.Duration(*s.AdmissionTimeoutMS) * time.Millisecond
+		p.AdmissionTimeout = &d
 	}
 	if s.MaxQueue != nil {
 		if *s.MaxQueue < 0 || *s.MaxQueue > core.MaxQueueLimit {
@@ -103,7 +102,7 @@ func (s *ModelSpec) ToRuntime(parallel bool, modelsRoot string) (runtime.ModelSp
 	}
 	return runtime.ModelSpec{
 		Engine: p.Engine, Checkpoint: cp, Task: p.Task, Slots: p.Slots, Options: json.RawMessage(p.Options),
-		AdmissionTimeout: p.AdmissionTimeout, AdmissionTimeoutSet: p.AdmissionTimeoutSet, MaxQueue: p.MaxQueue,
+		AdmissionTimeout: p.AdmissionTimeout, MaxQueue: p.MaxQueue,
 	}, nil
 }
 

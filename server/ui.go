@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// The dashboard (issue 9): plain HTML, CSS and JavaScript embedded in the
+// The dashboard (CONTRACT.md ui.*): plain HTML, CSS and JavaScript embedded in the
 // binary, no build step. It reads GET /v1/ui/config, /v1/models,
 // /v1/catalogue and the /v1/events stream, and with management enabled
 // calls the management endpoints.

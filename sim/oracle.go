@@ -59,6 +59,7 @@ type omodel struct {
 	resident   bool
 	resMB      int64
 	built      *core.Config // what the physical sessions are built from
+	published  bool         // between the core's Publish and Retire of the pool
 	// wq lists the model's requests in submission order; entries before
 	// wqHead, and entries no longer waiting, are skipped lazily.
 	wq     []tref
@@ -145,10 +146,10 @@ func (o *oracle) model(h core.Handle) *omodel {
 // (CONTRACT.md "Timeout, disconnect and shutdown": the request's override,
 // else the model's, else the server default, where NoTimeout means "not
 // set" and 0 unbounded; the server ceiling bounds all of them).
-func (o *oracle) deadline(now int64, cfg *core.Config, override int64) int64 {
+func (o *oracle) deadline(now int64, cfgTimeout int64, override int64) int64 {
 	d := override
 	if d < 0 {
-		d = cfg.AdmissionTimeout
+		d = cfgTimeout
 		if d < 0 {
 			d = o.opts.DefaultAdmissionTimeout
 		}
@@ -170,17 +171,17 @@ func (o *oracle) pre(ev *core.Event) {
 	case core.EvSubmitRequest:
 		if h, ok := o.m.Lookup(ev.Model); ok {
 			c.known, c.h = true, h
-			c.dead = o.deadline(ev.Now, o.m.Config(h), ev.Timeout)
+			c.dead = o.deadline(ev.Now, o.m.Config(h).AdmissionTimeout, ev.Timeout)
 		}
 	case core.EvSubmitManager:
 		c.h, c.known = o.m.Lookup(ev.Model)
 		switch {
 		case c.known:
-			c.dead = o.deadline(ev.Now, o.m.Config(c.h), ev.Timeout)
+			c.dead = o.deadline(ev.Now, o.m.Config(c.h).AdmissionTimeout, ev.Timeout)
 		case ev.Op == core.OpApply:
 			// A registration waits without a timeout of its own: only the
 			// server ceiling bounds it.
-			c.dead = o.deadline(ev.Now, &core.Config{}, 0)
+			c.dead = o.deadline(ev.Now, 0, 0)
 		}
 	case core.EvSubmitBulkUnload:
 		o.preBulk(ev)

@@ -47,6 +47,8 @@ func (o *oracle) effect(ev *core.Event, tk core.Ticket, e *core.Effect) {
 		o.end(t)
 	case core.EfStartLoad, core.EfStartClone, core.EfStartProbe, core.EfStartTeardown:
 		o.startJob(now, e)
+	case core.EfPublish, core.EfRetire:
+		o.pool(now, e)
 	case core.EfShutdownComplete:
 		if !o.shutdown || o.complete {
 			o.failf("shutdown-complete", now, "ShutdownComplete (shutting down=%v, already complete=%v)", o.shutdown, o.complete)
@@ -88,8 +90,11 @@ func (o *oracle) grant(now int64, e *core.Effect) {
 	}
 	md := o.model(t.h)
 	st := o.m.Status(t.h)
-	cfg := o.m.Config(t.h)
+	c := o.m.Config(t.h)
+	cfg := &c
 	switch {
+	case !md.published:
+		o.failf("grant-unpublished", now, "%s: ticket %s granted with no published pool", st.ID, tname(e.Ticket))
 	case e.Version != st.ConfigVersion:
 		o.failf("grant-version", now, "%s: ticket %s granted v%d, committed v%d", st.ID, tname(e.Ticket), e.Version, st.ConfigVersion)
 	case md.built == nil || !samePool(md.built, cfg) || md.sessions != cfg.Slots || md.job != 0:
@@ -227,6 +232,25 @@ func sameIDs(a, b []string) bool {
 	return true
 }
 
+// pool checks a Publish or Retire against the engine's sessions: a pool is
+// published once, complete (every slot's session built, no job running),
+// and retired only while published, with the sessions it has.
+func (o *oracle) pool(now int64, e *core.Effect) {
+	md := o.model(e.Model)
+	id := o.m.ID(e.Model)
+	switch {
+	case e.Kind == core.EfPublish && md.published:
+		o.failf("publish-twice", now, "%s: Publish of a published pool", id)
+	case e.Kind == core.EfPublish && (md.built == nil || md.sessions != md.built.Slots || int(e.Sessions) != md.sessions || md.job != 0):
+		o.failf("publish-partial", now, "%s: Publish of %d sessions; the engine holds %d of %s (job %s)", id, e.Sessions,
+			md.sessions, cfgString(md.built), md.jkind)
+	case e.Kind == core.EfRetire && (!md.published || int(e.Sessions) != md.sessions):
+		o.failf("retire-sessions", now, "%s: Retire of %d sessions (published %v); the engine holds %d", id, e.Sessions,
+			md.published, md.sessions)
+	}
+	md.published = e.Kind == core.EfPublish
+}
+
 func (o *oracle) startJob(now int64, e *core.Effect) {
 	md := o.model(e.Model)
 	if md.job != 0 {
@@ -240,7 +264,7 @@ func (o *oracle) startJob(now int64, e *core.Effect) {
 		if md.sessions != 0 || md.resident {
 			o.failf("load-over-sessions", now, "%s: StartLoad while the engine holds %d sessions", o.m.ID(e.Model), md.sessions)
 		}
-		if v := o.m.Status(e.Model).ConfigVersion; e.Version != v || e.Config != o.m.Config(e.Model) {
+		if v := o.m.Status(e.Model).ConfigVersion; e.Version != v || e.Config == nil || *e.Config != o.m.Config(e.Model) {
 			o.failf("load-version", now, "%s: StartLoad v%d, committed v%d", o.m.ID(e.Model), e.Version, v)
 		}
 		md.built = e.Config
@@ -254,6 +278,9 @@ func (o *oracle) startJob(now int64, e *core.Effect) {
 	case core.EfStartTeardown:
 		if md.running > 0 {
 			o.failf("teardown-in-use", now, "%s: StartTeardown (%s) while %d requests hold its slots", o.m.ID(e.Model), e.Cause, md.running)
+		}
+		if md.published {
+			o.failf("teardown-serving", now, "%s: StartTeardown (%s) of a pool that was not retired", o.m.ID(e.Model), e.Cause)
 		}
 		if int(e.Sessions) != md.sessions {
 			o.failf("teardown-sessions", now, "%s: StartTeardown of %d sessions, the engine holds %d", o.m.ID(e.Model), e.Sessions, md.sessions)

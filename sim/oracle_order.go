@@ -19,7 +19,7 @@ func (o *oracle) oldestWaiting(md *omodel) uint64 {
 }
 
 // checkOrder checks the FIFO contract from the side of the clients after
-// an event granted requests (CONTRACT.md "Arrival order"): no request was
+// an event granted requests (CONTRACT.md order.request-then-request, order.manager-then-request): no request was
 // granted while an older request of its model still waits, or while a
 // targeted manager submitted before it has not ended.
 func (o *oracle) checkOrder(now int64) {
@@ -40,7 +40,7 @@ func (o *oracle) checkOrder(now int64) {
 }
 
 // managerDone checks that a targeted manager finished only after every
-// older request of its model ended (CONTRACT.md "Arrival order": a manager
+// older request of its model ended (CONTRACT.md order.request-then-manager: a manager
 // waits for all older admitted and queued requests).
 func (o *oracle) managerDone(now int64, t *tinfo) {
 	md := o.model(t.h)

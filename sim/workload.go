@@ -113,7 +113,8 @@ func (w *world) manager() {
 		ev.Op = core.OpApply
 		cur := spec.base
 		if h, ok := w.m.Lookup(spec.id); ok {
-			cur = w.m.Config(h)
+			c := w.m.Config(h)
+			cur = &c
 		}
 		ev.Config = w.sc.variant(r, cur)
 	case x < 26:

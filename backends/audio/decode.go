@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 )
 
-// Bounded decoding of request audio (issue 13): the header is parsed with
+// Bounded decoding of request audio (CONTRACT.md audio.*): the header is parsed with
 // small ReadAt calls, the duration it states is checked against the
 // engine's limit before any sample is decoded, and the samples are then
 // decoded and resampled in chunks of decodeChunk input bytes, with the

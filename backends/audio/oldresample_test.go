@@ -2,7 +2,7 @@ package audio
 
 import "math"
 
-// The resampler as it was before issue 13, kept only as the baseline of
+// The resampler as it was before bounded decoding, kept only as the baseline of
 // BenchmarkResample (oldResample beside Resample in one run) and as the
 // reference that exact-table pairs must still match sample for sample.
 // When up exceeded maxPhases it allocated and recomputed the weights for

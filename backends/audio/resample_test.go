@@ -23,7 +23,7 @@ func snrAgainstTone(out []int16, to int, freq, amp float64) float64 {
 	return 10 * math.Log10(sigSum/errSum)
 }
 
-// The pairs of issue 13 whose up factor exceeded the old exact table
+// The hostile rate pairs whose up factor exceeded the old exact table
 // (1009->16000, 16000->383999) or whose kernel is long (383999->16000),
 // and the extremes of MinRate..MaxRate.
 func TestResampleQualityLargePairs(t *testing.T) {
@@ -133,7 +133,7 @@ func BenchmarkResample(b *testing.B) {
 	}
 }
 
-// oldDecodeInput is the pre-issue-13 path of pocketsphinx: parse the whole
+// oldDecodeInput is the old (unbounded) path of pocketsphinx: parse the whole
 // WAV, resample all of it, only then compare with the limit.
 func oldDecodeInput(data []byte, rate int) []int16 {
 	a, err := ParseWAV(data)
@@ -143,7 +143,7 @@ func oldDecodeInput(data []byte, rate int) []int16 {
 	return oldResample(a.Samples, a.Rate, rate)
 }
 
-// BenchmarkIssueInputs measures the inputs of issue 13, new beside old: a
+// BenchmarkIssueInputs measures the hostile inputs, new beside old: a
 // 256 KiB and a 1 MiB 16-bit mono WAV at 1009 Hz decoded to 16 kHz, and
 // 3 s of 16 kHz speech output resampled to 383999 Hz.
 // go test -run '^$' -bench IssueInputs -benchtime 1x ./backends/audio/

@@ -2,7 +2,7 @@
 // libespeak-ng1 with espeak-ng-data), loaded with purego. eSpeak NG keeps
 // its state in process globals (data path, voice, parameters, callback), so
 // the engine has no parallel factory: every checkpoint admits exactly one
-// slot (ParallelAdmission is empty), Validate refuses more with an error
+// slot (ParallelAdmission is 0 for every checkpoint), Validate refuses more with an error
 // wrapping backends.ErrInvalid, Clone always fails, and all sessions of the
 // process take turns on one lock.
 //
@@ -42,9 +42,9 @@ import (
 // Name is the engine name model specs use.
 const Name = "espeak"
 
-// ParallelAdmission lists checkpoints admitting more than one slot: none,
-// because the library's state is process-global.
-var ParallelAdmission = map[string]int{}
+// ParallelAdmission returns the slot ceiling of a checkpoint: 0 (one slot)
+// for every one, because the library's state is process-global.
+func ParallelAdmission(string) int { return 0 }
 
 // Memory estimate: the phoneme data and one dictionary, shared (measured
 // under 4 MB).
@@ -85,7 +85,7 @@ type config struct {
 }
 
 // maxSlots is every checkpoint's ceiling (see ParallelAdmission).
-func maxSlots(name string) int { return max(1, ParallelAdmission[name]) }
+func maxSlots(name string) int { return max(1, ParallelAdmission(name)) }
 
 // resolve checks spec and the data files without the library.
 func resolve(spec backends.Spec) (config, error) {

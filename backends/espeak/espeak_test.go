@@ -277,7 +277,7 @@ func TestOutputFormats(t *testing.T) {
 
 // Speech's speed takes effect (words per minute scale with it: speed 2 is
 // shorter than 1, 0.5 longer), and an unknown voice is refused naming it
-// and the checkpoint's voices (issue 14: no parameter silently ignored).
+// and the checkpoint's voices (no parameter silently ignored).
 func TestSpeedAndVoiceTakeEffect(t *testing.T) {
 	dir := checkpoint(t, nil)
 	s, _, err := New().Open(context.Background(), spec(dir, 1))

@@ -35,10 +35,24 @@ import (
 // Name is the engine name model specs use.
 const Name = "flite"
 
-// ParallelAdmission maps each voice that admits more than one slot to its
-// slot ceiling. Every voice here was checked with the matched-output test
-// (identical bytes at 1, 2 and 4 slots); a voice not listed admits one slot.
-var ParallelAdmission = map[string]int{"slt": 16, "awb": 16, "rms": 16, "kal": 16, "kal16": 16}
+// parallelVoices are the voices that admit more than one slot (up to 16).
+// Every voice here was checked with the matched-output test (identical
+// bytes at 1, 2 and 4 slots); a voice not listed admits one slot.
+var parallelVoices = [...]string{"slt", "awb", "rms", "kal", "kal16"}
+
+// ParallelVoices lists the voices that admit more than one slot.
+func ParallelVoices() []string { return append([]string(nil), parallelVoices[:]...) }
+
+// ParallelAdmission returns the slot ceiling of a voice: 16 for the voices
+// of ParallelVoices, 0 (one slot) for any other.
+func ParallelAdmission(voice string) int {
+	for _, v := range parallelVoices {
+		if v == voice {
+			return 16
+		}
+	}
+	return 0
+}
 
 // baseMB and perSlotMB are the resident memory estimates: the voice
 // libraries are shared mappings; a voice object and a synthesis's buffers
@@ -112,7 +126,7 @@ func resolve(spec backends.Spec) (config, error) {
 	if o.DurationStretch < 0.25 || o.DurationStretch > 4 {
 		return config{}, backends.Invalidf("flite: duration_stretch %v outside 0.25..4", o.DurationStretch)
 	}
-	return config{opts: o, maxSlots: min(maxSlots, max(1, ParallelAdmission[o.Voice]))}, nil
+	return config{opts: o, maxSlots: min(maxSlots, max(1, ParallelAdmission(o.Voice)))}, nil
 }
 
 // voiceRates are the output rates of Debian's voices: the clustergen

@@ -64,11 +64,11 @@ func TestFormatsAndRates(t *testing.T) {
 
 // TestParallelSessionsMatchSerial is the matched-output check for flite:
 // four sessions synthesising concurrently give the same bytes as one
-// session alone, for every voice in ParallelAdmission.
+// session alone, for every voice of ParallelVoices.
 func TestParallelSessionsMatchSerial(t *testing.T) {
 	native.SkipUnavailable(t, Available())
 	texts := []string{"Open the front door.", "What is the weather like today?"}
-	for voice := range ParallelAdmission {
+	for _, voice := range ParallelVoices() {
 		t.Run(voice, func(t *testing.T) {
 			primary := open(t, spec(voice, 4))
 			want := make([][]byte, len(texts))

@@ -47,9 +47,15 @@ const Name = "onnx"
 // ModelSileroV5 is the model kind of Silero VAD v5.
 const ModelSileroV5 = "silero-vad-v5"
 
-// ParallelAdmission maps each model kind that admits more than one slot to
-// its ceiling: an OrtSession per slot shares no mutable state.
-var ParallelAdmission = map[string]int{ModelSileroV5: 16}
+// ParallelAdmission returns the slot ceiling of a model kind: 16 for the
+// kinds that admit more than one slot (an OrtSession per slot shares no
+// mutable state), 0 (one slot) for any other.
+func ParallelAdmission(model string) int {
+	if model == ModelSileroV5 {
+		return 16
+	}
+	return 0
+}
 
 // Memory estimate: the runtime library and environment (measured 16 MB)
 // are shared; a Silero session with its arena measured 12 MB.
@@ -195,7 +201,7 @@ func resolve(spec backends.Spec) (config, error) {
 	if err := checkModelFile(c.model); err != nil {
 		return config{}, err
 	}
-	c.maxSlots = min(c.maxSlots, max(1, ParallelAdmission[o.Model]))
+	c.maxSlots = min(c.maxSlots, max(1, ParallelAdmission(o.Model)))
 	return c, nil
 }
 

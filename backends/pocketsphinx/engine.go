@@ -45,10 +45,15 @@ const Name = "pocketsphinx"
 // SampleRate is the rate the en-us acoustic model expects.
 const SampleRate = 16000
 
-// ParallelAdmission maps the checkpoints (by manifest name) that admit more
-// than one slot to their ceiling. One decoder per session shares nothing
-// mutable, so the default model admits the contract's maximum.
-var ParallelAdmission = map[string]int{catalogue.PocketsphinxEnUS: 16}
+// ParallelAdmission returns the slot ceiling of a checkpoint (by manifest
+// name): one decoder per session shares nothing mutable, so the default
+// model admits the contract's maximum, 16; any other checkpoint 0 (one slot).
+func ParallelAdmission(name string) int {
+	if name == catalogue.PocketsphinxEnUS {
+		return 16
+	}
+	return 0
+}
 
 // Memory estimate: each decoder holds its own copy of the acoustic model,
 // language model and dictionary (measured 96 MB resident per decoder for
@@ -125,7 +130,7 @@ func resolve(spec backends.Spec) (config, error) {
 	if len(o.Language) != 2 || strings.ToLower(o.Language) != o.Language {
 		return config{}, backends.Invalidf("pocketsphinx: language %q is not an ISO-639-1 code", o.Language)
 	}
-	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission[cp.Name])), language: o.Language}
+	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission(cp.Name))), language: o.Language}
 	for _, f := range []struct {
 		rel string
 		dst *string

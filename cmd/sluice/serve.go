@@ -31,8 +31,7 @@ type serveOptions struct {
 	logLevel   slog.Level
 }
 
-// parseServeFlags reads the flags of `sluice serve` (issue 5, "The
-// command"). Keys may also come from SLUICE_API_KEY and
+// parseServeFlags reads the flags of `sluice serve` ("The command"). Keys may also come from SLUICE_API_KEY and
 // SLUICE_MANAGEMENT_KEY, which keeps them out of the process list.
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	o := serveOptions{cfg: server.DefaultConfig()}

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/server"
 )
 
-// The issue 13 flags reach the server's Config (CONTRACT.md err.host,
+// The serving-edge flags reach the server's Config (CONTRACT.md err.host,
 // err.origin, err.max-models).
 func TestServeEdgeFlags(t *testing.T) {
 	o, err := parseServeFlags([]string{"--allowed-hosts", "sluice.internal, gw.example:9000,", "--allowed-origins", "https://dash.example",

@@ -20,8 +20,8 @@ var clockSink atomic.Int64
 
 // BenchmarkHandoff measures submit, grant and release through the runtime
 // on a warm zero-work fixture model at 1, 2, 4 and 16 slots, beside a
-// buffered-channel semaphore doing the same handoff, in one run (issue 4,
-// "Performance": at most 2x the semaphore). "acquire" is Acquire plus
+// buffered-channel semaphore doing the same handoff, in one run
+// ("Performance": at most 2x the semaphore). "acquire" is Acquire plus
 // Release; "infer" is a whole Infer on the fixture (zero latency) beside a
 // channel of sessions doing the same engine call.
 func BenchmarkHandoff(b *testing.B) {

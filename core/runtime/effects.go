@@ -112,11 +112,18 @@ func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket
 	effs := r.m.Effects()
 	s.now = now
 	if r.obs || r.obsLife {
-		r.recordLocked(now, ev, tk, effs)
+		r.observeLocked(ev, tk, effs)
 	}
 	for i := range effs {
 		r.routeLocked(s, &effs[i], cause)
 	}
+	r.endLocked(now, ev)
+}
+
+// endLocked is the bookkeeping every critical section ends with, also the
+// fast paths that have no effect to route: the invariant check (tests),
+// clearing the machine's effects, and the idle and backoff timers.
+func (r *Runtime) endLocked(now int64, ev *core.Event) {
 	if r.checkInv {
 		r.checkLocked(ev)
 	}
@@ -171,23 +178,52 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 		eng := r.engines[e.Config.Engine]
 		s.acts = append(s.acts, action{kind: actProbe, h: e.Model, job: e.Job, eng: eng,
 			spec: backendSpec(r.m.ID(e.Model), 0, e.Config)})
+	case core.EfPublish:
+		p := &r.models[e.Model]
+		if p.published != nil || countSessions(p.private) != int(e.Sessions) {
+			r.disagreeLocked("publish", e, countSessions(p.published), countSessions(p.private))
+		}
+		p.published, p.private = p.private, nil
+	case core.EfRetire:
+		p := &r.models[e.Model]
+		if p.retiring != nil || countSessions(p.published) != int(e.Sessions) {
+			r.disagreeLocked("retire", e, countSessions(p.retiring), countSessions(p.published))
+		}
+		p.retiring, p.published = p.published, nil
 	case core.EfStartTeardown:
 		p := &r.models[e.Model]
 		var pool []backends.Session
-		if e.Cause == core.CauseFailedLoad {
+		if e.Cause == core.CauseFailedLoad { // the private sessions of a failed build
 			pool, p.private = p.private, nil
-		} else {
-			pool, p.published = p.published, nil
+		} else { // the pool the Retire before it took out of service
+			pool, p.retiring = p.retiring, nil
 		}
 		if n := countSessions(pool); n != int(e.Sessions) {
-			r.log.Error("runtime: teardown session count differs from the core's", "model", r.m.ID(e.Model),
-				"core", e.Sessions, "runtime", n, "cause", e.Cause.String())
+			r.disagreeLocked("teardown", e, 0, n)
 		}
 		s.acts = append(s.acts, action{kind: actTeardown, h: e.Model, job: e.Job, pool: pool})
 	case core.EfShutdownComplete:
 		s.acts = append(s.acts, action{kind: actComplete})
 	}
 }
+
+// disagreeLocked reports an effect the shell's pools cannot carry out as
+// the core says: a bug in the shell or the core. Under CheckInvariants
+// (tests) it panics with the values; in production it is a loud error,
+// counted (Disagreements), and the shell goes on with what the core said.
+func (r *Runtime) disagreeLocked(what string, e *core.Effect, held, have int) {
+	r.disagreements.Add(1)
+	msg := fmt.Sprintf("runtime: %s of %s disagrees with the core: core says %d sessions (cause %s), the shell holds %d in the way and has %d",
+		what, r.m.ID(e.Model), e.Sessions, e.Cause, held, have)
+	if r.checkInv {
+		panic(msg + "\n" + r.m.Describe())
+	}
+	r.log.Error(msg)
+}
+
+// Disagreements returns how many effects the shell could not carry out as
+// the core said (see Options.CheckInvariants); anything but 0 is a bug.
+func (r *Runtime) Disagreements() int64 { return r.disagreements.Load() }
 
 func countSessions(pool []backends.Session) int {
 	n := 0

@@ -57,7 +57,7 @@ func coreTimeout(id string, d *time.Duration) (int64, error) {
 // Infer runs one request on model id: admission through the model's FIFO,
 // then the engine call on the granted session, then the release. The lease
 // is held until Infer returns, so a stream holds it until its last chunk was
-// emitted or an emit failed (CONTRACT.md, "Active stream / deferred batch").
+// emitted or an emit failed (CONTRACT.md phase.stream-deferred).
 // Every lease is released exactly once, also when the engine panics, fails
 // or the context ends.
 func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o InferOptions) (Result, error) {
@@ -137,57 +137,14 @@ func (l *Lease) Release(failed bool) bool {
 	return true
 }
 
-// acquire submits a request and waits for its Grant. The hot path (a warm
-// model with a spare slot and nothing queued) is one critical section with
-// no channel and no allocation. reqID, when set, is remembered for Busy.
+// acquire submits a request and waits for its Grant (submitAndWait). The
+// hot path (a warm model with a spare slot and nothing queued) is one
+// critical section with no channel and no allocation. reqID, when set, is
+// remembered for Busy.
 func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string) (grant, error) {
-	if ctx.Err() != nil {
-		return grant{}, cancelled(ctx, id)
-	}
-	t := r.clock()
-	r.mu.Lock()
-	now := r.stampLocked(t)
-	h, known := r.m.Lookup(id)
-	var tk core.Ticket
-	if known {
-		tk = r.m.SubmitRequest(now, h, timeout)
-		r.noteReqIDLocked(tk, reqID)
-		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
-			e := &effs[0]
-			g := grant{tk: tk, slot: int(e.Slot), version: e.Version, sess: r.models[h].published[e.Slot]}
-			r.models[h].stats.admit(0, r.waitBounds)
-			if r.checkInv {
-				r.checkLocked(&core.Event{Kind: core.EvSubmitRequest})
-			}
-			r.m.Advance()
-			r.mu.Unlock()
-			return g, nil
-		}
-	} else {
-		// Unknown IDs go through the core too, so a trace replays exactly.
-		tk, _ = r.m.Step(core.Event{Kind: core.EvSubmitRequest, Now: now, Model: id, Timeout: timeout})
-	}
-	s := sect{own: tk, ownKind: kindRequest}
-	ev := core.Event{Kind: core.EvSubmitRequest, Now: now, Model: id, Timeout: timeout}
-	r.afterLocked(now, &s, &ev, tk, nil)
-	var w *waiter
-	var d int64
-	if !s.hasOwn {
-		w = r.newWaiter()
-		w.kind, w.since = kindRequest, now
-		r.addWaiterLocked(tk, w)
-		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already admitted
-			d = dl - now
-		}
-	}
-	r.mu.Unlock()
-	r.exec(&s)
-	o := s.ownOut
-	if !s.hasOwn {
-		var err error
-		if o, err = r.await(ctx, id, tk, w, d, kindRequest); err != nil {
-			return grant{}, err
-		}
+	tk, o, err := r.submitAndWait(ctx, id, kindRequest, core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID)
+	if err != nil {
+		return grant{}, err
 	}
 	if o.kind != core.EfGrant {
 		return grant{}, refused(id, o)
@@ -200,22 +157,18 @@ func (r *Runtime) release(tk core.Ticket, failed bool) {
 	t := r.clock()
 	r.mu.Lock()
 	now := r.stampLocked(t)
-	if err := r.m.Release(now, tk, failed); err != nil {
+	ev := core.Event{Kind: core.EvRelease, Now: now, Ticket: tk, Failed: failed}
+	if err := r.m.Release(ev.Now, ev.Ticket, ev.Failed); err != nil {
 		r.mu.Unlock()
 		// A lease is released exactly once by construction; this is a bug.
 		panic(fmt.Sprintf("runtime: release of ticket %d: %v", uint64(tk), err))
 	}
-	if !r.obs && len(r.m.Effects()) == 0 {
-		if r.checkInv {
-			r.checkLocked(&core.Event{Kind: core.EvRelease})
-		}
-		r.m.Advance()
-		r.armTickLocked(now)
+	if !r.obs && len(r.m.Effects()) == 0 { // nothing to route or observe
+		r.endLocked(now, &ev)
 		r.mu.Unlock()
 		return
 	}
 	var s sect
-	ev := core.Event{Kind: core.EvRelease, Now: now, Ticket: tk, Failed: failed}
 	r.afterLocked(now, &s, &ev, 0, nil)
 	r.mu.Unlock()
 	r.exec(&s)

@@ -66,14 +66,13 @@ func (r *Runtime) runLoad(a action) {
 	if err != nil {
 		r.log.Warn("load failed", "model", a.spec.Model, "version", a.spec.Version, "err", err)
 	}
-	r.complete1(a, cause, func(now int64) (core.Event, error) {
+	ev := core.Event{Kind: core.EvLoadDone, Job: a.job, Capacity: capacity, Failed: err != nil}
+	r.complete1(a, cause, ev, func() {
 		if sess != nil {
 			p := &r.models[a.h]
 			p.private = make([]backends.Session, a.spec.Slots)
 			p.private[0] = sess
 		}
-		ev := core.Event{Kind: core.EvLoadDone, Now: now, Job: a.job, Capacity: capacity, Failed: err != nil}
-		return ev, r.m.LoadDone(now, a.job, capacity, err != nil)
 	}, func() {
 		if sess != nil {
 			r.models[a.h].private = nil
@@ -99,12 +98,11 @@ func (r *Runtime) runClone(a action) {
 	if err != nil {
 		r.log.Warn("clone failed", "index", a.index, "err", err)
 	}
-	r.complete1(a, err, func(now int64) (core.Event, error) {
+	ev := core.Event{Kind: core.EvCloneDone, Job: a.job, Failed: err != nil}
+	r.complete1(a, err, ev, func() {
 		if sess != nil {
 			r.models[a.h].private[a.index] = sess
 		}
-		ev := core.Event{Kind: core.EvCloneDone, Now: now, Job: a.job, Failed: err != nil}
-		return ev, r.m.CloneDone(now, a.job, err != nil)
 	}, func() {
 		if sess != nil {
 			r.models[a.h].private[a.index] = nil
@@ -130,19 +128,13 @@ func (r *Runtime) runProbe(a action) {
 	if err != nil {
 		r.log.Warn("probe failed", "model", a.spec.Model, "err", err)
 	}
-	r.complete1(a, cause, func(now int64) (core.Event, error) {
-		ev := core.Event{Kind: core.EvProbeDone, Now: now, Job: a.job, Capacity: capacity, Failed: err != nil}
-		return ev, r.m.ProbeDone(now, a.job, capacity, err != nil)
-	}, nil, nil)
+	r.complete1(a, cause, core.Event{Kind: core.EvProbeDone, Job: a.job, Capacity: capacity, Failed: err != nil}, nil, nil, nil)
 }
 
 func (r *Runtime) runTeardown(a action) {
 	defer r.wg.Done()
 	r.closeAll(a.pool, "")
-	r.complete1(a, nil, func(now int64) (core.Event, error) {
-		ev := core.Event{Kind: core.EvTeardownDone, Now: now, Job: a.job}
-		return ev, r.m.TeardownDone(now, a.job)
-	}, nil, nil)
+	r.complete1(a, nil, core.Event{Kind: core.EvTeardownDone, Job: a.job}, nil, nil, nil)
 }
 
 // closeAll destroys sessions, clones first and the primary last. Errors and
@@ -160,52 +152,35 @@ func (r *Runtime) closeAll(pool []backends.Session, model string) {
 	}
 }
 
-// publishLocked moves model h's private pool to published when the load or
-// clone step just applied completed it. The core publishes a pool inside
-// that event, before anything else the event does (a queued unload or the
-// shutdown may retire the new pool in the same event), so the effects tell:
-// a successful step that asked for no further clone and did not tear the
-// private pool down published it.
-func (r *Runtime) publishLocked(h core.Handle, failed bool) {
-	p := &r.models[h]
-	if failed || p.private == nil {
-		return
-	}
-	for _, e := range r.m.Effects() {
-		if e.Model == h && (e.Kind == core.EfStartClone || e.Kind == core.EfStartTeardown && e.Cause == core.CauseFailedLoad) {
-			return
-		}
-	}
-	if p.published != nil {
-		panic(fmt.Sprintf("runtime: %s publishes a pool over a published one", r.m.ID(h)))
-	}
-	p.published, p.private = p.private, nil
-}
-
-// complete1 reports a finished backend step as one critical section: apply
-// stores what the step produced and applies the core event; when the core
-// publishes the private pool, it becomes the published one before any Grant
-// is routed. If the core refuses the event (a runtime bug), undo removes
-// what apply stored and orphan is destroyed.
-func (r *Runtime) complete1(a action, cause error, apply func(now int64) (core.Event, error), undo func(), orphan []backends.Session) {
+// complete1 reports a finished backend step as one critical section: store
+// keeps what the step produced (the sessions it opened), then ev, stamped
+// with the section's time, is stepped, and the same value is observed. When
+// the core publishes the private pool, its Publish effect makes it the
+// published one before any Grant is routed. If the core refuses the event
+// (a runtime bug), undo removes what store kept and orphan is destroyed.
+func (r *Runtime) complete1(a action, cause error, ev core.Event, store, undo func(), orphan []backends.Session) {
 	t := r.clock()
 	r.mu.Lock()
-	now := r.stampLocked(t)
-	ev, err := apply(now)
-	if err != nil {
+	ev.Now = r.stampLocked(t)
+	if store != nil {
+		store()
+	}
+	if _, err := r.m.Step(ev); err != nil {
 		if undo != nil {
 			undo()
+		}
+		r.disagreements.Add(1)
+		if r.checkInv {
+			defer r.mu.Unlock()
+			panic(fmt.Sprintf("runtime: core refused %s of job %d: %v\n%s", ev.Kind, uint64(a.job), err, r.m.Describe()))
 		}
 		r.mu.Unlock()
 		r.log.Error("runtime: core refused a backend completion", "job", uint64(a.job), "err", err)
 		r.closeAll(orphan, "")
 		return
 	}
-	if ev.Kind == core.EvLoadDone || ev.Kind == core.EvCloneDone {
-		r.publishLocked(a.h, ev.Failed)
-	}
 	var s sect
-	r.afterLocked(now, &s, &ev, 0, cause)
+	r.afterLocked(ev.Now, &s, &ev, 0, cause)
 	r.mu.Unlock()
 	r.exec(&s)
 }

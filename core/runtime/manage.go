@@ -38,31 +38,9 @@ func (r *Runtime) Unload(ctx context.Context, id string) (core.ModelStatus, erro
 // first, and unknown IDs are reported in NotFound without failing the
 // others. Bulk waits are unbounded.
 func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult, error) {
-	if ctx.Err() != nil {
-		return core.BulkResult{}, cancelled(ctx, "")
-	}
-	t := r.clock()
-	r.mu.Lock()
-	now := r.stampLocked(t)
-	tk := r.m.SubmitBulkUnload(now, ids)
-	s := sect{own: tk, ownKind: kindBulk}
-	ev := core.Event{Kind: core.EvSubmitBulkUnload, Now: now, Models: ids}
-	r.afterLocked(now, &s, &ev, tk, nil)
-	var w *waiter
-	if !s.hasOwn {
-		w = r.newWaiter()
-		w.kind, w.since = s.ownKind, now
-		r.addWaiterLocked(tk, w)
-	}
-	r.mu.Unlock()
-	r.noteManagers(ids...)
-	r.exec(&s)
-	o := s.ownOut
-	if !s.hasOwn {
-		var err error
-		if o, err = r.await(ctx, "", tk, w, 0, kindBulk); err != nil {
-			return core.BulkResult{}, err
-		}
+	_, o, err := r.submitAndWait(ctx, "", kindBulk, core.Event{Kind: core.EvSubmitBulkUnload, Models: ids}, "")
+	if err != nil {
+		return core.BulkResult{}, err
 	}
 	if o.kind != core.EfDone {
 		return core.BulkResult{}, rejectError("", o.code, o.cause)
@@ -72,36 +50,10 @@ func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult
 
 // manage submits one targeted manager and waits for its Done or Reject.
 func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.Config) (core.ModelStatus, error) {
-	if ctx.Err() != nil {
-		return core.ModelStatus{}, cancelled(ctx, id)
-	}
-	t := r.clock()
-	r.mu.Lock()
-	now := r.stampLocked(t)
-	tk := r.m.SubmitManager(now, id, op, cfg, core.NoTimeout)
-	r.growLocked()
-	s := sect{own: tk, ownKind: kindManager}
-	ev := core.Event{Kind: core.EvSubmitManager, Now: now, Model: id, Op: op, Config: cfg, Timeout: core.NoTimeout}
-	r.afterLocked(now, &s, &ev, tk, nil)
-	var w *waiter
-	var d int64
-	if !s.hasOwn {
-		w = r.newWaiter()
-		w.kind, w.since = s.ownKind, now
-		r.addWaiterLocked(tk, w)
-		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already granted
-			d = dl - now
-		}
-	}
-	r.mu.Unlock()
-	r.noteManagers(id)
-	r.exec(&s)
-	o := s.ownOut
-	if !s.hasOwn {
-		var err error
-		if o, err = r.await(ctx, id, tk, w, d, kindManager); err != nil {
-			return core.ModelStatus{}, err
-		}
+	ev := core.Event{Kind: core.EvSubmitManager, Model: id, Op: op, Config: cfg, Timeout: core.NoTimeout}
+	_, o, err := r.submitAndWait(ctx, id, kindManager, ev, "")
+	if err != nil {
+		return core.ModelStatus{}, err
 	}
 	if o.kind != core.EfDone {
 		return core.ModelStatus{}, refused(id, o)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -51,21 +51,26 @@ type Runtime struct {
 	trace      io.Writer
 	waitBounds []time.Duration
 
+	// disagreements counts effects the shell could not carry out as the
+	// core said (Disagreements); with CheckInvariants each one panics.
+	disagreements atomic.Int64
+
 	// mu guards everything below it up to the next blank-line group: the
 	// machine and the runtime's view of pools and waiters. Never held across
 	// a wait, a backend call or I/O.
-	mu      sync.Mutex
-	m       *core.Machine
-	last    int64       // time of the last event, for monotonic event times
-	models  []pools     // by core.Handle
-	waiters []waitEntry // by ticket index (low 32 bits)
-	reqIDs  []reqID     // request IDs by ticket index, for Busy
-	obs     bool        // trace or full subscribers: build every record
-	obsLife bool        // lifecycle subscribers: build the records of backend steps
-	tbuf    []byte      // trace lines not yet written
-	subs    []*subscriber
-	tickAt  int64          // when the idle timer fires; 0: not armed
-	unknown admissionStats // refusals of IDs never registered
+	mu        sync.Mutex
+	m         *core.Machine
+	last      int64       // time of the last event, for monotonic event times
+	models    []pools     // by core.Handle
+	waiters   []waitEntry // by ticket index (low 32 bits)
+	reqIDs    []reqID     // request IDs by ticket index, for Busy
+	obs       bool        // trace or full observers: build every step
+	obsLife   bool        // lifecycle observers: build the steps with backend work
+	obsStatus bool        // an observer wants the touched models' statuses
+	tbuf      []byte      // trace lines not yet written
+	subs      []*observer
+	tickAt    int64          // when the idle timer fires; 0: not armed
+	unknown   admissionStats // refusals of IDs never registered
 
 	tmu    sync.Mutex // serialises trace writes, in machine order
 	tspare []byte
@@ -92,6 +97,7 @@ type Runtime struct {
 type pools struct {
 	private   []backends.Session
 	published []backends.Session
+	retiring  []backends.Session // a retired pool until its StartTeardown (same event)
 	stats     admissionStats
 	jobSince  int64 // when the model's current backend job started (Busy)
 }
@@ -103,13 +109,12 @@ func New(opts Options) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if v := os.Getenv(MutantsEnv); v != "" && opts.Core.Mutants == 0 {
-		mu, err := ParseMutants(v)
+	if opts.Core.Mutants == 0 {
+		mu, err := mutantsFromEnv(log)
 		if err != nil {
-			return nil, fmt.Errorf("runtime.New: %s: %w", MutantsEnv, err)
+			return nil, fmt.Errorf("runtime.New: %w", err)
 		}
 		opts.Core.Mutants = mu
-		log.Warn("planted scheduler bugs switched on: this build is for checking the checks, never for serving", slog.String("mutants", mu.String()))
 	}
 	m, err := core.New(opts.Core)
 	if err != nil {
@@ -199,7 +204,7 @@ func (r *Runtime) ConfigOf(id string) (core.Config, core.ModelStatus, error) {
 	if !ok {
 		return core.Config{}, core.ModelStatus{}, rejectError(id, core.CodeNotFound, nil)
 	}
-	return *r.m.Config(h), r.m.Status(h), nil
+	return r.m.Config(h), r.m.Status(h), nil
 }
 
 // Residency returns the resident models and the memory charged to them.
@@ -218,8 +223,10 @@ func (r *Runtime) Describe() string {
 }
 
 // MutantsEnv names the environment variable that switches planted core bugs
-// on in any build (comma-separated names of core.AllMutants, or "none"), so
-// the conformance suite can show that it fails against a mutated server.
+// on (comma-separated names of core.AllMutants, or "none"), so the
+// conformance suite can show that it fails against a mutated server. Only a
+// build with the sluice_mutants tag reads it (mutants_on.go); any other
+// build ignores it.
 const MutantsEnv = "SLUICE_MUTANTS"
 
 // ParseMutants parses a comma-separated list of mutant names.

@@ -136,7 +136,8 @@ func TestMetadataOnlyReconfigure(t *testing.T) {
 	e.apply("a", spec(1, `{}`))
 	r1, _ := e.rt.Infer(bg, "a", backends.Request{}, InferOptions{})
 	s := spec(1, `{}`)
-	s.AdmissionTimeout = time.Second
+	second := time.Second
+	s.AdmissionTimeout = &second
 	if st := e.apply("a", s); st.ConfigVersion != 2 || !st.Loaded {
 		t.Fatalf("%+v", st)
 	}
@@ -152,7 +153,7 @@ func TestMetadataOnlyReconfigure(t *testing.T) {
 
 // Management blocks later requests even with spare slots, while earlier
 // admitted work drains; requests behind a reconfigure bind the new version
-// (CONTRACT.md, "Request then manager" and "Manager then request").
+// (CONTRACT.md order.request-then-manager and order.manager-then-request).
 func TestManagerBarrier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, core.Options{})
@@ -181,7 +182,7 @@ func TestManagerBarrier(t *testing.T) {
 }
 
 // Two cold requests share one load; a warm model keeps serving while
-// another model loads (CONTRACT.md, "A loading; B ready").
+// another model loads (CONTRACT.md two.a-loading-b-ready.request-a, two.a-loading-b-ready.request-b).
 func TestColdLoadShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, core.Options{SerializeColdLoads: true})

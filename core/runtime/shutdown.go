@@ -18,16 +18,16 @@ func (r *Runtime) BeginShutdown() {
 		t := r.clock()
 		r.mu.Lock()
 		now := r.stampLocked(t)
-		r.m.BeginShutdown(now)
-		var s sect
 		ev := core.Event{Kind: core.EvBeginShutdown, Now: now}
+		r.m.BeginShutdown(ev.Now)
+		var s sect
 		r.afterLocked(now, &s, &ev, 0, nil)
 		r.mu.Unlock()
 		r.exec(&s)
 	})
 }
 
-// Shutdown stops the runtime (CONTRACT.md, "Shutting down"):
+// Shutdown stops the runtime (CONTRACT.md time.shutdown-*):
 //
 //	(1) stop admitting: every queued ticket is rejected with shutting_down
 //	    and new submissions are refused;

@@ -19,18 +19,15 @@ type ModelSpec struct {
 	Engine     string
 	Checkpoint string
 	Task       string
-	// Slots is the number of parallel sessions, 1..16; 0 means 1.
+	// Slots is the number of parallel sessions, 1..core.MaxSlots; 0 means 1.
 	Slots int
 	// Options are the engine's options, a JSON object (nil or null: none).
 	// They are stored in canonical form, so equal options compare equal.
 	Options json.RawMessage
-	// AdmissionTimeout is the model's admission wait. Unless
-	// AdmissionTimeoutSet, 0 means the server default
-	// (core.Options.DefaultAdmissionTimeout). The server ceiling bounds it.
-	AdmissionTimeout time.Duration
-	// AdmissionTimeoutSet says AdmissionTimeout was given explicitly
-	// (admission_timeout_ms present): 0 then means unbounded.
-	AdmissionTimeoutSet bool
+	// AdmissionTimeout is the model's admission wait: nil for the server
+	// default (core.Options.DefaultAdmissionTimeout), 0 for unbounded, as
+	// InferOptions.Timeout. The server ceiling bounds it.
+	AdmissionTimeout *time.Duration
 	// MaxQueue limits queued requests; 0 means unlimited.
 	MaxQueue int
 	// BaseVersion and RegisterOnly restore a model from a persistent
@@ -81,8 +78,12 @@ func (r *Runtime) config(id string, spec ModelSpec) (*core.Config, error) {
 	if slots < 1 || slots > core.MaxSlots {
 		return nil, invalidf(nil, "model %q: slots must be 1..%d, got %d", id, core.MaxSlots, spec.Slots)
 	}
-	if spec.AdmissionTimeout < 0 {
-		return nil, invalidf(nil, "model %q: admission timeout must not be negative", id)
+	admission := core.NoTimeout // the server default
+	if d := spec.AdmissionTimeout; d != nil {
+		if *d < 0 {
+			return nil, invalidf(nil, "model %q: admission timeout must not be negative", id)
+		}
+		admission = int64(*d)
 	}
 	if spec.MaxQueue < 0 {
 		return nil, invalidf(nil, "model %q: max queue must not be negative", id)
@@ -114,10 +115,6 @@ func (r *Runtime) config(id string, spec ModelSpec) (*core.Config, error) {
 	}
 	if mb < 0 {
 		return nil, invalidf(nil, "model %q: engine %s estimated negative memory", id, spec.Engine)
-	}
-	admission := int64(spec.AdmissionTimeout)
-	if admission == 0 && !spec.AdmissionTimeoutSet {
-		admission = core.NoTimeout // the server default
 	}
 	cfg := &core.Config{Task: spec.Task, Engine: spec.Engine, Checkpoint: spec.Checkpoint, Options: opts,
 		Slots: slots, AdmissionTimeout: admission, MaxQueue: spec.MaxQueue, MemoryMB: mb,

@@ -10,7 +10,7 @@ import (
 // from the core's own effects, every request granted a slot (with its wait
 // from submission to grant) and every request or targeted manager refused
 // (by code). Counting here instead of from a record subscription keeps the
-// admission fast path free of records (issue 5, `make bench-http`).
+// admission fast path free of records (`make bench-http`).
 
 // codes is the number of core.Code values counted.
 const codes = int(core.CodeCancelled) + 1

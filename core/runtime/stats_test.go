@@ -73,17 +73,15 @@ func TestAdmissionStats(t *testing.T) {
 	})
 }
 
-// A lifecycle subscriber sees the backend steps and nothing of warm
-// requests; a snapshot subscriber can replay every record onto its copy of
-// the machine and stay in step with the runtime.
-func TestFilteredAndSnapshotSubscriptions(t *testing.T) {
+// A lifecycle observer sees the steps with backend work and nothing of
+// warm requests; a status observer starts from a snapshot and, keeping the
+// statuses its steps carry, ends with exactly the runtime's statuses
+// without replaying anything.
+func TestFilteredAndStatusObservers(t *testing.T) {
 	e := newEnv(t, core.Options{})
 	e.apply("a", spec(2, `{}`))
-	life, stopLife := e.rt.SubscribeLifecycle(1 << 10)
-	snap, all, stopAll := e.rt.SubscribeSnapshot(1 << 10)
-	if snap.Describe() != e.rt.Describe() {
-		t.Fatal("the snapshot is not the machine at subscription")
-	}
+	life, stopLife := e.rt.Observe(ObserveOptions{Buffer: 1 << 10, Lifecycle: true})
+	all, stopAll := e.rt.Observe(ObserveOptions{Buffer: 1 << 10, Status: true})
 	for range 5 {
 		if _, err := e.rt.Infer(bg, "a", backends.Request{}, InferOptions{}); err != nil {
 			t.Fatal(err)
@@ -98,34 +96,43 @@ func TestFilteredAndSnapshotSubscriptions(t *testing.T) {
 	stopLife()
 	stopAll()
 	var kinds []string
-	for r := range life {
-		kinds = append(kinds, r.Ev+r.Ef)
+	for st := range life {
+		kinds = append(kinds, lifecycleNames(&st)...)
 	}
-	want := []string{"StartTeardown", "TeardownDone", "StartLoad", "LoadDone", "StartClone", "CloneDone"}
-	if len(kinds) != len(want) {
-		t.Fatalf("lifecycle records %v, want %v", kinds, want)
+	want := []string{"Retire", "StartTeardown", "TeardownDone", "StartLoad", "LoadDone", "StartClone", "CloneDone", "Publish"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("lifecycle steps %v, want %v", kinds, want)
 	}
-	for i := range want {
-		if kinds[i] != want[i] {
-			t.Fatalf("lifecycle records %v, want %v", kinds, want)
-		}
-	}
+	first := true
+	seen := map[string]core.ModelStatus{}
 	n := 0
-	for r := range all {
-		if r.Ev == "" {
-			continue
+	for st := range all {
+		if first != (st.Event.Kind == core.EvNone) {
+			t.Fatalf("step %d is %s", n, st.Event.Kind)
 		}
-		ev, err := r.Event()
-		if err != nil {
-			t.Fatal(err)
+		first = false
+		for _, ms := range st.Status {
+			seen[ms.ID] = ms
 		}
-		if _, err := snap.Step(ev); err != nil {
-			t.Fatalf("replaying %s onto the snapshot: %v", r.Ev, err)
-		}
-		snap.Advance()
 		n++
 	}
-	if n < 10 || snap.Describe() != e.rt.Describe() {
-		t.Fatalf("after %d events the snapshot diverged:\n%s\nvs\n%s", n, snap.Describe(), e.rt.Describe())
+	if got := e.rt.Status(); n < 10 || len(got) != 1 || seen["a"] != got[0] {
+		t.Fatalf("after %d steps the observer holds %+v, the runtime %+v", n, seen, got)
 	}
+}
+
+// lifecycleNames lists a step's backend event and effects.
+func lifecycleNames(st *Step) []string {
+	var out []string
+	switch st.Event.Kind {
+	case core.EvLoadDone, core.EvCloneDone, core.EvProbeDone, core.EvTeardownDone:
+		out = append(out, st.Event.Kind.String())
+	}
+	for _, e := range st.Effects {
+		switch e.Kind {
+		case core.EfStartLoad, core.EfStartClone, core.EfStartProbe, core.EfStartTeardown, core.EfPublish, core.EfRetire:
+			out = append(out, e.Kind.String())
+		}
+	}
+	return out
 }

@@ -57,10 +57,10 @@ func (r *Runtime) tick() {
 	t := r.clock()
 	r.mu.Lock()
 	now := r.stampLocked(t)
-	r.m.Tick(now)
+	ev := core.Event{Kind: core.EvTick, Now: now}
+	r.m.Tick(ev.Now)
 	r.tickAt = -1 // keep afterLocked from re-arming; set below
 	var s sect
-	ev := core.Event{Kind: core.EvTick, Now: now}
 	r.afterLocked(now, &s, &ev, 0, nil)
 	r.tickAt = 0
 	if next := r.m.NextDeadline(); next > 0 {

@@ -102,7 +102,9 @@ func TestAdmissionTimeout(t *testing.T) {
 		} {
 			id := string(rune('a' + k))
 			s := spec(1, `{}`)
-			s.AdmissionTimeout, s.AdmissionTimeoutSet = c.model, c.set
+			if c.set || c.model != 0 {
+				s.AdmissionTimeout = dur(c.model)
+			}
 			e.apply(id, s)
 			hold := e.infer(bg, id, `{"gate":"h"}`, InferOptions{})
 			synctest.Wait()
@@ -121,7 +123,7 @@ func TestAdmissionTimeout(t *testing.T) {
 }
 
 // When every occupied slot has been held longer than a bounded waiter's
-// timeout, it fails fast (CONTRACT.md, "Healthy plus overdue slots").
+// timeout, it fails fast (CONTRACT.md time.overdue-blockers).
 func TestOverdueBlockers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, core.Options{})
@@ -174,7 +176,7 @@ func TestIdleRetirement(t *testing.T) {
 
 // Loads evict the least recently used idle model under the residency limit;
 // a busy model is never a victim, and with no victim the load is refused
-// with server_busy (CONTRACT.md, "Residency/memory refusal").
+// with server_busy (CONTRACT.md res.victim-choice, res.no-victim).
 func TestEvictionAndRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, core.Options{MaxLoadedModels: 2, MemoryBudgetMB: 1000})

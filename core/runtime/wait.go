@@ -17,6 +17,64 @@ const (
 	kindBulk
 )
 
+// submitAndWait is the one submission path of requests, managers and bulk
+// unloads: ev (without its time) is stamped, stepped and observed as one
+// critical section, and the caller then waits for its ticket's outcome
+// (await) unless the section answered it already. A request granted at
+// once on a warm model (core's hot path) takes no waiter, no channel and
+// no allocation: its Grant is the only effect and no observer wants it.
+func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind, ev core.Event, reqID string) (core.Ticket, outcome, error) {
+	if ctx.Err() != nil {
+		return 0, outcome{}, cancelled(ctx, id)
+	}
+	t := r.clock()
+	r.mu.Lock()
+	now := r.stampLocked(t)
+	ev.Now = now
+	var tk core.Ticket
+	if h, known := r.m.Lookup(ev.Model); known && ev.Kind == core.EvSubmitRequest {
+		tk = r.m.SubmitRequest(now, h, ev.Timeout)
+		r.noteReqIDLocked(tk, reqID)
+		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
+			e := &effs[0]
+			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot]}
+			r.models[h].stats.admit(0, r.waitBounds)
+			r.endLocked(now, &ev)
+			r.mu.Unlock()
+			return tk, o, nil
+		}
+	} else {
+		// Unknown IDs go through the core too, so a trace replays exactly.
+		tk, _ = r.m.Step(ev)
+		r.growLocked()
+	}
+	s := sect{own: tk, ownKind: kind}
+	r.afterLocked(now, &s, &ev, tk, nil)
+	var w *waiter
+	var d int64
+	if !s.hasOwn {
+		w = r.newWaiter()
+		w.kind, w.since = kind, now
+		r.addWaiterLocked(tk, w)
+		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already admitted
+			d = dl - now
+		}
+	}
+	r.mu.Unlock()
+	switch kind { // live sessions drain for a waiting manager (managers.go)
+	case kindManager:
+		r.noteManagers(ev.Model)
+	case kindBulk:
+		r.noteManagers(ev.Models...)
+	}
+	r.exec(&s)
+	if s.hasOwn {
+		return tk, s.ownOut, nil
+	}
+	o, err := r.await(ctx, id, tk, w, d, kind)
+	return tk, o, err
+}
+
 // await waits for the outcome of ticket tk on its waiter w, ctx and an admission
 // timer of d nanoseconds (0: none), the deadline the core keeps in the
 // ticket (CONTRACT.md, "Timeout, disconnect and shutdown"):
@@ -94,7 +152,8 @@ func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ti
 	t := r.clock()
 	r.mu.Lock()
 	now := r.stampLocked(t)
-	ok, err = r.m.Cancel(now, tk, reason)
+	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
+	ok, err = r.m.Cancel(ev.Now, ev.Ticket, ev.Reason) // Step drops ok
 	if err != nil {
 		r.mu.Unlock()
 		return outcome{}, false, false, err
@@ -103,7 +162,6 @@ func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ti
 	if i := int(uint32(tk)); i < len(r.waiters) && r.waiters[i].tk == tk {
 		s.ownSince = r.waiters[i].w.since
 	}
-	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
 	r.afterLocked(now, &s, &ev, 0, nil)
 	if s.hasOwn || leave {
 		r.takeWaiterLocked(tk)

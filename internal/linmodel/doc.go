@@ -19,7 +19,7 @@
 //     after it leaves the new version unloaded;
 //   - unload and each member of a bulk unload clear residency; a bulk's
 //     members are separate operations within the bulk's interval (the bulk
-//     is not an atomic all-model unload, CONTRACT.md "Bulk work");
+//     is not an atomic all-model unload, CONTRACT.md order.bulk-and-single);
 //   - status is one atomic snapshot of all models: the registered IDs in
 //     registration order, each with its committed version and that
 //     version's slot count (and memory, where the target shows it), never a

@@ -28,7 +28,7 @@ type Config struct {
 	OptionJSON string
 }
 
-// loadCode is the outcome of loading c (CONTRACT.md "Cold load").
+// loadCode is the outcome of loading c (CONTRACT.md fail.initial-load).
 func (c *Config) loadCode() core.Code {
 	switch {
 	case c.FailLoad:

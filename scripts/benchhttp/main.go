@@ -1,5 +1,5 @@
-// Command benchhttp is the load generator of `make bench-http` (issue 5,
-// "Performance"). In one run it measures, over loopback:
+// Command benchhttp is the load generator of `make bench-http`
+// ("Performance"). In one run it measures, over loopback:
 //
 //	(a) sluice: the full server (router, middleware, request IDs, metrics
 //	    feed, runtime admission and release) with a warm zero-work fixture

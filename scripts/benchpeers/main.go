@@ -1,4 +1,4 @@
-// Command benchpeers is `make bench-peers` (issue 20): the same workloads
+// Command benchpeers is `make bench-peers`: five scheduling workloads
 // over HTTP through Sluice and through stand-ins for the designs its users
 // would pick instead, built here and never in the server, each over the
 // same engine (backends/fixture used as a library, with deterministic

@@ -1,5 +1,5 @@
-// Command reliability is `make reliability` (issue 13, "The serving edge
-// survives hostile clients, crashes and restarts"): the issue's attacks
+// Command reliability is `make reliability` ("The serving edge survives
+// hostile clients, crashes and restarts"): the attacks
 // against a built `sluice` binary, one table of figures, each beside the
 // same figure of a baseline binary from the same run (-baseline).
 //

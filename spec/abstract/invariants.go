@@ -15,8 +15,7 @@ type Invariant struct {
 	Check func(s *State, p *Params) error
 }
 
-// Invariants lists the spec's invariants in core's order.
-var Invariants = []Invariant{
+var invariants = [...]Invariant{
 	{"CapacityBounds", CapacityBounds},
 	{"ManagerExclusivity", ManagerExclusivity},
 	{"NoBarging", NoBarging},
@@ -30,10 +29,17 @@ var Invariants = []Invariant{
 	{"QueueProgress", QueueProgress},
 }
 
+// Invariants lists the spec's invariants in core's order. It returns a
+// copy: the list itself cannot be changed.
+func Invariants() []Invariant { return append([]Invariant(nil), invariants[:]...) }
+
+// NumInvariants is len(Invariants()), without the copy.
+const NumInvariants = len(invariants)
+
 // InvariantNames lists the invariant names in order.
 func InvariantNames() []string {
-	out := make([]string, len(Invariants))
-	for k, inv := range Invariants {
+	out := make([]string, len(invariants))
+	for k, inv := range invariants {
 		out[k] = inv.Name
 	}
 	return out
@@ -54,7 +60,7 @@ func InternalActionNames() []string {
 // the violations joined, each a *core.InvariantError.
 func CheckInvariants(s *State, p *Params) error {
 	var errs []error
-	for _, inv := range Invariants {
+	for _, inv := range invariants {
 		if err := inv.Check(s, p); err != nil {
 			errs = append(errs, &core.InvariantError{Name: inv.Name, Detail: err.Error()})
 		}

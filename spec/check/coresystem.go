@@ -220,7 +220,7 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 		}
 		vs = d.Views()
 		next := d.AbstractIn(&sc.next[k%2], vs)
-		checks += int64(len(core.Invariants) + len(abstract.Invariants))
+		checks += int64(core.NumInvariants + abstract.NumInvariants)
 		if v := sy.check(sc, d, abs, absKey, res, next, &refs); v != nil {
 			succ.Err = v
 			break

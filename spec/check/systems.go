@@ -143,7 +143,7 @@ func (sy *SpecSystem) Expand(root int, path []env.Label, x any) (mc.Expansion, e
 			l.Alt = uint8(k)
 			succ := mc.Succ{Label: l, State: next, FP: sy.key(next)}
 			succ.Stutter = succ.FP == self
-			exp.Checks += int64(len(abstract.Invariants))
+			exp.Checks += int64(abstract.NumInvariants)
 			if err := abstract.CheckInvariants(o.State, sy.P); err != nil {
 				succ.Err = invariantViolation("invariant", err)
 			}

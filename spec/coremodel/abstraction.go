@@ -140,6 +140,9 @@ func (d *Driver) AbstractIn(buf *AbsBuf, vs []core.ModelView) *abstract.State {
 func (d *Driver) AbstractEffects() []abstract.Effect {
 	out := make([]abstract.Effect, 0, len(d.Effects))
 	for _, e := range d.Effects {
+		if e.Kind.Observation() { // the spec has no Publish or Retire effect
+			continue
+		}
 		a := abstract.Effect{Kind: e.Kind, Ticket: uint64(e.Ticket), Model: int(e.Model), Code: e.Code,
 			Ver: e.Version, Cfg: abstract.FromCore(e.Config), Index: int(e.Index), Sessions: int(e.Sessions),
 			Cause: e.Cause, Bulk: e.Bulk}

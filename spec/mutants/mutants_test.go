@@ -1,3 +1,5 @@
+//go:build sluice_mutants
+
 package mutants
 
 import (

@@ -273,6 +273,10 @@ func loggedEffects(effs []core.Record) ([]string, map[string]uint64, error) {
 			s = fmt.Sprintf("StartTeardown %s sessions=%d cause=%s v%d", r.Model, r.Sessions, cause, r.Version)
 		case "ShutdownComplete":
 			s = "ShutdownComplete"
+		case "Publish", "Retire":
+			// Observations of a decision the spec's state already holds
+			// (core.EffectKind.Observation): the spec has no such effect.
+			continue
 		default:
 			return nil, nil, fmt.Errorf("unknown effect %q", r.Ef)
 		}

@@ -1,5 +1,7 @@
 // Command contract regenerates the Test and Label columns of CONTRACT.md
-// from the conformance suite's cases (`make contract`):
+// from the conformance suite's cases and the verdicts of its last run
+// (conformance/evidence.json, written by `make contract`'s run of
+// TestConformance; only a passing case counts):
 //
 //	go run ./conformance/cmd/contract -write CONTRACT.md   rewrite the file
 //	go run ./conformance/cmd/contract CONTRACT.md          check only: exit 1 when stale
@@ -25,6 +27,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	write := fs.Bool("write", false, "rewrite the file's Test and Label columns (default: only check)")
 	cells := fs.Bool("cells", false, "print every cell with its label and tests")
+	evPath := fs.String("evidence", conformance.EvidenceFile, "the verdicts of the last conformance run")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -47,7 +50,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "contract:", err)
 		return 1
 	}
-	ev, err := suite.Evidence(parsed)
+	ran, err := conformance.ReadRunEvidence(*evPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "contract:", err)
+		return 1
+	}
+	if err := ran.Stale(suite); err != nil {
+		fmt.Fprintln(stderr, "contract:", err)
+		return 1
+	}
+	ev, err := suite.Evidence(parsed, ran)
 	if err != nil {
 		fmt.Fprintln(stderr, "contract:", err)
 		return 1

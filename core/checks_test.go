@@ -1,0 +1,56 @@
+//go:build sluice_checks
+
+package core_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/sluice-dev/sluice/conformance"
+	"github.com/sluice-dev/sluice/sim"
+	"github.com/sluice-dev/sluice/spec/check"
+)
+
+// The independent checks of core, one test each, for `make mutation`: the
+// mutation tool mutates core and runs one of these (or core's own unit or
+// rapid tests) per mutant, so its report says which checks kill which
+// mutant. They are built only with the sluice_checks tag.
+
+// TestCheckModel is the model checker at the make-test bound (small), the
+// real core with refinement against the spec.
+func TestCheckModel(t *testing.T) {
+	b, err := check.Bound("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep, err := check.RunBound(b, &out, check.Options{CoreOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("model checker:\n%s", out.String())
+	}
+}
+
+// TestCheckSim is a simulator campaign: 100 seeds of 3000 events with the
+// oracle, stopping at the first failure.
+func TestCheckSim(t *testing.T) {
+	res, err := sim.Campaign(sim.CampaignOptions{First: 1, Seeds: 100, StopAtFirst: true, Base: sim.Options{Steps: 3000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) > 0 {
+		t.Fatalf("simulator: %+v", res.Failures[0])
+	}
+}
+
+// TestCheckConformance is the conformance suite in process (without the
+// linearizability histories).
+func TestCheckConformance(t *testing.T) {
+	var out bytes.Buffer
+	if code := conformance.Main([]string{"--lin", "0", "--models-root", "../models"}, &out, io.Discard); code != 0 {
+		t.Fatalf("conformance exit %d:\n%s", code, out.String())
+	}
+}
