@@ -89,23 +89,10 @@ func maxSlots(name string) int { return max(1, ParallelAdmission(name)) }
 
 // resolve checks spec and the data files without the library.
 func resolve(spec backends.Spec) (config, error) {
-	if spec.Task != "tts" {
-		return config{}, backends.Invalidf("espeak: task %q, want tts", spec.Task)
-	}
-	cp, err := catalogue.Load(spec.Checkpoint)
-	if err != nil {
-		return config{}, fmt.Errorf("espeak: %w", err)
-	}
-	if cp.Engine != Name || cp.Task != "tts" {
-		return config{}, backends.Invalidf("espeak: checkpoint %q is for engine %q task %q", cp.Name, cp.Engine, cp.Task)
-	}
-	merged, err := catalogue.MergeOptions(cp.Options, spec.Options)
-	if err != nil {
-		return config{}, fmt.Errorf("espeak: %w", err)
-	}
 	var o Options
-	if err := audio.DecodeStrict(merged, &o); err != nil {
-		return config{}, fmt.Errorf("espeak: options: %w", err)
+	cp, err := catalogue.EngineOptions(spec, Name, "tts", &o)
+	if err != nil {
+		return config{}, err
 	}
 	if o.WPM == 0 {
 		o.WPM = rateNormal

@@ -100,23 +100,10 @@ type config struct {
 
 // resolve checks spec and every model file without the library.
 func resolve(spec backends.Spec) (config, error) {
-	if spec.Task != "asr" {
-		return config{}, backends.Invalidf("pocketsphinx: task %q, want asr", spec.Task)
-	}
-	cp, err := catalogue.Load(spec.Checkpoint)
-	if err != nil {
-		return config{}, fmt.Errorf("pocketsphinx: %w", err)
-	}
-	if cp.Engine != Name || cp.Task != "asr" {
-		return config{}, backends.Invalidf("pocketsphinx: checkpoint %q is for engine %q task %q", cp.Name, cp.Engine, cp.Task)
-	}
-	merged, err := catalogue.MergeOptions(cp.Options, spec.Options)
-	if err != nil {
-		return config{}, fmt.Errorf("pocketsphinx: %w", err)
-	}
 	var o Options
-	if err := audio.DecodeStrict(merged, &o); err != nil {
-		return config{}, fmt.Errorf("pocketsphinx: options: %w", err)
+	cp, err := catalogue.EngineOptions(spec, Name, "asr", &o)
+	if err != nil {
+		return config{}, err
 	}
 	if o.MaxSeconds == 0 {
 		o.MaxSeconds = 300

@@ -98,23 +98,10 @@ type config struct {
 }
 
 func resolve(spec backends.Spec) (config, error) {
-	if spec.Task != "asr" {
-		return config{}, backends.Invalidf("whisper: task %q, want asr", spec.Task)
-	}
-	cp, err := catalogue.Load(spec.Checkpoint)
-	if err != nil {
-		return config{}, fmt.Errorf("whisper: %w", err)
-	}
-	if cp.Engine != Name || cp.Task != "asr" {
-		return config{}, backends.Invalidf("whisper: checkpoint %q is for engine %q task %q", cp.Name, cp.Engine, cp.Task)
-	}
-	merged, err := catalogue.MergeOptions(cp.Options, spec.Options)
-	if err != nil {
-		return config{}, fmt.Errorf("whisper: %w", err)
-	}
 	var o Options
-	if err := audio.DecodeStrict(merged, &o); err != nil {
-		return config{}, fmt.Errorf("whisper: options: %w", err)
+	cp, err := catalogue.EngineOptions(spec, Name, "asr", &o)
+	if err != nil {
+		return config{}, err
 	}
 	if o.Threads == 0 {
 		o.Threads = 1
