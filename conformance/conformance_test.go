@@ -85,11 +85,8 @@ func TestConformance(t *testing.T) {
 			t.Parallel()
 			defer func() {
 				v := Pass
-				switch {
-				case t.Failed():
+				if t.Failed() {
 					v = Fail
-				case t.Skipped():
-					v = Skip
 				}
 				mu.Lock()
 				ran[c.Name] = v
@@ -101,9 +98,6 @@ func TestConformance(t *testing.T) {
 				if err != nil {
 					t.Fatalf("build cmd/sluice: %v", err)
 				}
-				if b == "" {
-					t.Skip("SLUICE_CONFORMANCE_BINARY=none: cases that need a real process are skipped")
-				}
 				o.Binary = Binary{Path: b}
 			}
 			r := RunCase(c, o, sharedURL, tag)
@@ -111,11 +105,10 @@ func TestConformance(t *testing.T) {
 			case Fail:
 				t.Fatalf("%s\ncells: %v %v", r.Error, c.Covers, c.Partial)
 			case Skip:
-				if (c.Runtime != "" || c.Server != nil && len(c.Server.Engines) > 0) && os.Getenv("SLUICE_REQUIRE_ENGINES") != "" {
-					// CI: a case that is evidence for a real-engine cell must run.
-					t.Fatalf("real engines required (SLUICE_REQUIRE_ENGINES is set): %s", r.Error)
-				}
-				t.Skip(r.Error)
+				// Every case runs here: in process, with a built binary and
+				// the models root. A real engine or models root missing is
+				// a failure (make deps, make models), never a skip.
+				t.Fatalf("could not run: %s (make deps and make models install what the real engines need)\ncells: %v %v", r.Error, c.Covers, c.Partial)
 			}
 		})
 	}
@@ -158,14 +151,12 @@ var (
 )
 
 // testBinary returns a build of cmd/sluice for the cases that need a real
-// process: $SLUICE_CONFORMANCE_BINARY when set ("none" skips them), else
-// one `go build` per test run.
+// process: $SLUICE_CONFORMANCE_BINARY when set, else one `go build` per
+// test run.
 func testBinary() (string, error) {
 	binOnce.Do(func() {
 		if p := os.Getenv("SLUICE_CONFORMANCE_BINARY"); p != "" {
-			if p != "none" {
-				binPath = p
-			}
+			binPath = p
 			return
 		}
 		binDir, binErr = os.MkdirTemp("", "sluice-conformance-bin-")
