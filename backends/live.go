@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"encoding/json"
+	"io"
 )
 
 // Live sessions (CONTRACT.md "Live sessions"). A live transcription is one
@@ -17,6 +18,20 @@ import (
 // (io.EOF) or the end of ctx.
 type LiveAudio interface {
 	Next(ctx context.Context) (LivePiece, error)
+}
+
+// LiveReplay is a LiveAudio that replays Pieces in order, then io.EOF:
+// a recorded session, for tests and tools. It ignores ctx.
+type LiveReplay struct{ Pieces []LivePiece }
+
+// Next implements LiveAudio.
+func (r *LiveReplay) Next(context.Context) (LivePiece, error) {
+	if len(r.Pieces) == 0 {
+		return LivePiece{}, io.EOF
+	}
+	p := r.Pieces[0]
+	r.Pieces = r.Pieces[1:]
+	return p, nil
 }
 
 // LivePiece is one step of a live session's input, applied in this order:

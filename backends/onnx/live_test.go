@@ -3,24 +3,12 @@ package onnx
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"math"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 )
-
-type script struct{ pieces []backends.LivePiece }
-
-func (s *script) Next(ctx context.Context) (backends.LivePiece, error) {
-	if len(s.pieces) == 0 {
-		return backends.LivePiece{}, io.EOF
-	}
-	p := s.pieces[0]
-	s.pieces = s.pieces[1:]
-	return p, nil
-}
 
 // TestLiveSpeechEvents: Silero over 20 ms live pieces at 24 kHz reports
 // each spoken sentence of the padded recording once, started and stopped
@@ -38,7 +26,7 @@ func TestLiveSpeechEvents(t *testing.T) {
 		pieces = append(pieces, backends.LivePiece{Samples: pcm[off:min(off+480, len(pcm))], Rate: 24000})
 	}
 	var evs []backends.LiveEvent
-	_, err = s.Infer(context.Background(), backends.Request{Live: &script{pieces: pieces}, Input: json.RawMessage(`{"min_silence_ms":500,"speech_pad_ms":100}`)},
+	_, err = s.Infer(context.Background(), backends.Request{Live: &backends.LiveReplay{Pieces: pieces}, Input: json.RawMessage(`{"min_silence_ms":500,"speech_pad_ms":100}`)},
 		func(b json.RawMessage) error {
 			var ev backends.LiveEvent
 			if err := json.Unmarshal(b, &ev); err != nil {

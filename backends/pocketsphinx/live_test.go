@@ -3,25 +3,12 @@ package pocketsphinx
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 )
-
-// script is a LiveAudio that replays a fixed list of pieces, then io.EOF.
-type script struct{ pieces []backends.LivePiece }
-
-func (s *script) Next(ctx context.Context) (backends.LivePiece, error) {
-	if len(s.pieces) == 0 {
-		return backends.LivePiece{}, io.EOF
-	}
-	p := s.pieces[0]
-	s.pieces = s.pieces[1:]
-	return p, nil
-}
 
 // chunks cuts samples into 20 ms pieces at rate.
 func chunks(samples []int16, rate int) []backends.LivePiece {
@@ -60,7 +47,7 @@ func TestLiveTurns(t *testing.T) {
 	pieces[len(pieces)-1].Commit = true
 	pieces = append(pieces, chunks(pcm24[:4800], 24000)...) // dropped by the end of input
 	var evs []backends.LiveEvent
-	_, err = s.Infer(context.Background(), backends.Request{Live: &script{pieces: pieces}, Input: json.RawMessage(`{}`)}, func(b json.RawMessage) error {
+	_, err = s.Infer(context.Background(), backends.Request{Live: &backends.LiveReplay{Pieces: pieces}, Input: json.RawMessage(`{}`)}, func(b json.RawMessage) error {
 		var ev backends.LiveEvent
 		if err := json.Unmarshal(b, &ev); err != nil {
 			return err
