@@ -16,14 +16,7 @@ import (
 // CONTRACT.md, and every section a comment quotes after "CONTRACT.md," is
 // one of its headings or paragraph leads. A renamed or mistyped cell fails here, naming the file.
 func TestCitedCellsExist(t *testing.T) {
-	b, err := os.ReadFile("../CONTRACT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := ParseContract(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, cells := readContract(t)
 	ids := map[string]bool{}
 	prefixes := map[string]bool{}
 	for _, c := range cells {
@@ -63,7 +56,7 @@ func TestCitedCellsExist(t *testing.T) {
 			}
 		}
 	}
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -26,14 +26,7 @@ func runEvidence(t *testing.T) *RunEvidence {
 // from what `make contract` would write from the committed run evidence,
 // naming the cells.
 func TestContractFresh(t *testing.T) {
-	b, err := os.ReadFile("../CONTRACT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := ParseContract(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, cells := readContract(t)
 	ev, err := loadSuite(t).Evidence(cells, runEvidence(t))
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +50,7 @@ func TestContractFresh(t *testing.T) {
 // The generator round-trips: rewriting twice changes nothing more, and
 // only the last two columns change.
 func TestRewriteContractOnlyEvidence(t *testing.T) {
-	b, err := os.ReadFile("../CONTRACT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := ParseContract(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, cells := readContract(t)
 	ev, err := loadSuite(t).Evidence(cells, runEvidence(t))
 	if err != nil {
 		t.Fatal(err)
@@ -135,14 +121,7 @@ func TestAreaExternalEvidenceExists(t *testing.T) {
 // Labels come from what ran: a cell whose only full cases were skipped (or
 // failed) is no longer D, and with no passing case at all it is U.
 func TestLabelsNeedPassingCases(t *testing.T) {
-	b, err := os.ReadFile("../CONTRACT.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := ParseContract(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cells := readContract(t)
 	s := loadSuite(t)
 	ran := runEvidence(t)
 	ev, err := s.Evidence(cells, ran)
@@ -174,4 +153,18 @@ func TestLabelsNeedPassingCases(t *testing.T) {
 	if err := ran.Drift(map[string]string{s.Cases[0].Name: Skip}); err == nil {
 		t.Fatal("a skipped case that the evidence records as passing is no drift")
 	}
+}
+
+// readContract returns the repository's CONTRACT.md and its cells.
+func readContract(t *testing.T) ([]byte, []Cell) {
+	t.Helper()
+	b, err := os.ReadFile("../CONTRACT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := ParseContract(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, cells
 }

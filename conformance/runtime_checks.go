@@ -72,6 +72,23 @@ func (rr *runtimeRun) await(what string, ch <-chan struct{}) error {
 	}
 }
 
+// cancelled cancels a call through cancel and waits for its result on
+// ended; it fails unless the call ended as a cancellation (code cancelled,
+// wrapping context.Canceled). what names the call.
+func (rr *runtimeRun) cancelled(what string, cancel context.CancelFunc, ended <-chan error) error {
+	cancel()
+	finished := make(chan struct{})
+	var err error
+	go func() { err = <-ended; close(finished) }()
+	if werr := rr.await("the cancelled "+what+" to end", finished); werr != nil {
+		return werr
+	}
+	if runtime.CodeOf(err) != core.CodeCancelled || !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("the cancelled %s ended with %v (code %v), want a cancellation", what, err, runtime.CodeOf(err))
+	}
+	return nil
+}
+
 // labelled returns the stacks of the live goroutines that carry the run's
 // label and have a frame in a package whose path contains pkg.
 func (rr *runtimeRun) labelled(pkg string) []string {

@@ -121,15 +121,8 @@ func checkWhisperCancel(ctx context.Context, rr *runtimeRun) error {
 	if err := rr.await("whisper to begin decoding", began); err != nil {
 		return err
 	}
-	cancel()
-	finished := make(chan struct{})
-	var ierr error
-	go func() { ierr = <-ended; close(finished) }()
-	if err := rr.await("the cancelled decode to end", finished); err != nil {
+	if err := rr.cancelled("decode", cancel, ended); err != nil {
 		return err
-	}
-	if runtime.CodeOf(ierr) != core.CodeCancelled || !errors.Is(ierr, context.Canceled) {
-		return fmt.Errorf("the cancelled decode ended with %v (code %v), want a cancellation", ierr, runtime.CodeOf(ierr))
 	}
 	st, err := rt.StatusOf(id)
 	if err != nil {
