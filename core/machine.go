@@ -75,7 +75,7 @@ type model struct {
 	resMB     int64 // what was charged
 	lastUsed  int64
 	dirty     bool
-	touched   bool // on Machine.touched
+	touchedIn uint64 // the Machine.epoch in which it joined Machine.touched
 
 	// loadFails counts failed loads since the last successful one or the
 	// last granted manager; backoffUntil (0: none) is when the backoff after
@@ -131,6 +131,7 @@ type Machine struct {
 	dirty    []Handle
 	loadersD bool
 	touched  []Handle // models the events since the last Advance changed (Touched)
+	epoch    uint64   // counts Advances: a model is on touched when its touchedIn is the epoch
 
 	evicted []evictRecord // victims retired by the current event, for EvictOnlyIdle
 
@@ -186,9 +187,7 @@ func (m *Machine) Effects() []Effect { return m.out }
 func (m *Machine) Advance() {
 	m.out = m.out[:0]
 	m.evicted = m.evicted[:0]
-	for _, h := range m.touched {
-		m.models[h].touched = false
-	}
+	m.epoch++ // forgets every model's membership of touched without a loop
 	m.touched = m.touched[:0]
 }
 
@@ -207,8 +206,8 @@ func (m *Machine) Touched() []Handle {
 }
 
 func (m *Machine) touch(h Handle) {
-	if md := &m.models[h]; !md.touched {
-		md.touched = true
+	if md := &m.models[h]; md.touchedIn != m.epoch+1 {
+		md.touchedIn = m.epoch + 1 // +1: the zero value is never a member
 		m.touched = append(m.touched, h)
 	}
 }

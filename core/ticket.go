@@ -68,7 +68,10 @@ func (ts *tickets) release(i int32) {
 	if gen == 0 {
 		gen = 1
 	}
-	*t = ticket{gen: gen}
+	// Zeroed, then the generation stored: a literal {gen: gen} is built on
+	// the stack and copied in wide moves that stall on its narrow store.
+	*t = ticket{}
+	t.gen = gen
 	ts.free = append(ts.free, i)
 	ts.live--
 }
