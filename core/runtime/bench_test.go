@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,19 @@ const benchParallelism = 4
 
 // clockSink keeps the clock reads of the semaphore-clock baseline alive.
 var clockSink atomic.Int64
+
+// floorLease is the mutex floor's lease, the size of a runtime Lease;
+// leaseSink keeps it on the heap.
+type floorLease struct {
+	r       *Runtime
+	slot    int
+	version uint64
+	model   string
+	sess    backends.Session
+	tk      uint64
+}
+
+var leaseSink atomic.Pointer[floorLease]
 
 // BenchmarkHandoff measures submit, grant and release through the runtime
 // on a warm zero-work fixture model at 1, 2, 4 and 16 slots, beside a
@@ -52,6 +66,37 @@ func BenchmarkHandoff(b *testing.B) {
 					sem <- struct{}{}
 					sink += time.Since(start)
 					<-sem
+				}
+				clockSink.Add(int64(sink))
+			})
+		})
+		// The floor of any design that serialises admission through one
+		// lock, as the runtime does around its machine: a counter under a
+		// sync.Mutex, a sync.Cond for the callers that find every slot
+		// taken, the same two clock reads and a heap-allocated lease.
+		b.Run(fmt.Sprintf("slots=%d/mutex-floor", slots), func(b *testing.B) {
+			var mu sync.Mutex
+			cond := sync.NewCond(&mu)
+			busy := 0
+			start := time.Now()
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var sink time.Duration
+				for pb.Next() {
+					sink += time.Since(start)
+					mu.Lock()
+					for busy == slots {
+						cond.Wait()
+					}
+					busy++
+					mu.Unlock()
+					leaseSink.Store(&floorLease{slot: busy})
+					sink += time.Since(start)
+					mu.Lock()
+					busy--
+					cond.Signal()
+					mu.Unlock()
 				}
 				clockSink.Add(int64(sink))
 			})

@@ -16,7 +16,7 @@ type outcome struct {
 	slot    int
 	version uint64
 	session backends.Session
-	status  core.ModelStatus
+	status  *core.ModelStatus // a Done's status when the manager finished (core never mutates it); nil otherwise
 	bulk    *core.BulkResult
 	cause   error // why a Reject happened, when a backend step said so
 	// retryAfter is a backoff Reject's remaining backoff (core's
@@ -162,11 +162,8 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 	case core.EfReject:
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter})
 	case core.EfDone:
-		o := outcome{kind: core.EfDone, bulk: e.Bulk}
-		if e.Status != nil { // the status when the manager finished, not after what followed
-			o.status = *e.Status
-		}
-		r.deliverLocked(s, e.Ticket, o)
+		// The status when the manager finished, not after what followed.
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfDone, bulk: e.Bulk, status: e.Status})
 	case core.EfStartLoad:
 		eng := r.engines[e.Config.Engine]
 		s.acts = append(s.acts, action{kind: actLoad, h: e.Model, job: e.Job, eng: eng,

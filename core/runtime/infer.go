@@ -142,7 +142,7 @@ func (l *Lease) Release(failed bool) bool {
 // critical section with no channel and no allocation. reqID, when set, is
 // remembered for Busy.
 func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string) (grant, error) {
-	tk, o, err := r.submitAndWait(ctx, id, kindRequest, core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID)
+	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID)
 	if err != nil {
 		return grant{}, err
 	}

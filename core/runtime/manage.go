@@ -38,7 +38,7 @@ func (r *Runtime) Unload(ctx context.Context, id string) (core.ModelStatus, erro
 // first, and unknown IDs are reported in NotFound without failing the
 // others. Bulk waits are unbounded.
 func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult, error) {
-	_, o, err := r.submitAndWait(ctx, "", kindBulk, core.Event{Kind: core.EvSubmitBulkUnload, Models: ids}, "")
+	_, o, err := r.submitAndWait(ctx, "", kindBulk, &core.Event{Kind: core.EvSubmitBulkUnload, Models: ids}, "")
 	if err != nil {
 		return core.BulkResult{}, err
 	}
@@ -51,12 +51,15 @@ func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult
 // manage submits one targeted manager and waits for its Done or Reject.
 func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.Config) (core.ModelStatus, error) {
 	ev := core.Event{Kind: core.EvSubmitManager, Model: id, Op: op, Config: cfg, Timeout: core.NoTimeout}
-	_, o, err := r.submitAndWait(ctx, id, kindManager, ev, "")
+	_, o, err := r.submitAndWait(ctx, id, kindManager, &ev, "")
 	if err != nil {
 		return core.ModelStatus{}, err
 	}
 	if o.kind != core.EfDone {
 		return core.ModelStatus{}, refused(id, o)
 	}
-	return o.status, nil
+	if o.status == nil {
+		return core.ModelStatus{}, nil
+	}
+	return *o.status, nil
 }

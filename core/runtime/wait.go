@@ -23,7 +23,7 @@ const (
 // (await) unless the section answered it already. A request granted at
 // once on a warm model (core's hot path) takes no waiter, no channel and
 // no allocation: its Grant is the only effect and no observer wants it.
-func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind, ev core.Event, reqID string) (core.Ticket, outcome, error) {
+func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind, ev *core.Event, reqID string) (core.Ticket, outcome, error) {
 	if ctx.Err() != nil {
 		return 0, outcome{}, cancelled(ctx, id)
 	}
@@ -39,17 +39,17 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 			e := &effs[0]
 			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot]}
 			r.models[h].stats.admit(0, r.waitBounds)
-			r.endLocked(now, &ev)
+			r.endLocked(now, ev)
 			r.mu.Unlock()
 			return tk, o, nil
 		}
 	} else {
 		// Unknown IDs go through the core too, so a trace replays exactly.
-		tk, _ = r.m.Step(ev)
+		tk, _ = r.m.Step(*ev)
 		r.growLocked()
 	}
 	s := sect{own: tk, ownKind: kind}
-	r.afterLocked(now, &s, &ev, tk, nil)
+	r.afterLocked(now, &s, ev, tk, nil)
 	var w *waiter
 	var d int64
 	if !s.hasOwn {
