@@ -64,23 +64,35 @@ func (m *Machine) ticketView(i int32) TicketView {
 
 // Inspect returns a picture of model h.
 func (m *Machine) Inspect(h Handle) ModelView {
+	var v ModelView
+	m.InspectInto(h, &v)
+	return v
+}
+
+// InspectInto is Inspect into v, reusing the memory of v's Queue, Slots and
+// Manager: what v held before is overwritten.
+func (m *Machine) InspectInto(h Handle, v *ModelView) {
 	md := &m.models[h]
-	v := ModelView{Handle: h, ID: md.id, State: md.state, Config: md.cfg, Version: md.version, Published: md.published,
+	q, sl, mg := v.Queue[:0], v.Slots[:0], v.Manager
+	*v = ModelView{Handle: h, ID: md.id, State: md.state, Config: md.cfg, Version: md.version, Published: md.published,
 		Capacity: md.capacity, Sessions: md.sessions, Built: md.built, PoolVersion: md.poolVersion, Active: md.active,
 		WaitInit: md.waitInit, ManagerStep: mstepNames[md.step], Job: md.job, JobKind: jobNames[md.jkind],
 		Cause: md.cause, InLoaders: md.inLoaders, Resident: md.resident, ResidentMB: md.resMB, LastUsed: md.lastUsed,
 		BackoffUntil: md.backoffUntil}
 	for i := md.head; i >= 0; i = m.ts.t[i].next {
-		v.Queue = append(v.Queue, m.ticketView(i))
+		q = append(q, m.ticketView(i))
 	}
 	for b := md.busy; b != 0; b &= b - 1 {
-		v.Slots = append(v.Slots, m.ticketView(md.slotT[trailing(b)]))
+		sl = append(sl, m.ticketView(md.slotT[trailing(b)]))
 	}
+	v.Queue, v.Slots = q, sl // nil from Inspect when empty; InspectInto keeps the memory
 	if md.mgr >= 0 {
-		tv := m.ticketView(md.mgr)
-		v.Manager = &tv
+		if mg == nil {
+			mg = new(TicketView)
+		}
+		*mg = m.ticketView(md.mgr)
+		v.Manager = mg
 	}
-	return v
 }
 
 // Loaders returns the models waiting for the residency ledger or the

@@ -34,6 +34,7 @@ type CoreSystem struct {
 	SpecReached func(fp uint64) bool
 	setups      [][]env.Label
 	class       func(id string) byte // symmetry classes (nil: no symmetry)
+	free        sync.Pool            // *coremodel.Driver the checker recycled
 }
 
 // NewCoreSystem returns core (with the given mutants) inside bound b.
@@ -82,14 +83,22 @@ func (sy *CoreSystem) replay(root int, path []env.Label) (*coremodel.Driver, err
 // Root implements mc.Deriver: initial state k, replayed from its setup.
 func (sy *CoreSystem) Root(k int) (any, error) { return sy.replay(k, nil) }
 
-// Derive implements mc.Deriver: a clone of parent after l.
+// Derive implements mc.Deriver: a copy of parent after l, in the memory of
+// a recycled state when there is one.
 func (sy *CoreSystem) Derive(parent any, l env.Label) (any, error) {
-	d := parent.(*coremodel.Driver).Clone()
+	d, _ := sy.free.Get().(*coremodel.Driver)
+	if d == nil {
+		d = new(coremodel.Driver)
+	}
+	parent.(*coremodel.Driver).CloneInto(d)
 	if err := d.Redo(l); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
+
+// Recycle implements mc.Recycler: st is no longer the checker's.
+func (sy *CoreSystem) Recycle(st any) { sy.free.Put(st) }
 
 // ExpandState implements mc.Deriver: it applies every enabled label to a
 // clone of the state, checking core's invariants, the ticket rules, the
@@ -104,18 +113,21 @@ func (sy *CoreSystem) Derive(parent any, l env.Label) (any, error) {
 func (sy *CoreSystem) ExpandState(st any) (mc.Expansion, error) {
 	var exp mc.Expansion
 	d := st.(*coremodel.Driver)
-	vs := d.Views()
-	abs := d.Abstract(vs)
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
+	sc.pviews = d.ViewsInto(sc.pviews)
+	vs := sc.pviews
+	abs := d.AbstractIn(&sc.parent, vs)
 	sc.abs = abs.AppendKey(sc.abs[:0], false)
 	absKey := sc.abs
-	twins := make([]bool, len(vs))
+	sc.twins = append(sc.twins[:0], make([]bool, len(vs))...)
+	twins := sc.twins
 	sc.key = d.Key(sc.key[:0], vs, sy.class, twins)
 	self := mc.Fingerprint(sc.key)
 	exp.Waiting = abs.Waiting()
 	exp.ShutdownPending = abs.Shutdown && !abs.ShutdownSent
-	all := sy.B.Enabled(abs, d.Budget, nil)
+	sc.labels = sy.B.Enabled(abs, d.Budget, sc.labels[:0])
+	all := sc.labels
 	labels := all[:0]
 	for _, l := range all {
 		exp.Fair = exp.Fair || l.Fair
@@ -126,11 +138,16 @@ func (sy *CoreSystem) ExpandState(st any) (mc.Expansion, error) {
 		}
 		labels = append(labels, l)
 	}
+	exp.Succs = make([]mc.Succ, 0, len(labels))
 	for k, l := range labels {
 		exp.Fair = exp.Fair || l.Fair
 		dd := d
-		if k < len(labels)-1 {
-			dd = d.Clone()
+		if k < len(labels)-1 { // a copy in the scratch's memory: only its fingerprint outlives the step
+			if sc.spare == nil {
+				sc.spare = new(coremodel.Driver)
+			}
+			d.CloneInto(sc.spare)
+			dd = sc.spare
 		}
 		succ, checks, refs, err := sy.step(sc, dd, abs, absKey, l)
 		if err != nil {
@@ -150,6 +167,12 @@ func (sy *CoreSystem) ExpandState(st any) (mc.Expansion, error) {
 type scratch struct {
 	abs, key, got, out, fx, ofx []byte
 	next                        [2]coremodel.AbsBuf
+	parent                      coremodel.AbsBuf  // the expanded state's abstraction
+	pviews, views               []core.ModelView  // the expanded state's views, a successor's
+	spare                       *coremodel.Driver // the copy each label but the last is applied to
+	twins                       []bool
+	labels                      []env.Label
+	effs                        []abstract.Effect
 	stepper                     abstract.Stepper
 }
 
@@ -218,7 +241,8 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 		if k == 0 {
 			succ.Label.Ticket = res.Label.Ticket
 		}
-		vs = d.Views()
+		sc.views = d.ViewsInto(sc.views)
+		vs = sc.views
 		next := d.AbstractIn(&sc.next[k%2], vs)
 		checks += int64(core.NumInvariants + abstract.NumInvariants)
 		if v := sy.check(sc, d, abs, absKey, res, next, &refs); v != nil {
@@ -258,5 +282,6 @@ func (sy *CoreSystem) check(sc *scratch, d *coremodel.Driver, abs *abstract.Stat
 		return nil
 	}
 	*refs++
-	return refines(sc, sy.B, sy.P, abs, absKey, res.Label, d.Last.Now, next, d.AbstractEffects())
+	sc.effs = d.AbstractEffectsInto(sc.effs)
+	return refines(sc, sy.B, sy.P, abs, absKey, res.Label, d.Last.Now, next, sc.effs)
 }

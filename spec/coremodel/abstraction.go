@@ -10,10 +10,18 @@ import (
 )
 
 // Views returns the machine's picture of every model.
-func (d *Driver) Views() []core.ModelView {
-	vs := make([]core.ModelView, d.M.Len())
+func (d *Driver) Views() []core.ModelView { return d.ViewsInto(nil) }
+
+// ViewsInto is Views in buf's memory (its views' queues and slots too),
+// valid until the next call with the same buf.
+func (d *Driver) ViewsInto(buf []core.ModelView) []core.ModelView {
+	n := d.M.Len()
+	if cap(buf) < n {
+		buf = append(buf[:cap(buf)], make([]core.ModelView, n-cap(buf))...)
+	}
+	vs := buf[:n]
 	for h := range vs {
-		vs[h] = d.M.Inspect(core.Handle(h))
+		d.M.InspectInto(core.Handle(h), &vs[h])
 	}
 	return vs
 }
@@ -137,8 +145,11 @@ func (d *Driver) AbstractIn(buf *AbsBuf, vs []core.ModelView) *abstract.State {
 
 // AbstractEffects maps the machine's effects of the last label to spec
 // effects (slots and job numbers are the machine's own business).
-func (d *Driver) AbstractEffects() []abstract.Effect {
-	out := make([]abstract.Effect, 0, len(d.Effects))
+func (d *Driver) AbstractEffects() []abstract.Effect { return d.AbstractEffectsInto(nil) }
+
+// AbstractEffectsInto is AbstractEffects appended to buf[:0].
+func (d *Driver) AbstractEffectsInto(buf []abstract.Effect) []abstract.Effect {
+	out := buf[:0]
 	for _, e := range d.Effects {
 		if e.Kind.Observation() { // the spec has no Publish or Retire effect
 			continue

@@ -3,6 +3,7 @@ package coremodel
 import (
 	"fmt"
 
+	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/spec/env"
 )
 
@@ -22,6 +23,23 @@ func (d *Driver) Clone() *Driver {
 	c.bulks = inArena(c.arena.bulks[:], d.bulks)
 	c.models = inArena(c.arena.models[:], d.models)
 	return &c
+}
+
+// CloneInto makes dst a copy of d as Clone does, in dst's memory (its
+// machine's and its effects' too), so a checker that copies the same state
+// once per label allocates nothing once dst has grown.
+func (d *Driver) CloneInto(dst *Driver) {
+	m, effs := dst.M, dst.Effects[:0]
+	*dst = *d
+	if m == nil {
+		m = new(core.Machine)
+	}
+	d.M.CopyInto(m)
+	dst.M, dst.Effects = m, effs
+	dst.tickets = inArena(dst.arena.tickets[:], d.tickets)
+	dst.members = inArena(dst.arena.members[:], d.members)
+	dst.bulks = inArena(dst.arena.bulks[:], d.bulks)
+	dst.models = inArena(dst.arena.models[:], d.models)
 }
 
 // inArena returns a copy of xs in arena when it fits, else on the heap. The

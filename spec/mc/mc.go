@@ -91,6 +91,14 @@ type Deriver interface {
 	ExpandState(st any) (Expansion, error)
 }
 
+// Recycler is implemented by Derivers whose states may be reused: the
+// checker hands back every state it no longer holds (one it expanded, an
+// ancestor it dropped from a walker's stack), so Derive can build the next
+// one in its memory.
+type Recycler interface {
+	Recycle(st any)
+}
+
 // Options tune a run.
 type Options struct {
 	Workers   int       // goroutines expanding states (0: GOMAXPROCS)
@@ -386,6 +394,9 @@ func (c *checker) expand(part []job) {
 						var st any
 						if st, j.err = wk.state(c, j.id); j.err == nil {
 							j.exp, j.err = c.der.ExpandState(st)
+							if rc, ok := c.der.(Recycler); ok {
+								rc.Recycle(st)
+							}
 						}
 						continue
 					}
@@ -421,6 +432,11 @@ func (w *walker) state(c *checker, id int32) (any, error) {
 	k := 0
 	for k < len(w.stack) && k < len(w.chain) && w.stack[k].id == w.chain[k] {
 		k++
+	}
+	if rc, ok := c.der.(Recycler); ok {
+		for _, f := range w.stack[k:] {
+			rc.Recycle(f.st)
+		}
 	}
 	clear(w.stack[k:])
 	w.stack = w.stack[:k]
