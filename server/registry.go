@@ -97,12 +97,9 @@ func (m *registryModel) equal(o *registryModel) bool {
 // runtimeSpec is the spec that registers the model again, unloaded, at its
 // recorded config_version.
 func (m *registryModel) runtimeSpec() runtime.ModelSpec {
-	spec := runtime.ModelSpec{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
-		Options: m.Options, MaxQueue: m.MaxQueue, BaseVersion: m.ConfigVersion, RegisterOnly: true}
-	if m.AdmissionTimeoutNS != core.NoTimeout {
-		d := time.Duration(m.AdmissionTimeoutNS)
-		spec.AdmissionTimeout = &d
-	}
+	spec := runtime.SpecOf(&core.Config{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
+		Options: string(m.Options), AdmissionTimeout: m.AdmissionTimeoutNS, MaxQueue: m.MaxQueue})
+	spec.BaseVersion, spec.RegisterOnly = m.ConfigVersion, true
 	return spec
 }
 
