@@ -79,7 +79,9 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 			put.must(200, "PUT", "/v1/models/"+id, body)
 			continue
 		}
-		var e struct{ Error struct{ Message, Type string } }
+		var e struct {
+			Error struct{ Message, Type string }
+		}
 		put.must(400, "PUT", "/v1/models/"+id, body).json(t, &e)
 		var se *runtime.SpecError
 		if !errors.As(err, &se) || e.Error.Type != "invalid_request_error" || !strings.HasSuffix(e.Error.Message, se.Reason) ||
