@@ -51,12 +51,25 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// toRuntime converts the decoded JSON into the runtime's spec, the one
-// place JSON's encodings become the runtime's (absent slots: 1; absent
-// admission_timeout_ms: nil; milliseconds: a duration), and runs the
-// runtime's validator. In legacy mode (parallel false) any slots field,
-// even 1 or null, is refused: the single-session server has no slots.
+// toRuntime converts the decoded JSON into the runtime's spec (convert)
+// and runs the runtime's validator.
 func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
+	out, err := s.convert(parallel)
+	if err != nil {
+		return out, err
+	}
+	if err := out.Validate(); err != nil {
+		return out, specInvalid(err)
+	}
+	return out, nil
+}
+
+// convert is the one place JSON's encodings become the runtime's (absent
+// slots: 1; absent admission_timeout_ms: nil; milliseconds: a duration).
+// It checks types only, and the server's mode: in legacy mode (parallel
+// false) any slots field, even 1 or null, is refused, as the
+// single-session server has no slots.
+func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 	out := runtime.ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Slots: 1,
 		Options: s.Options, MaxQueue: s.MaxQueue}
 	if s.Slots != nil {
@@ -72,9 +85,6 @@ func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
 	if ms := s.AdmissionTimeoutMS; ms != nil {
 		d := msDuration(*ms)
 		out.AdmissionTimeout = &d
-	}
-	if err := out.Validate(); err != nil {
-		return out, specInvalid(err)
 	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,9 +16,9 @@ import (
 // One validator, every entry point (CONTRACT.md fail.spec-bounds): every
 // field's bounds (below, at, above) through the spec's decoding and the
 // runtime's validator alone, PUT /v1/models/{id} and the startup config
-// file give the same answer, the same message and the same field. (The
-// OIP v2 repository load takes no spec; the state dir's specs are
-// committed configs, which the runtime's table covers.)
+// file give the same answer, the same message and the same field, and the
+// state dir's restore the same field. (The OIP v2 repository load takes no
+// spec.)
 func TestSpecBoundsEveryEntry(t *testing.T) {
 	cases := []struct {
 		name, fields string // JSON members beside "engine" (or instead of it)
@@ -69,9 +71,18 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		err = boot.s.RegisterModels(ctxLimit(t), entries)
-		if got := specFieldOf(err); got != c.field {
-			t.Errorf("%s: startup file names %q (%v), want %q", c.name, got, err, c.field)
+		bootErr := boot.s.RegisterModels(ctxLimit(t), entries)
+		if got := specFieldOf(bootErr); got != c.field {
+			t.Errorf("%s: startup file names %q (%v), want %q", c.name, got, bootErr, c.field)
+		}
+
+		// The state dir: the same spec in core's encoding, restored at start.
+		rs, err := ms.convert(true)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := specFieldOf(restoreSpec(t, id, &rs)); got != c.field {
+			t.Errorf("%s: the state dir names %q, want %q", c.name, got, c.field)
 		}
 
 		// PUT /v1/models/{id}: the same message.
@@ -84,9 +95,9 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 		}
 		put.must(400, "PUT", "/v1/models/"+id, body).json(t, &e)
 		var se *runtime.SpecError
-		if !errors.As(err, &se) || e.Error.Type != "invalid_request_error" || !strings.HasSuffix(e.Error.Message, se.Reason) ||
+		if !errors.As(bootErr, &se) || e.Error.Type != "invalid_request_error" || !strings.HasSuffix(e.Error.Message, se.Reason) ||
 			!strings.Contains(e.Error.Message, c.field) {
-			t.Errorf("%s: PUT answers %+v; the startup file %v", c.name, e.Error, err)
+			t.Errorf("%s: PUT answers %+v; the startup file %v", c.name, e.Error, bootErr)
 		}
 	}
 	for _, ts := range []*tserver{put, boot} {
@@ -94,6 +105,29 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 			t.Fatalf("%d disagreements", n)
 		}
 	}
+}
+
+// restoreSpec starts a server on a state dir that records spec as model
+// id's committed config, and returns its error.
+func restoreSpec(t *testing.T, id string, spec *runtime.ModelSpec) error {
+	ns := core.NoTimeout
+	if d := spec.AdmissionTimeout; d != nil {
+		ns = int64(*d)
+	}
+	rs := newRestartable(t)
+	b, err := encodeRegistry(registryState{Models: []registryModel{{ID: id, ConfigVersion: 1, Engine: spec.Engine,
+		Checkpoint: spec.Checkpoint, Task: spec.Task, Options: spec.Options, Slots: spec.Slots, AdmissionTimeoutNS: ns,
+		MaxQueue: spec.MaxQueue}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(rs.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rs.dir, registryName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return rs.startErr()
 }
 
 func specFieldOf(err error) string {
