@@ -227,8 +227,8 @@ func parseRegistry(b []byte) (registryState, error) {
 			return registryState{}, fmt.Errorf("model %q listed twice", m.ID)
 		}
 		seen[m.ID] = true
-		if m.ConfigVersion < 1 || m.ConfigVersion > core.MaxBaseVersion {
-			return registryState{}, fmt.Errorf("model %q: config_version %d out of range", m.ID, m.ConfigVersion)
+		if m.ConfigVersion < 1 { // the upper bound is the spec validator's, at restore
+			return registryState{}, fmt.Errorf("model %q: config_version must be at least 1", m.ID)
 		}
 	}
 	if st.Models == nil {

@@ -81,7 +81,7 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := specFieldOf(restoreSpec(t, id, &rs)); got != c.field {
+		if got := specFieldOf(restoreSpec(t, id, 1, &rs)); got != c.field {
 			t.Errorf("%s: the state dir names %q, want %q", c.name, got, c.field)
 		}
 
@@ -100,6 +100,16 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 			t.Errorf("%s: PUT answers %+v; the startup file %v", c.name, e.Error, bootErr)
 		}
 	}
+	// The state dir's own field.
+	valid := runtime.ModelSpec{Engine: "fixture", Slots: 1}
+	for v, want := range map[uint64]string{1: "", core.MaxBaseVersion: "", core.MaxBaseVersion + 1: runtime.FieldConfigVersion} {
+		if got := specFieldOf(restoreSpec(t, "v", v, &valid)); got != want {
+			t.Errorf("config_version %d: the state dir names %q, want %q", v, got, want)
+		}
+	}
+	if err := restoreSpec(t, "v", 0, &valid); err == nil || !strings.Contains(err.Error(), "config_version must be at least 1") {
+		t.Errorf("config_version 0: %v", err)
+	}
 	for _, ts := range []*tserver{put, boot} {
 		if n := ts.s.Runtime().Disagreements(); n != 0 {
 			t.Fatalf("%d disagreements", n)
@@ -109,13 +119,13 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 
 // restoreSpec starts a server on a state dir that records spec as model
 // id's committed config, and returns its error.
-func restoreSpec(t *testing.T, id string, spec *runtime.ModelSpec) error {
+func restoreSpec(t *testing.T, id string, version uint64, spec *runtime.ModelSpec) error {
 	ns := core.NoTimeout
 	if d := spec.AdmissionTimeout; d != nil {
 		ns = int64(*d)
 	}
 	rs := newRestartable(t)
-	b, err := encodeRegistry(registryState{Models: []registryModel{{ID: id, ConfigVersion: 1, Engine: spec.Engine,
+	b, err := encodeRegistry(registryState{Models: []registryModel{{ID: id, ConfigVersion: version, Engine: spec.Engine,
 		Checkpoint: spec.Checkpoint, Task: spec.Task, Options: spec.Options, Slots: spec.Slots, AdmissionTimeoutNS: ns,
 		MaxQueue: spec.MaxQueue}}})
 	if err != nil {
