@@ -299,7 +299,7 @@ func checkCustomListener(ctx context.Context, rr *runtimeRun) (err error) {
 // refusesEverything checks that every call, through the frontend and
 // directly, is refused with shutting_down.
 func refusesEverything(ctx context.Context, rt *runtime.Runtime, front *frontend, id, when string) error {
-	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "tts"}
+	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1}
 	calls := []struct {
 		name string
 		do   func() error

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // handleGetSpec answers GET /v1/models/{id}/spec (management): the model's
@@ -31,20 +29,9 @@ func (s *Server) handleGetSpec(w http.ResponseWriter, r *http.Request) error {
 
 // specOf converts a committed config back into a model spec.
 func specOf(c *core.Config, parallel bool, root string) ModelSpec {
-	out := ModelSpec{Engine: c.Engine, Task: c.Task, Checkpoint: relCheckpoint(root, c.Checkpoint),
-		Options: json.RawMessage(c.Options)}
-	if parallel {
-		out.Slots = json.RawMessage(strconv.Itoa(c.Slots))
-	}
-	if c.AdmissionTimeout != core.NoTimeout {
-		ms := c.AdmissionTimeout / int64(time.Millisecond)
-		out.AdmissionTimeoutMS = &ms
-	}
-	if c.MaxQueue > 0 {
-		n := c.MaxQueue
-		out.MaxQueue = &n
-	}
-	return out
+	spec := runtime.SpecOf(c)
+	spec.Checkpoint = relCheckpoint(root, spec.Checkpoint)
+	return specJSON(&spec, parallel)
 }
 
 // relCheckpoint undoes resolveCheckpoint where it can: an absolute path

@@ -97,12 +97,9 @@ func (m *registryModel) equal(o *registryModel) bool {
 // runtimeSpec is the spec that registers the model again, unloaded, at its
 // recorded config_version.
 func (m *registryModel) runtimeSpec() runtime.ModelSpec {
-	spec := runtime.ModelSpec{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
-		Options: m.Options, MaxQueue: m.MaxQueue, BaseVersion: m.ConfigVersion, RegisterOnly: true}
-	if m.AdmissionTimeoutNS != core.NoTimeout {
-		d := time.Duration(m.AdmissionTimeoutNS)
-		spec.AdmissionTimeout = &d
-	}
+	spec := runtime.SpecOf(&core.Config{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
+		Options: string(m.Options), AdmissionTimeout: m.AdmissionTimeoutNS, MaxQueue: m.MaxQueue})
+	spec.BaseVersion, spec.RegisterOnly = m.ConfigVersion, true
 	return spec
 }
 
@@ -230,8 +227,8 @@ func parseRegistry(b []byte) (registryState, error) {
 			return registryState{}, fmt.Errorf("model %q listed twice", m.ID)
 		}
 		seen[m.ID] = true
-		if m.ConfigVersion < 1 || m.ConfigVersion > core.MaxBaseVersion {
-			return registryState{}, fmt.Errorf("model %q: config_version %d out of range", m.ID, m.ConfigVersion)
+		if m.ConfigVersion < 1 { // the upper bound is the spec validator's, at restore
+			return registryState{}, fmt.Errorf("model %q: config_version must be at least 1", m.ID)
 		}
 	}
 	if st.Models == nil {

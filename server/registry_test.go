@@ -93,7 +93,7 @@ func TestRegistryRestoresEveryChange(t *testing.T) {
 	}
 	var spec ModelSpec
 	b.must(200, "GET", "/v1/models/b/spec", "").json(t, &spec)
-	if spec.MaxQueue == nil || *spec.MaxQueue != 4 {
+	if spec.MaxQueue != 4 {
 		t.Errorf("b's max_queue not restored: %+v", spec)
 	}
 	if c := b.catalogue(); c.ModelsRoot != realPath(t, rootB) || names(c) != "voice-b" {

@@ -2,108 +2,128 @@ package server
 
 import (
 	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
-// ModelSpec is the body of PUT /v1/models/{id}.
+// ModelSpec is the body of PUT /v1/models/{id} and an entry of the
+// startup config file. It is only decoded here (strict JSON types); the
+// runtime's validator (runtime.ModelSpec.Validate) checks every range, and
+// its *runtime.SpecError names the field in these JSON names.
 type ModelSpec struct {
-	Engine             string          `json:"engine"`
-	Checkpoint         string          `json:"checkpoint"`
-	Task               string          `json:"task"`
-	Slots              json.RawMessage `json:"slots,omitempty"`
-	Options            json.RawMessage `json:"options,omitempty"`
-	AdmissionTimeoutMS *int64          `json:"admission_timeout_ms,omitempty"`
-	MaxQueue           *int            `json:"max_queue,omitempty"`
-}
-
-// parsedSpec is a validated ModelSpec.
-type parsedSpec struct {
-	Engine, Checkpoint, Task string
-	Slots                    int
-	Options                  string         // canonical JSON
-	AdmissionTimeout         *time.Duration // nil: not given (the server default); 0: unbounded
-	MaxQueue                 int
-}
-
-// parseSpec validates a spec. In legacy mode (parallel false) any slots
-// field, even 1 or null, is refused: the single-session server has no slots.
-func parseSpec(s *ModelSpec, parallel bool) (parsedSpec, error) {
-	var p parsedSpec
-	if s.Engine == "" {
-		return p, Invalid("engine is required")
-	}
-	p.Engine, p.Checkpoint, p.Task = s.Engine, s.Checkpoint, s.Task
-	p.Slots = 1
-	if s.Slots != nil {
-		if !parallel {
-			return p, Invalid("slots needs --parallel-jobs: the legacy server runs one session per model")
-		}
-		if string(s.Slots) != "null" {
-			var n int
-			if err := json.Unmarshal(s.Slots, &n); err != nil {
-				return p, Invalid("slots must be an integer 1..%d", core.MaxSlots)
-			}
-			if n < 1 || n > core.MaxSlots {
-				return p, Invalid("slots must be 1..%d, got %d", core.MaxSlots, n)
-			}
-			p.Slots = n
-		}
-	}
-	opts, err := runtime.CanonicalOptions(s.Options)
-	if err != nil {
-		return p, Invalid("%v", err)
-	}
-	p.Options = opts
-	if s.AdmissionTimeoutMS != nil {
-		if *s.AdmissionTimeoutMS < 0 {
-			return p, Invalid("admission_timeout_ms must not be negative")
-		}
-		if *s.AdmissionTimeoutMS > maxTimeoutMS {
-			return p, Invalid("admission_timeout_ms must be at most %d", maxTimeoutMS)
-		}
-		d := time.Duration(*s.AdmissionTimeoutMS) * time.Millisecond
-		p.AdmissionTimeout = &d
-	}
-	if s.MaxQueue != nil {
-		if *s.MaxQueue < 0 || *s.MaxQueue > core.MaxQueueLimit {
-			return p, Invalid("max_queue must be 0..%d, got %d", core.MaxQueueLimit, *s.MaxQueue)
-		}
-		p.MaxQueue = *s.MaxQueue
-	}
-	return p, nil
+	Engine     string `json:"engine"`
+	Checkpoint string `json:"checkpoint"`
+	Task       string `json:"task"`
+	// Slots stays raw: the legacy server refuses the field whenever it is
+	// given, even as null. Absent or null: 1.
+	Slots   json.RawMessage `json:"slots,omitempty"`
+	Options json.RawMessage `json:"options,omitempty"`
+	// AdmissionTimeoutMS: absent (nil) for the server default
+	// (--admission-timeout), 0 for unbounded (still bounded by
+	// --admission-ceiling).
+	AdmissionTimeoutMS *int64 `json:"admission_timeout_ms,omitempty"`
+	// MaxQueue: 0 or absent for unlimited.
+	MaxQueue int `json:"max_queue,omitempty"`
 }
 
 // maxTimeoutMS bounds every admission timeout in milliseconds (one year,
 // core.MaxTimeout), so that the scheduler's deadlines (now + timeout, in
-// nanoseconds) cannot overflow (CONTRACT.md fail.spec-bounds). The memory
-// estimate is bounded by core.Config.Validate (core.MaxMemoryMB), which the
-// runtime applies to every spec, whatever its engine.
-const maxTimeoutMS = core.MaxTimeout / int64(time.Millisecond)
+// nanoseconds) cannot overflow (CONTRACT.md fail.spec-bounds). A spec's is
+// checked by the runtime's validator; a request's here (parseInfer).
+const maxTimeoutMS = runtime.MaxTimeoutMS
 
-// ToRuntime validates the spec for the server's mode (parallel: started
-// with --parallel-jobs; without it any slots field is refused) and converts
-// it into the runtime's ModelSpec, with the checkpoint resolved inside
-// modelsRoot (see resolveCheckpoint). Errors are *Error values
-// (400 invalid_request_error).
-// An absent admission_timeout_ms means the server default
-// (--admission-timeout); an explicit 0 means unbounded (still bounded by
-// --admission-ceiling).
+// msDuration converts milliseconds to a duration, saturating where the
+// nanoseconds would overflow so that the validator still sees the value
+// out of range.
+func msDuration(ms int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > limit:
+		return math.MaxInt64
+	case ms < -limit:
+		return math.MinInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// toRuntime converts the decoded JSON into the runtime's spec (convert)
+// and runs the runtime's validator.
+func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
+	out, err := s.convert(parallel)
+	if err != nil {
+		return out, err
+	}
+	if err := out.Validate(); err != nil {
+		return out, specInvalid(err)
+	}
+	return out, nil
+}
+
+// convert is the one place JSON's encodings become the runtime's (absent
+// slots: 1; absent admission_timeout_ms: nil; milliseconds: a duration).
+// It checks types only, and the server's mode: in legacy mode (parallel
+// false) any slots field, even 1 or null, is refused, as the
+// single-session server has no slots.
+func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
+	out := runtime.ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Slots: 1,
+		Options: s.Options, MaxQueue: s.MaxQueue}
+	if s.Slots != nil {
+		if !parallel {
+			return out, Invalid("slots needs --parallel-jobs: the legacy server runs one session per model")
+		}
+		if string(s.Slots) != "null" {
+			if err := json.Unmarshal(s.Slots, &out.Slots); err != nil {
+				return out, Invalid("slots must be an integer 1..%d", core.MaxSlots)
+			}
+		}
+	}
+	if ms := s.AdmissionTimeoutMS; ms != nil {
+		d := msDuration(*ms)
+		out.AdmissionTimeout = &d
+	}
+	return out, nil
+}
+
+// specInvalid is the 400 invalid_request_error of a spec the runtime's
+// validator refused, with its message.
+func specInvalid(err error) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error(), Err: err}
+}
+
+// specJSON converts a runtime spec back into JSON's encodings (the inverse
+// of toRuntime): nil admission timeout and 0 max queue are left out,
+// slots too in the legacy mode.
+func specJSON(s *runtime.ModelSpec, parallel bool) ModelSpec {
+	out := ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Options: s.Options, MaxQueue: s.MaxQueue}
+	if parallel {
+		out.Slots = json.RawMessage(strconv.Itoa(s.Slots))
+	}
+	if d := s.AdmissionTimeout; d != nil {
+		ms := int64(*d / time.Millisecond)
+		out.AdmissionTimeoutMS = &ms
+	}
+	return out
+}
+
+// ToRuntime decodes and validates the spec for the server's mode
+// (parallel: started with --parallel-jobs; without it any slots field is
+// refused) and converts it into the runtime's ModelSpec, with the
+// checkpoint resolved inside modelsRoot (see resolveCheckpoint). Errors
+// are *Error values (400 invalid_request_error).
 func (s *ModelSpec) ToRuntime(parallel bool, modelsRoot string) (runtime.ModelSpec, error) {
-	p, err := parseSpec(s, parallel)
+	spec, err := s.toRuntime(parallel)
 	if err != nil {
 		return runtime.ModelSpec{}, err
 	}
-	cp, err := resolveCheckpoint(modelsRoot, p.Checkpoint)
-	if err != nil {
+	if spec.Checkpoint, err = resolveCheckpoint(modelsRoot, spec.Checkpoint); err != nil {
 		return runtime.ModelSpec{}, err
 	}
-	return runtime.ModelSpec{
-		Engine: p.Engine, Checkpoint: cp, Task: p.Task, Slots: p.Slots, Options: json.RawMessage(p.Options),
-		AdmissionTimeout: p.AdmissionTimeout, MaxQueue: p.MaxQueue,
-	}, nil
+	return spec, nil
 }
 
 // InferRequest is the body of POST /v1/models/{id}/infer.

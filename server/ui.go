@@ -4,6 +4,8 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+
+	"github.com/sluice-dev/sluice/core"
 )
 
 // The dashboard (CONTRACT.md ui.*): plain HTML, CSS and JavaScript embedded in the
@@ -41,7 +43,7 @@ type UIConfig struct {
 
 // handleUIConfig answers GET /v1/ui/config.
 func (s *Server) handleUIConfig(w http.ResponseWriter, r *http.Request) error {
-	c := UIConfig{Management: s.cfg.UIManagement, ParallelJobs: s.cfg.ParallelJobs, Fixture: s.cfg.Fixture, MaxSlots: 16}
+	c := UIConfig{Management: s.cfg.UIManagement, ParallelJobs: s.cfg.ParallelJobs, Fixture: s.cfg.Fixture, MaxSlots: core.MaxSlots}
 	if s.cfg.UIManagement {
 		c.CanManage, c.ManagementNote = s.auth.canManage(r)
 	}
