@@ -7,7 +7,9 @@ import (
 	"github.com/sluice-dev/sluice/core"
 )
 
-var c2 = Intern(Config{Task: "tts", Engine: "fx", Checkpoint: "ck", Options: "{}", Slots: 2, MemoryMB: 100})
+var testConfigs = NewConfigTable()
+
+var c2 = testConfigs.Intern(Config{Task: "tts", Engine: "fx", Checkpoint: "ck", Options: "{}", Slots: 2, MemoryMB: 100})
 
 // one applies a and requires exactly one outcome.
 func one(t *testing.T, s *State, p *Params, a Action) (*State, []Effect) {
@@ -74,7 +76,7 @@ func TestManagerIsABarrier(t *testing.T) {
 func TestProbeFailureKeepsOld(t *testing.T) {
 	p := &Params{}
 	s := ready(t, p)
-	c := Intern(Config{Task: "tts", Engine: "fx", Checkpoint: "ck", Options: `{"v":2}`, Slots: 2, MemoryMB: 100})
+	c := testConfigs.Intern(Config{Task: "tts", Engine: "fx", Checkpoint: "ck", Options: `{"v":2}`, Slots: 2, MemoryMB: 100})
 	s, fx := one(t, s, p, Action{Kind: core.EvSubmitManager, Model: "a", Op: core.OpApply, Cfg: c, Ticket: 5, Timeout: core.NoTimeout})
 	if effects(fx) != "StartProbe" || !s.Models[0].Published {
 		t.Fatalf("%s %+v", effects(fx), s.Models[0])

@@ -111,26 +111,34 @@ func (c *Config) String() string {
 	return fmt.Sprintf("c%d{%s slots=%d mem=%d q=%d}", c.id, c.Options, c.Slots, c.MemoryMB, c.MaxQueue)
 }
 
-var interned struct {
-	sync.Mutex
+// ConfigTable interns configs: equal configs get one shared *Config and
+// one ID (the byte a state key holds). A check owns one (env.Bound.Table),
+// shared by every system that explores the bound, so the spec's states and
+// the abstracted core's have the same keys; trace validation owns its own.
+// Safe for concurrent use: a model checker resolves the same handful of
+// configs millions of times from several goroutines.
+type ConfigTable struct {
+	mu      sync.Mutex
 	byValue map[Config]*Config
 	byCore  sync.Map // *core.Config -> *Config
+	// recent holds the last few configs FromCore resolved, read without a lock.
+	recent atomic.Pointer[[]corePair]
 }
 
+// NewConfigTable returns an empty table.
+func NewConfigTable() *ConfigTable { return &ConfigTable{byValue: make(map[Config]*Config)} }
+
 // Intern returns the one shared *Config equal to c.
-func Intern(c Config) *Config {
+func (t *ConfigTable) Intern(c Config) *Config {
 	c.id = 0
-	interned.Lock()
-	defer interned.Unlock()
-	if interned.byValue == nil {
-		interned.byValue = make(map[Config]*Config)
-	}
-	if p, ok := interned.byValue[c]; ok {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.byValue[c]; ok {
 		return p
 	}
 	p := c
-	p.id = len(interned.byValue) + 1
-	interned.byValue[c] = &p
+	p.id = len(t.byValue) + 1
+	t.byValue[c] = &p
 	return &p
 }
 
@@ -140,19 +148,14 @@ type corePair struct {
 	p *Config
 }
 
-// recentCore holds the last few configs FromCore resolved, read without a
-// lock (a model checker resolves the same handful of configs millions of
-// times from several goroutines).
-var recentCore atomic.Pointer[[]corePair]
-
 const recentCoreLen = 16
 
 // FromCore returns the interned abstract config of a core config (nil for nil).
-func FromCore(c *core.Config) *Config {
+func (t *ConfigTable) FromCore(c *core.Config) *Config {
 	if c == nil {
 		return nil
 	}
-	rs := recentCore.Load()
+	rs := t.recent.Load()
 	if rs != nil {
 		for _, x := range *rs {
 			if x.c == c {
@@ -161,18 +164,18 @@ func FromCore(c *core.Config) *Config {
 		}
 	}
 	var p *Config
-	if x, ok := interned.byCore.Load(c); ok {
+	if x, ok := t.byCore.Load(c); ok {
 		p = x.(*Config)
 	} else {
-		p = Intern(Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
+		p = t.Intern(Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
 			AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB})
-		interned.byCore.Store(c, p)
+		t.byCore.Store(c, p)
 	}
 	next := []corePair{{c: c, p: p}}
 	if rs != nil {
 		next = append(next, (*rs)[:min(len(*rs), recentCoreLen-1)]...)
 	}
-	recentCore.Store(&next)
+	t.recent.Store(&next)
 	return p
 }
 

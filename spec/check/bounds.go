@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/spec/abstract"
 	"github.com/sluice-dev/sluice/spec/env"
 )
 
@@ -16,6 +17,7 @@ func cfg(options string, slots int, mem int64) *core.Config {
 // bound of `make model-check` (and of the default go test); "large" is
 // `make model-check-large`.
 func Bounds() map[string]*env.Bound {
+	table := abstract.NewConfigTable() // one for all: each bound's systems share it
 	return map[string]*env.Bound{
 		// small: 2 models x 2 slots, 3 requests, 2 managers (one targeted:
 		// reconfigure, load or unload; one bulk unload over both), load,
@@ -24,6 +26,7 @@ func Bounds() map[string]*env.Bound {
 		// (eviction and refusal), shutdown and a repeated Release.
 		"small": {
 			Name:       "small",
+			Table:      table,
 			Models:     []string{"m0", "m1"},
 			Registered: 2,
 			Configs: []*core.Config{
@@ -52,6 +55,7 @@ func Bounds() map[string]*env.Bound {
 		// cold-load guard.
 		"small3": {
 			Name:            "small3",
+			Table:           table,
 			Models:          []string{"m0", "m1", "m2"},
 			Registered:      3,
 			Configs:         []*core.Config{cfg("{}", 2, 100), cfg(`{"voice":"b"}`, 2, 100), cfg("{}", 1, 100)},
@@ -77,6 +81,7 @@ func Bounds() map[string]*env.Bound {
 		// env.Bound.MergeBuild). Core only: the spec has no merged builds.
 		"large": {
 			Name:       "large",
+			Table:      table,
 			Models:     []string{"m0", "m1", "m2"},
 			Registered: 3,
 			Configs: []*core.Config{

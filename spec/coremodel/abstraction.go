@@ -61,7 +61,7 @@ func (d *Driver) AbstractIn(buf *AbsBuf, vs []core.ModelView) *abstract.State {
 		}
 		if e.Op == core.OpApply {
 			if tk := d.ticket(t.Ticket); tk != nil {
-				e.Cfg = abstract.FromCore(tk.Cfg)
+				e.Cfg = d.B.Table.FromCore(tk.Cfg)
 			}
 		}
 		if t.Seq > s.Seq {
@@ -85,7 +85,7 @@ func (d *Driver) AbstractIn(buf *AbsBuf, vs []core.ModelView) *abstract.State {
 		md := &s.Models[h]
 		job, _ := abstract.ParseJob(v.JobKind)
 		step, _ := abstract.ParseStep(v.ManagerStep)
-		*md = abstract.Model{ID: v.ID, Life: v.State, Cfg: abstract.FromCore(v.Config), Ver: v.Version,
+		*md = abstract.Model{ID: v.ID, Life: v.State, Cfg: d.B.Table.FromCore(v.Config), Ver: v.Version,
 			Published: v.Published, Sessions: v.Sessions, Capacity: v.Capacity, Step: step, Job: job,
 			Resident: v.Resident, ResMB: v.ResidentMB, LastUse: v.LastUsed, Backoff: v.BackoffUntil != 0}
 		if job != abstract.JNone {
@@ -155,7 +155,7 @@ func (d *Driver) AbstractEffectsInto(buf []abstract.Effect) []abstract.Effect {
 			continue
 		}
 		a := abstract.Effect{Kind: e.Kind, Ticket: uint64(e.Ticket), Model: int(e.Model), Code: e.Code,
-			Ver: e.Version, Cfg: abstract.FromCore(e.Config), Index: int(e.Index), Sessions: int(e.Sessions),
+			Ver: e.Version, Cfg: d.B.Table.FromCore(e.Config), Index: int(e.Index), Sessions: int(e.Sessions),
 			Cause: e.Cause, Bulk: e.Bulk}
 		if e.Kind == core.EfStartProbe {
 			a.Ver = e.Version
@@ -218,7 +218,7 @@ func (d *Driver) Key(b []byte, vs []core.ModelView, class func(id string) byte, 
 	ticketKey := func(k []byte, v *core.ModelView, t *core.TicketView) []byte {
 		cfg := 0
 		if tk := d.ticket(t.Ticket); tk != nil && tk.Cfg != nil {
-			cfg = abstract.FromCore(tk.Cfg).ID()
+			cfg = d.B.Table.FromCore(tk.Cfg).ID()
 		}
 		k = append(k, kindByte(t.Kind), byte(t.Op), boolByte(t.Deadline > 0), byte(cfg), boolByte(t.Member))
 		if t.Member {
@@ -246,7 +246,7 @@ func (d *Driver) Key(b []byte, vs []core.ModelView, class func(id string) byte, 
 		if step == abstract.SFailTeardown {
 			fail = byte(d.failCodeOf(core.Handle(h)))
 		}
-		k = append(k, byte(v.State), byte(abstract.FromCore(v.Config).ID()), boolByte(v.Published), byte(v.Capacity),
+		k = append(k, byte(v.State), byte(d.B.Table.FromCore(v.Config).ID()), boolByte(v.Published), byte(v.Capacity),
 			byte(v.Sessions), byte(v.Built), byte(v.Active), byte(v.WaitInit), byte(step), fail, byte(job), byte(v.Cause),
 			boolByte(v.InLoaders), boolByte(v.Resident), boolByte(v.BackoffUntil != 0))
 		k = binary.AppendUvarint(k, v.Version)

@@ -14,7 +14,7 @@ func bound() *env.Bound {
 	c := func(o string, slots int) *core.Config {
 		return &core.Config{Task: "tts", Engine: "fx", Checkpoint: "ck", Options: o, Slots: slots, MemoryMB: 100}
 	}
-	return &env.Bound{Name: "t", Models: []string{"m0", "m1"}, Registered: 2,
+	return &env.Bound{Name: "t", Table: abstract.NewConfigTable(), Models: []string{"m0", "m1"}, Registered: 2,
 		Configs: []*core.Config{c("{}", 2), c(`{"v":1}`, 2)}, Options: core.Options{MaxLoadedModels: 1},
 		Requests: 6, AnyManagers: 2, Bulks: 1, Selections: [][]int{{0, 1}}, Cancels: 3, Failures: 3, Ticks: 1,
 		Shutdown: true, StaleRelease: true, BoundedRequests: true, Capacity: 4}

@@ -69,6 +69,10 @@ type Bound struct {
 	Registered int            // models registered (and unloaded) in the initial state
 	Warm       bool           // also start from states where the first k models are ready
 	Configs    []*core.Config // [0] registers, the others are reconfigure targets
+	// Table interns the abstract configs of everything exploring this
+	// bound (the spec, the abstracted core), so their state keys agree;
+	// required (abstract.NewConfigTable). A copy of the bound shares it.
+	Table *abstract.ConfigTable
 	// InitConfigs gives the config index each registered model starts with
 	// (default 0); those indexes are never reconfigure targets.
 	InitConfigs []uint8
@@ -151,7 +155,7 @@ func (b *Bound) Params() *abstract.Params {
 }
 
 // Config returns the abstract config with index k.
-func (b *Bound) Config(k uint8) *abstract.Config { return abstract.FromCore(b.Configs[k]) }
+func (b *Bound) Config(k uint8) *abstract.Config { return b.Table.FromCore(b.Configs[k]) }
 
 func (b *Bound) mgrBudget(u *Budget, op core.Op) bool {
 	switch {

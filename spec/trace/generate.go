@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/spec/abstract"
 	"github.com/sluice-dev/sluice/spec/coremodel"
 	"github.com/sluice-dev/sluice/spec/env"
 )
@@ -35,6 +36,7 @@ func RandomBound(seed uint64) *env.Bound {
 	models = append(models, "zz")
 	b := &env.Bound{
 		Name:       fmt.Sprintf("random-%d", seed),
+		Table:      abstract.NewConfigTable(),
 		Models:     models,
 		Registered: n,
 		Configs: []*core.Config{genCfg("{}", 2, 100, 0), genCfg(`{"voice":"b"}`, 2, 100, 0), genCfg("{}", 1, 100, 0),

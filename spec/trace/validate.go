@@ -47,6 +47,9 @@ type Validator struct {
 	slots map[string]map[int32]uint64
 	lines int
 	steps int
+	// configs interns the configs the trace's events carry (its own: no
+	// other check compares keys with this one).
+	configs *abstract.ConfigTable
 }
 
 // New returns a validator for a trace that starts from an empty machine
@@ -56,7 +59,7 @@ func New(o *core.Options) *Validator {
 	if o != nil {
 		p = abstract.ParamsOf(*o)
 	}
-	return &Validator{p: p, cands: []*abstract.State{{}}, slots: map[string]map[int32]uint64{}}
+	return &Validator{p: p, cands: []*abstract.State{{}}, slots: map[string]map[int32]uint64{}, configs: abstract.NewConfigTable()}
 }
 
 // Steps returns the number of events validated so far.
@@ -139,7 +142,7 @@ func (v *Validator) Step(line int, evr core.Record, effs []core.Record) error {
 	seen := map[string]bool{}
 	var allowed []string
 	for _, s := range v.cands {
-		a, ok := action(s, ev, evr)
+		a, ok := action(v.configs, s, ev, evr)
 		if a.TickGiven {
 			a.Expire, a.Retire = tickChoice(effs)
 		}
@@ -197,11 +200,11 @@ func (v *Validator) Step(line int, evr core.Record, effs []core.Record) error {
 }
 
 // action returns the spec action an event record stands for in state s.
-func action(s *abstract.State, ev core.Event, r core.Record) (abstract.Action, bool) {
+func action(configs *abstract.ConfigTable, s *abstract.State, ev core.Event, r core.Record) (abstract.Action, bool) {
 	a := abstract.Action{Kind: ev.Kind, Model: ev.Model, Models: ev.Models, Op: ev.Op, Timeout: ev.Timeout,
 		Ticket: r.Ticket, Reason: ev.Reason, Failed: ev.Failed, Capacity: ev.Capacity, Now: ev.Now}
 	if ev.Config != nil {
-		a.Cfg = abstract.FromCore(ev.Config)
+		a.Cfg = configs.FromCore(ev.Config)
 	}
 	if ev.Kind == core.EvTick {
 		a.TickGiven = true
@@ -334,8 +337,8 @@ func traceCfg(c *core.TraceConfig) *abstract.Config {
 	if c == nil {
 		return nil
 	}
-	return abstract.Intern(abstract.Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options,
-		Slots: c.Slots, AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB})
+	return &abstract.Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options,
+		Slots: c.Slots, AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB}
 }
 
 func cfgString(c *abstract.Config) string {
