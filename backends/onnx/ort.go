@@ -86,6 +86,7 @@ type ort struct {
 	env     unsafe.Pointer
 	cpuMem  unsafe.Pointer
 	alloc   unsafe.Pointer // default allocator (names returned by ORT)
+	runFn   uintptr        // OrtApi Run, for the Silero shim's loop
 
 	getErrorCode         func(st status) int32
 	getErrorMessage      func(st status) unsafe.Pointer
@@ -220,6 +221,7 @@ func openOrt(path string) (*ort, error) {
 		}
 		purego.RegisterFunc(f.fn, fp)
 	}
+	o.runFn = native.Uintptr(api, idxRun*8)
 	out := native.Malloc(8)
 	defer native.Free(out)
 	logid := native.CString("sluice")
