@@ -171,7 +171,10 @@ func (s *silero) checkSignature() error {
 // (sysmon's retake, then handoffp starting a spinning M): with 2 slots on
 // GOMAXPROCS=2 that cost kernel time and futex wake-ups per window, and
 // 1->2 slot scaling stayed at 1.4-1.5x (docs/design.md, "Silero: one
-// native call per request").
+// native call per request"). The per-window loop also held its OS thread
+// for the request (it measured 1.07-1.17x without that); around one call
+// holding it measured no different (BenchmarkSileroPaths, shim-locked),
+// so this path does not.
 func (s *silero) probabilities(ctx context.Context, samples []float32) ([]float32, error) {
 	if s.perWindow {
 		return s.probabilitiesPerWindow(ctx, samples)
@@ -205,7 +208,10 @@ func (s *silero) probabilities(ctx context.Context, samples []float32) ([]float3
 }
 
 // probabilitiesPerWindow is probabilities with one native call per window
-// (the live path's way), kept as the shim's reference.
+// (the live path's way), kept as the shim's reference. It holds the OS
+// thread across the calls, as the live path does: many short native
+// calls keep ONNX Runtime's and malloc's per-thread state warm and spare
+// the scheduler a thread hand-off after calls whose P it retook.
 func (s *silero) probabilitiesPerWindow(ctx context.Context, samples []float32) ([]float32, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
