@@ -83,7 +83,7 @@ func New(c Config) *Engine {
 }
 
 // Available reports whether ONNX Runtime loads from the default library
-// and the Silero shim (ShimLibrary) loads.
+// and the Silero shim (ShimLibraries) loads.
 func Available() error {
 	if _, err := loadOrt(DefaultLibrary()); err != nil {
 		return err

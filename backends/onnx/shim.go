@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -33,18 +34,27 @@ func ShimBuildID() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// ShimLibrary returns the Silero shim library to load: SLUICE_ONNX_SHIM_LIB,
-// else <module root>/.deps/onnx-shim/<ShimBuildID>/libsluice_silero.so
-// (`make deps` builds it there).
-func ShimLibrary() string {
+// ShimLibraries returns where the Silero shim library may be, in the
+// order tried: SLUICE_ONNX_SHIM_LIB alone when it is set, else
+// .deps/onnx-shim/<ShimBuildID>/libsluice_silero.so under the module root
+// (`make deps` builds it there), then the same folder beside the npm prefix
+// (make deps puts .deps/npm and .deps/onnx-shim side by side, so a process
+// started elsewhere with SLUICE_NPM_PREFIX naming the repository's prefix,
+// as deploy's tests do, finds both).
+func ShimLibraries() []string {
 	if p := os.Getenv("SLUICE_ONNX_SHIM_LIB"); p != "" {
-		return p
+		return []string{p}
 	}
+	rel := filepath.Join("onnx-shim", ShimBuildID(), "libsluice_silero.so")
 	root := catalogue.ModuleRoot()
 	if root == "" {
 		root = "."
 	}
-	return filepath.Join(root, ".deps", "onnx-shim", ShimBuildID(), "libsluice_silero.so")
+	paths := []string{filepath.Join(root, ".deps", rel)}
+	if p := filepath.Join(filepath.Dir(catalogue.DefaultNPMPrefix()), rel); p != paths[0] {
+		paths = append(paths, p)
+	}
+	return paths
 }
 
 // shimState is struct sluice_silero of shim/silero.c, in C memory: what
@@ -76,10 +86,11 @@ var (
 	shimErrs = map[string]error{}
 )
 
-// loadShim loads the shim from ShimLibrary() once per process and path (a
-// failure is remembered, like loadOrt's).
+// loadShim loads the shim from the first of ShimLibraries() that opens,
+// once per process and list (a failure is remembered, like loadOrt's).
 func loadShim() (*shim, error) {
-	path := ShimLibrary()
+	paths := ShimLibraries()
+	path := strings.Join(paths, "\x00")
 	shimMu.Lock()
 	defer shimMu.Unlock()
 	if s, ok := shims[path]; ok {
@@ -88,7 +99,7 @@ func loadShim() (*shim, error) {
 	if err, ok := shimErrs[path]; ok {
 		return nil, err
 	}
-	s, err := openShim(path)
+	s, err := openShim(paths)
 	if err != nil {
 		shimErrs[path] = err
 		return nil, err
@@ -97,18 +108,18 @@ func loadShim() (*shim, error) {
 	return s, nil
 }
 
-func openShim(path string) (*shim, error) {
-	h, err := native.Open("build it with `make deps` (backends/onnx/shim/build.sh), or set SLUICE_ONNX_SHIM_LIB", path)
+func openShim(paths []string) (*shim, error) {
+	h, err := native.Open("build it with `make deps` (backends/onnx/shim/build.sh), or set SLUICE_ONNX_SHIM_LIB", paths...)
 	if err != nil {
 		return nil, err
 	}
 	s := &shim{}
 	var abi func() int32
 	if err := native.Bind(h, &abi, "sluice_silero_abi", &s.run, "sluice_silero_run"); err != nil {
-		return nil, fmt.Errorf("%w (%s is not Sluice's Silero shim: rebuild with make deps)", err, path)
+		return nil, fmt.Errorf("%w (%s is not Sluice's Silero shim: rebuild with make deps)", err, strings.Join(paths, " or "))
 	}
 	if got, want := abi(), int32(unsafe.Sizeof(shimState{})); got != want {
-		return nil, fmt.Errorf("onnx: %s has a %d-byte state, this build expects %d: rebuild with make deps", path, got, want)
+		return nil, fmt.Errorf("onnx: the Silero shim (%s) has a %d-byte state, this build expects %d: rebuild with make deps", strings.Join(paths, " or "), got, want)
 	}
 	return s, nil
 }
