@@ -65,4 +65,4 @@ bash backends/whisper/shim/build.sh "$NPM_PREFIX" "${SLUICE_WHISPER_ROOT:-.deps/
 # libsluice_silero.so (Silero VAD: all of a request's windows in one native
 # call) into .deps/onnx-shim/<hash> (backends/onnx/shim/build.sh).
 bash backends/onnx/shim/build.sh .deps/onnx-shim >/dev/null
-echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX; whisper: ${SLUICE_WHISPER_ROOT:-.deps/whisper}; onnx shim: .deps/onnx-shim)"
+echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX; whisper: ${SLUICE_WHISPER_ROOT:-.deps/whisper})"
