@@ -39,6 +39,7 @@ const (
 	idxSessionGetInputName       = 36
 	idxSessionGetOutputName      = 37
 	idxCreateRunOptions          = 39
+	idxRunOptionsSetLogSeverity  = 41
 	idxRunOptionsSetTerminate    = 46
 	idxRunOptionsUnsetTerminate  = 47
 	idxCreateTensorWithData      = 49
@@ -105,6 +106,7 @@ type ort struct {
 	inputName            func(sess unsafe.Pointer, i uintptr, alloc, out unsafe.Pointer) status
 	outputName           func(sess unsafe.Pointer, i uintptr, alloc, out unsafe.Pointer) status
 	createRunOptions     func(out unsafe.Pointer) status
+	setRunLogSeverity    func(ro unsafe.Pointer, level int32) status
 	setTerminate         func(ro unsafe.Pointer) status
 	unsetTerminate       func(ro unsafe.Pointer) status
 	createTensor         func(info, data unsafe.Pointer, n uintptr, shape unsafe.Pointer, dims uintptr, typ int32, out unsafe.Pointer) status
@@ -202,7 +204,8 @@ func openOrt(path string) (*ort, error) {
 		{&o.setIntraOp, idxSetIntraOpNumThreads}, {&o.setInterOp, idxSetInterOpNumThreads},
 		{&o.inputCount, idxSessionGetInputCount}, {&o.outputCount, idxSessionGetOutputCount},
 		{&o.inputName, idxSessionGetInputName}, {&o.outputName, idxSessionGetOutputName},
-		{&o.createRunOptions, idxCreateRunOptions}, {&o.setTerminate, idxRunOptionsSetTerminate},
+		{&o.createRunOptions, idxCreateRunOptions}, {&o.setRunLogSeverity, idxRunOptionsSetLogSeverity},
+		{&o.setTerminate, idxRunOptionsSetTerminate},
 		{&o.unsetTerminate, idxRunOptionsUnsetTerminate}, {&o.createTensor, idxCreateTensorWithData},
 		{&o.createCPUMemoryInfo, idxCreateCPUMemoryInfo}, {&o.allocatorFree, idxAllocatorFree},
 		{&o.defaultAllocator, idxGetDefaultAllocator}, {&o.releaseMemoryInfo, idxReleaseMemoryInfo},

@@ -85,6 +85,12 @@ func newSilero(o *ort, path string, opts unsafe.Pointer, w *prepacked) (*silero,
 		return nil, err
 	}
 	s.ro = native.Ptr(native.Uintptr(out, 0))
+	// A terminated run (a cancelled request) comes back as a status; the
+	// run's logger would also print it on stderr as an error.
+	if err := o.check(o.setRunLogSeverity(s.ro, logLevelFatal), "run log level"); err != nil {
+		s.close()
+		return nil, err
+	}
 	s.in = native.Malloc(4 * (sileroContext + sileroWindow))
 	s.state = native.Malloc(4 * sileroState)
 	s.sr = native.Malloc(8)
