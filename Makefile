@@ -223,13 +223,18 @@ bench-all:
 # setting (backends/onnx Options), side by side, SILERO_ROUNDS rounds; each
 # round then runs two single-session processes at once (the baseline a
 # pool of 2 slots should match; their lines are named SileroProcess1 and
-# SileroProcess2, so they do not mix with the one-process figures). About 1 minute a round on 2 loaded cores.
+# SileroProcess2, so they do not mix with the one-process figures), and
+# backends/onnx's BenchmarkSileroPaths: the shim's one native call per
+# request beside the per-window loop it replaced, at 1 and 2 slots. About 1 minute a round on 2 loaded cores.
 SILERO_ROUNDS ?= 3
 bench-silero: models
 	$(GO) test -c -o bin/engines.test ./backends/engines/
+	$(GO) test -c -o bin/onnx.test ./backends/onnx/
 	@for r in $$(seq $(SILERO_ROUNDS)); do \
 	  echo "round $$r: one process"; \
 	  SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench BenchmarkSileroOptions -test.benchtime 24x | grep '^Benchmark' || exit 1; \
+	  echo "round $$r: the shim beside the per-window loop"; \
+	  SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/onnx.test -test.run '^$$' -test.bench BenchmarkSileroPaths -test.benchtime 24x | grep '^Benchmark' || exit 1; \
 	  echo "round $$r: two single-session processes at once"; \
 	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime 24x | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
 	done

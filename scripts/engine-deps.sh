@@ -62,4 +62,7 @@ done
 # gcc and g++ when that folder is missing (backends/whisper/shim/build.sh).
 command -v g++ >/dev/null 2>&1 || { echo "engine-deps: installing g++"; "${SUDO[@]}" apt-get install -y --no-install-recommends g++; }
 bash backends/whisper/shim/build.sh "$NPM_PREFIX" "${SLUICE_WHISPER_ROOT:-.deps/whisper}" >/dev/null
+# libsluice_silero.so (Silero VAD: all of a request's windows in one native
+# call) into .deps/onnx-shim/<hash> (backends/onnx/shim/build.sh).
+bash backends/onnx/shim/build.sh .deps/onnx-shim >/dev/null
 echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX; whisper: ${SLUICE_WHISPER_ROOT:-.deps/whisper})"

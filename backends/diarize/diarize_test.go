@@ -213,9 +213,12 @@ func (c *countingCtx) Err() error {
 }
 
 // diar.engine: a request cancelled at any of the points where the
-// pipeline checks its context (decoding, every Silero window, features,
+// pipeline checks its context (decoding, before Silero, features,
 // clustering, each speaker count) ends with the context's error, and the
-// session answers the next request as before.
+// session answers the next request as before. Silero's windows run in one
+// native call that the context's end terminates through ONNX Runtime's
+// run options (backends/onnx TestShimCancelMidRequest), so they make no
+// checks of their own.
 func TestCancelledAtEveryStage(t *testing.T) {
 	rec := generate(t, evalset.Spec{Name: "c", Speakers: 2, Recordings: 1, Seconds: 4, Seed: 78})
 	s, _, err := New(Config{}).Open(context.Background(), spec(t, `{}`))
@@ -233,7 +236,7 @@ func TestCancelledAtEveryStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := probe.calls
-	if total < 100 {
+	if total < 10 {
 		t.Fatalf("only %d context checks in a %.1f-s request", total, rec.Seconds())
 	}
 	for _, n := range []int{1, total / 2, total - 1} {

@@ -82,9 +82,13 @@ func New(c Config) *Engine {
 	return &Engine{lib: c.Library}
 }
 
-// Available reports whether ONNX Runtime loads from the default library.
+// Available reports whether ONNX Runtime loads from the default library
+// and the Silero shim (ShimLibraries) loads.
 func Available() error {
-	_, err := loadOrt(DefaultLibrary())
+	if _, err := loadOrt(DefaultLibrary()); err != nil {
+		return err
+	}
+	_, err := loadShim()
 	return err
 }
 

@@ -18,7 +18,9 @@ import (
 // threshold (its time less speech_pad_ms), stopped once the probability
 // has stayed under threshold-0.15 for min_silence_ms (the time it fell,
 // plus speech_pad_ms). A Clear or Commit piece changes nothing here: the
-// turns are the transcriber's.
+// turns are the transcriber's. The windows run one native call each as
+// they fill (silero.window), not through the shim's loop: a live session
+// has at most a few windows of audio at a time, paced by real time.
 
 // Live implements backends.LiveEngine.
 func (e *Engine) Live() bool { return true }
@@ -35,7 +37,7 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 	if err := overlayVAD(&p, r.Threshold, r.MinSpeechMS, r.MinSilenceMS, r.SpeechPadMS); err != nil {
 		return backends.Output{}, err
 	}
-	runtime.LockOSThread() // as probabilities: many short native calls
+	runtime.LockOSThread() // as probabilitiesPerWindow: many short native calls
 	defer runtime.UnlockOSThread()
 	v := s.vad
 	defer v.terminateOn(ctx)()

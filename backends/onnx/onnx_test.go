@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
-func checkpoint(t *testing.T) string {
+func checkpoint(t testing.TB) string {
 	t.Helper()
 	native.SkipUnavailable(t, Available())
 	r, err := catalogue.DefaultRecipe(catalogue.DefaultSources(""), catalogue.SileroV5)

@@ -39,6 +39,7 @@ const (
 	idxSessionGetInputName       = 36
 	idxSessionGetOutputName      = 37
 	idxCreateRunOptions          = 39
+	idxRunOptionsSetLogSeverity  = 41
 	idxRunOptionsSetTerminate    = 46
 	idxRunOptionsUnsetTerminate  = 47
 	idxCreateTensorWithData      = 49
@@ -86,6 +87,7 @@ type ort struct {
 	env     unsafe.Pointer
 	cpuMem  unsafe.Pointer
 	alloc   unsafe.Pointer // default allocator (names returned by ORT)
+	runFn   uintptr        // OrtApi Run, for the Silero shim's loop
 
 	getErrorCode         func(st status) int32
 	getErrorMessage      func(st status) unsafe.Pointer
@@ -104,6 +106,7 @@ type ort struct {
 	inputName            func(sess unsafe.Pointer, i uintptr, alloc, out unsafe.Pointer) status
 	outputName           func(sess unsafe.Pointer, i uintptr, alloc, out unsafe.Pointer) status
 	createRunOptions     func(out unsafe.Pointer) status
+	setRunLogSeverity    func(ro unsafe.Pointer, level int32) status
 	setTerminate         func(ro unsafe.Pointer) status
 	unsetTerminate       func(ro unsafe.Pointer) status
 	createTensor         func(info, data unsafe.Pointer, n uintptr, shape unsafe.Pointer, dims uintptr, typ int32, out unsafe.Pointer) status
@@ -201,7 +204,8 @@ func openOrt(path string) (*ort, error) {
 		{&o.setIntraOp, idxSetIntraOpNumThreads}, {&o.setInterOp, idxSetInterOpNumThreads},
 		{&o.inputCount, idxSessionGetInputCount}, {&o.outputCount, idxSessionGetOutputCount},
 		{&o.inputName, idxSessionGetInputName}, {&o.outputName, idxSessionGetOutputName},
-		{&o.createRunOptions, idxCreateRunOptions}, {&o.setTerminate, idxRunOptionsSetTerminate},
+		{&o.createRunOptions, idxCreateRunOptions}, {&o.setRunLogSeverity, idxRunOptionsSetLogSeverity},
+		{&o.setTerminate, idxRunOptionsSetTerminate},
 		{&o.unsetTerminate, idxRunOptionsUnsetTerminate}, {&o.createTensor, idxCreateTensorWithData},
 		{&o.createCPUMemoryInfo, idxCreateCPUMemoryInfo}, {&o.allocatorFree, idxAllocatorFree},
 		{&o.defaultAllocator, idxGetDefaultAllocator}, {&o.releaseMemoryInfo, idxReleaseMemoryInfo},
@@ -220,6 +224,7 @@ func openOrt(path string) (*ort, error) {
 		}
 		purego.RegisterFunc(f.fn, fp)
 	}
+	o.runFn = native.Uintptr(api, idxRun*8)
 	out := native.Malloc(8)
 	defer native.Free(out)
 	logid := native.CString("sluice")

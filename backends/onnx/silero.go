@@ -28,9 +28,12 @@ var (
 
 // silero is one OrtSession of the Silero model with its tensors bound to C
 // buffers that live as long as the session, so a window costs one Run and
-// no allocation.
+// no allocation. A request's windows run in the shim (shim/silero.c), in
+// one native call; the live path runs them one call each as audio arrives.
 type silero struct {
 	o        *ort
+	shim     *shim
+	shimSt   *shimState // C memory: the shim's view of the buffers below
 	sess     unsafe.Pointer
 	ro       unsafe.Pointer // OrtRunOptions: terminated when a request's context ends
 	in       unsafe.Pointer // float32[64+512]
@@ -42,11 +45,23 @@ type silero struct {
 	values   unsafe.Pointer // OrtValue*[5]: 3 inputs then 2 outputs
 	inNames  unsafe.Pointer // char*[3]
 	outNames unsafe.Pointer // char*[2]
+
+	// perWindow is a test hook: probabilities runs the per-window Go loop
+	// (one native call per window, the live path's), the reference the
+	// shim's output is compared with and measured against.
+	perWindow bool
+	// lockThread is a test hook: probabilities keeps the goroutine on one
+	// OS thread for the shim's call (measured against not doing so).
+	lockThread bool
 }
 
 // newSilero opens the model at path with opts (sharing the pre-packed
 // weights of w when it is not nil) and checks it is Silero v5.
 func newSilero(o *ort, path string, opts unsafe.Pointer, w *prepacked) (*silero, error) {
+	sh, err := loadShim()
+	if err != nil {
+		return nil, err
+	}
 	out := native.Malloc(8)
 	defer native.Free(out)
 	cpath := native.CString(path)
@@ -60,7 +75,7 @@ func newSilero(o *ort, path string, opts unsafe.Pointer, w *prepacked) (*silero,
 	if err := o.check(st, "load model "+path); err != nil {
 		return nil, err
 	}
-	s := &silero{o: o, sess: native.Ptr(native.Uintptr(out, 0))}
+	s := &silero{o: o, shim: sh, sess: native.Ptr(native.Uintptr(out, 0))}
 	if err := s.checkSignature(); err != nil {
 		s.close()
 		return nil, err
@@ -70,6 +85,12 @@ func newSilero(o *ort, path string, opts unsafe.Pointer, w *prepacked) (*silero,
 		return nil, err
 	}
 	s.ro = native.Ptr(native.Uintptr(out, 0))
+	// A terminated run (a cancelled request) comes back as a status; the
+	// run's logger would also print it on stderr as an error.
+	if err := o.check(o.setRunLogSeverity(s.ro, logLevelFatal), "run log level"); err != nil {
+		s.close()
+		return nil, err
+	}
 	s.in = native.Malloc(4 * (sileroContext + sileroWindow))
 	s.state = native.Malloc(4 * sileroState)
 	s.sr = native.Malloc(8)
@@ -103,6 +124,9 @@ func newSilero(o *ort, path string, opts unsafe.Pointer, w *prepacked) (*silero,
 		}
 		vals[i] = native.Ptr(native.Uintptr(out, 0))
 	}
+	s.shimSt = (*shimState)(native.Malloc(int(unsafe.Sizeof(shimState{}))))
+	*s.shimSt = shimState{run: o.runFn, session: s.sess, runOptions: s.ro, inputNames: s.inNames, outputNames: s.outNames,
+		values: s.values, in: s.in, state: s.state, prob: s.prob, stateOut: s.stateOut}
 	return s, nil
 }
 
@@ -146,13 +170,55 @@ func (s *silero) checkSignature() error {
 // 512-sample window (the last window zero-padded). The state and context
 // start at zero, so the result depends on this audio alone. A cancelled
 // context terminates the run in progress through the run options.
+//
+// All the windows run in one native call (the shim's loop; a 10 s clip is
+// 313 windows of about 100 us each). One call per window made the Go
+// scheduler retake the P of the goroutine in each call when no P was idle
+// (sysmon's retake, then handoffp starting a spinning M): with 2 slots on
+// GOMAXPROCS=2 that cost kernel time and futex wake-ups per window, and
+// 1->2 slot scaling stayed at 1.4-1.5x (docs/design.md, "Silero: one
+// native call per request"). The per-window loop also held its OS thread
+// for the request (it measured 1.07-1.17x without that); around one call
+// holding it measured no different (BenchmarkSileroPaths, shim-locked),
+// so this path does not.
 func (s *silero) probabilities(ctx context.Context, samples []float32) ([]float32, error) {
-	// A request makes one short native call per 512-sample window (about
-	// 10,000 a second per slot). Keeping the goroutine on one OS thread for
-	// the whole request keeps ONNX Runtime's and malloc's per-thread state
-	// warm and spares the scheduler a thread hand-off after calls whose P it
-	// retook: `make bench-engines` measured 1->2 slot scaling of 1.07-1.17x
-	// without it and 1.31-1.56x with it, in alternating runs.
+	if s.perWindow {
+		return s.probabilitiesPerWindow(ctx, samples)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := (len(samples) + sileroWindow - 1) / sileroWindow
+	probs := make([]float32, n)
+	if n == 0 {
+		return probs, nil
+	}
+	if s.lockThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	defer s.terminateOn(ctx)()
+	s.reset()
+	// Go memory for the length of the call: samples and probs hold no Go
+	// pointers, and the Go heap does not move.
+	st := s.shim.run(unsafe.Pointer(s.shimSt), unsafe.Pointer(unsafe.SliceData(samples)), int64(len(samples)), unsafe.Pointer(unsafe.SliceData(probs)))
+	runtime.KeepAlive(samples)
+	runtime.KeepAlive(probs)
+	if err := s.o.check(st, "run"); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return probs, nil
+}
+
+// probabilitiesPerWindow is probabilities with one native call per window
+// (the live path's way), kept as the shim's reference. It holds the OS
+// thread across the calls, as the live path does: many short native
+// calls keep ONNX Runtime's and malloc's per-thread state warm and spare
+// the scheduler a thread hand-off after calls whose P it retook.
+func (s *silero) probabilitiesPerWindow(ctx context.Context, samples []float32) ([]float32, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer s.terminateOn(ctx)()
@@ -229,7 +295,7 @@ func (s *silero) close() {
 	if s.sess != nil {
 		o.releaseSession(s.sess)
 	}
-	for _, p := range []unsafe.Pointer{s.in, s.state, s.sr, s.prob, s.stateOut, s.shapes, s.values} {
+	for _, p := range []unsafe.Pointer{s.in, s.state, s.sr, s.prob, s.stateOut, s.shapes, s.values, unsafe.Pointer(s.shimSt)} {
 		native.Free(p)
 	}
 	native.FreeCStrings(s.inNames, len(sileroInputs))

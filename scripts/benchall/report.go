@@ -128,6 +128,8 @@ var baselineRules = []baselineRule{
 	{regexp.MustCompile(`^BenchmarkEngines/(.+)/slots=([2-9]|1\d)$`), "BenchmarkEngines/$1/slots=1", "req/s"},
 	{regexp.MustCompile(`^BenchmarkSileroOptions/(.+)/slots=2$`), "BenchmarkSileroOptions/$1/slots=1", "req/s"},
 	{regexp.MustCompile(`^BenchmarkSileroOptions/(.+)/(slots=\d+)$`), "BenchmarkSileroOptions/default/$2", "cpu-ms/req"},
+	{regexp.MustCompile(`^BenchmarkSileroPaths/(.+)/slots=2$`), "BenchmarkSileroPaths/$1/slots=1", "req/s"},
+	{regexp.MustCompile(`^BenchmarkSileroPaths/(shim.*)/(slots=\d+)$`), "BenchmarkSileroPaths/per-window/$2", "sys-ms/req"},
 }
 
 type pair struct {
