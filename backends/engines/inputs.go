@@ -10,18 +10,12 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/backends/internal/speech"
 )
 
 // Commands are the short spoken commands of the checks: flite speaks them
 // for the TTS rows, and their audio feeds the ASR and VAD rows.
-var Commands = []string{
-	"Turn on the kitchen lights.",
-	"Set a timer for ten minutes.",
-	"What is the weather like today?",
-	"Open the garage door.",
-	"Play some music in the living room.",
-	"Call my sister at six o'clock.",
-}
+var Commands = speech.Commands()
 
 // Inputs returns the standard requests for each task: TTS requests for
 // Commands; for ASR and VAD, flite's audio of Commands (VAD with a second

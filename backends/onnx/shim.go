@@ -1,9 +1,7 @@
 package onnx
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,10 +26,7 @@ var (
 // ShimBuildID returns the shim's build folder name: the first 12 hex
 // digits of the SHA-256 of shim/silero.c followed by shim/build.sh.
 func ShimBuildID() string {
-	h := sha256.New()
-	h.Write(shimSource)
-	h.Write(shimScript)
-	return hex.EncodeToString(h.Sum(nil))[:12]
+	return native.SourceHash(shimSource, shimScript)
 }
 
 // ShimLibraries returns where the Silero shim library may be, in the

@@ -17,19 +17,8 @@ import (
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/internal/native"
+	"github.com/sluice-dev/sluice/backends/internal/speech"
 )
-
-// vadCommands are spoken by flite for the standard VAD inputs, as
-// backends/engines.Inputs does (its Commands, each with a second of
-// silence either side), beside jfk.wav.
-var vadCommands = []string{
-	"Turn on the kitchen lights.",
-	"Set a timer for ten minutes.",
-	"What is the weather like today?",
-	"Open the garage door.",
-	"Play some music in the living room.",
-	"Call my sister at six o'clock.",
-}
 
 var (
 	stdOnce sync.Once
@@ -50,7 +39,7 @@ func standardVAD(t testing.TB) [][]byte {
 			return
 		}
 		defer fs.Close(ctx)
-		for _, c := range vadCommands {
+		for _, c := range speech.Commands() {
 			in, _ := json.Marshal(audio.TTSRequest{Text: c})
 			out, err := fs.Infer(ctx, backends.Request{Input: in}, nil)
 			if err != nil {

@@ -1,9 +1,7 @@
 package whisper
 
 import (
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,9 +34,6 @@ var cpuFeatures = []string{"avx", "avx2", "fma", "f16c", "sse3", "ssse3"}
 // "1.5.0-<hash>-<features>[-<backend>]". SLUICE_WHISPER_FEATURES and
 // SLUICE_WHISPER_BACKEND (opencl, cuda) change it as they change build.sh's.
 func BuildID() string {
-	h := sha256.New()
-	h.Write(shimSource)
-	h.Write(buildScript)
 	feat := os.Getenv("SLUICE_WHISPER_FEATURES")
 	if feat == "" {
 		feat = hostFeatures()
@@ -46,7 +41,7 @@ func BuildID() string {
 	if feat == "" {
 		feat = "none"
 	}
-	id := Version + "-" + hex.EncodeToString(h.Sum(nil))[:12] + "-" + feat
+	id := Version + "-" + native.SourceHash(shimSource, buildScript) + "-" + feat
 	if b := os.Getenv("SLUICE_WHISPER_BACKEND"); b != "" && b != "cpu" {
 		id += "-" + b
 	}

@@ -12,6 +12,8 @@
 package native
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -196,4 +198,17 @@ func SkipUnavailable(t TB, err error) {
 		t.Fatalf("engine required (SLUICE_REQUIRE_ENGINES is set) but unavailable: %v", err)
 	}
 	t.Skipf("engine not installed, skipping (run `make deps`, or set SLUICE_REQUIRE_ENGINES=1 to fail instead): %v", err)
+}
+
+// SourceHash is the build folder name of a shim compiled from embedded
+// sources: the first 12 hex digits of the SHA-256 of parts in order, as
+// the shims' build.sh scripts compute it (sha256sum of the files
+// concatenated), so a changed source is a new folder, never a stale
+// library.
+func SourceHash(parts ...[]byte) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
 }
