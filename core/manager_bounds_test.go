@@ -79,3 +79,25 @@ func TestCancelBulkWithdrawsMemberAtIndexZero(t *testing.T) {
 		t.Fatalf("a withdrawn member unloaded a: %+v", st)
 	}
 }
+
+// ops.ready.reconfigure: a targeted manager's Done carries the model's
+// status at the moment it finished (the runtime answers the PUT with it);
+// a bulk's members finish without an effect of their own.
+func TestManagerDoneCarriesStatus(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.register("a", cfg(2), capacity)
+	meta := cfg(2)
+	meta.MaxQueue = 7
+	a := h.apply("a", meta)
+	h.expect(a, "done")
+	st := h.res[a].Status
+	if st == nil || st.ConfigVersion != 2 || st.State != Ready || !st.Loaded {
+		t.Fatalf("Done's status %+v, want version 2, ready and loaded", st)
+	}
+	u := h.manager("a", OpUnload)
+	h.completeAll(capacity)
+	h.expect(u, "done")
+	if st := h.res[u].Status; st == nil || st.Loaded {
+		t.Fatalf("unload's Done status %+v, want unloaded", st)
+	}
+}
