@@ -309,7 +309,8 @@ conformance:
 # campaign, the conformance suite in process), each its own test command,
 # and prints per mutant which checks killed it (scripts/mutation).
 # MUTATION_FILES picks the core files (a regexp; default ticket.go, 22
-# mutants, about 20 minutes on 2 cores; all of core is about 900 mutants).
+# mutants, about 20 minutes on 2 cores; manager.go, 56 mutants, 53 minutes;
+# all of core is 667 mutants, about 10 hours).
 MUTATION_FILES ?= ^ticket\.go$$
 mutation:
 	$(GO) run ./scripts/mutation -files '$(MUTATION_FILES)'
