@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -190,37 +189,16 @@ func runWorkload(t *testing.T, bin, models string, w workload) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"serve"}, args...)...)
 	cmd.Env = env
-	stderr, err := cmd.StderrPipe()
+	p, err := listenlog.Start(ctx, cmd)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("sluice (args %q): %v", args, err)
 	}
-	var mu sync.Mutex
-	var logs strings.Builder
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addrc, done := listenlog.Scan(stderr, func(line string) {
-		mu.Lock()
-		logs.WriteString(line + "\n")
-		mu.Unlock()
-	})
 	fail := func(format string, args ...any) {
 		t.Helper()
-		_ = cmd.Process.Kill()
-		<-done
-		_ = cmd.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("%s\nserver log:\n%s", fmt.Sprintf(format, args...), logs.String())
+		p.Kill()
+		t.Fatalf("%s\nserver log:\n%s", fmt.Sprintf(format, args...), p.Log())
 	}
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-done:
-		fail("sluice exited before listening (args %q)", args)
-	case <-ctx.Done():
-		fail("sluice did not listen within the limit")
-	}
+	addr := p.Addr
 	client := &http.Client{Timeout: 30 * time.Second}
 	get := func(path, host string, key bool) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+path, nil)
@@ -274,8 +252,8 @@ func runWorkload(t *testing.T, bin, models string, w workload) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	if err := cmd.Wait(); err != nil {
+	<-p.Done()
+	if err := p.Err(); err != nil {
 		fail("exit after SIGTERM: %v", err)
 	}
 }

@@ -221,18 +221,18 @@ func (h *harness) stuckExit(transcribe bool) string {
 		}
 	}
 	begin := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return "error: " + err.Error()
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(90 * time.Second):
 		return "> 90 s"
 	}
 	took := time.Since(begin)
 	status := 0
 	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
+	if errors.As(p.Err(), &ee) {
 		status = ee.ExitCode()
 	}
 	return fmt.Sprintf("%.2f s [exit %d]", took.Seconds(), status)

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -35,12 +34,8 @@ type harness struct {
 
 // proc is one running server.
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	logs *bytes.Buffer
-	mu   sync.Mutex
-	done chan struct{}
-	err  error
+	*listenlog.Proc
+	url string
 }
 
 // start runs the server (through prefix, e.g. prlimit) and waits up to 60 s
@@ -49,48 +44,20 @@ func (h *harness) start(prefix []string, extra ...string) (*proc, error) {
 	args := append(append([]string{}, prefix...), h.bin, "serve", "--parallel-jobs", "--ui-management", "--fixture",
 		"--models-root", h.root, "--listen", "127.0.0.1:0")
 	args = append(args, extra...)
-	cmd := exec.Command(args[0], args[1:]...)
-	pr, err := cmd.StderrPipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := listenlog.Start(ctx, exec.Command(args[0], args[1:]...))
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{})}
-	addr, scanned := listenlog.Scan(pr, func(line string) {
-		p.mu.Lock()
-		p.logs.WriteString(line + "\n")
-		p.mu.Unlock()
-	})
-	go func() {
-		<-scanned
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("%s exited before listening: %v\n%s", h.bin, p.err, p.log())
-	case <-time.After(60 * time.Second):
-		p.kill()
-		return nil, fmt.Errorf("%s did not listen within 60 s", h.bin)
-	}
-}
-
-func (p *proc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+	return &proc{Proc: p, url: "http://" + p.Addr}, nil
 }
 
 // kill ends the process and waits for it (at most 10 s).
 func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
+	_ = p.Cmd.Process.Kill()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(10 * time.Second):
 	}
 }
@@ -98,7 +65,7 @@ func (p *proc) kill() {
 // cpu returns utime+stime of the process in seconds (/proc/PID/stat, in
 // clock ticks of 1/100 s, Linux's USER_HZ).
 func (p *proc) cpu() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
@@ -117,7 +84,7 @@ func (p *proc) cpu() (float64, error) {
 
 // status returns a /proc/PID/status field in MiB (VmHWM, VmRSS).
 func (p *proc) status(field string) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}

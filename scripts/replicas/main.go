@@ -196,7 +196,7 @@ func oneRun(o options, config string, r *result) error {
 				}
 				gone = n
 				start := time.Now()
-				reps[1].kill()
+				reps[1].Kill()
 				if err := px.await(ctx, "s2", "DOWN"); err != nil {
 					return err
 				}

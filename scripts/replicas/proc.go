@@ -26,10 +26,7 @@ import (
 // replica is one sluice serve process.
 type replica struct {
 	name, addr string
-	cmd        *exec.Cmd
-	done       chan struct{} // closed when the process has exited
-	mu         sync.Mutex
-	log        strings.Builder
+	*listenlog.Proc
 }
 
 // freePort returns a loopback port nobody listens on now.
@@ -46,57 +43,20 @@ func freePort() (string, error) {
 // for its listening line (its startup models are loaded by then).
 func startReplica(ctx context.Context, bin, name, addr, config string, extra []string) (*replica, error) {
 	args := append([]string{"serve", "--parallel-jobs", "--fixture", "--listen", addr, "--config", config}, extra...)
-	r := &replica{name: name, addr: addr, done: make(chan struct{})}
-	r.cmd = exec.Command(bin, args...)
-	stderr, err := r.cmd.StderrPipe()
+	p, err := listenlog.Start(ctx, exec.Command(bin, args...))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("replicas: %s: %w", name, err)
 	}
-	if err := r.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("replicas: start %s: %w", name, err)
-	}
-	addrc, scanned := listenlog.Scan(stderr, func(line string) {
-		r.mu.Lock()
-		if r.log.Len() < 1<<20 {
-			r.log.WriteString(line + "\n")
-		}
-		r.mu.Unlock()
-	})
-	go func() {
-		<-scanned
-		_ = r.cmd.Wait()
-		close(r.done)
-	}()
-	select {
-	case <-addrc:
-		return r, nil
-	case <-r.done:
-		return nil, fmt.Errorf("replicas: %s exited before listening:\n%s", name, r.logText())
-	case <-ctx.Done():
-		r.kill()
-		return nil, fmt.Errorf("replicas: %s did not listen: %w", name, ctx.Err())
-	}
-}
-
-func (r *replica) logText() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.log.String()
-}
-
-// kill ends the process at once (SIGKILL) and waits for it.
-func (r *replica) kill() {
-	_ = r.cmd.Process.Signal(syscall.SIGKILL)
-	<-r.done
+	return &replica{name: name, addr: addr, Proc: p}, nil
 }
 
 // stop ends the process with SIGTERM, as an orchestrator would.
 func (r *replica) stop() {
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	_ = r.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-r.done:
+	case <-r.Done():
 	case <-time.After(30 * time.Second):
-		r.kill()
+		r.Kill()
 	}
 }
 
