@@ -251,9 +251,6 @@ func (m *Machine) ProbeDone(now int64, j Job, capacity int, failed bool) error {
 		return err
 	}
 	m.begin(RejectOther)
-	if failed || capacity < md.pend.Slots {
-		m.why = RejectLoadFailed
-	}
 	cfg := md.pend
 	md.pend = nil
 	md.state = Unloaded
@@ -262,8 +259,10 @@ func (m *Machine) ProbeDone(now int64, j Job, capacity int, failed bool) error {
 	}
 	switch {
 	case failed:
+		m.why = RejectLoadFailed
 		m.managerDone(h, EfReject, CodeBackend)
 	case capacity < cfg.Slots:
+		m.why = RejectLoadFailed
 		m.managerDone(h, EfReject, CodeInvalid)
 	default:
 		m.replace(now, h, cfg)

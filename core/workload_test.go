@@ -32,7 +32,8 @@ type observed struct {
 	granted bool
 	known   []string // bulk: IDs registered at submission
 	unknown []string
-	seenBy  int // step of the terminal or grant effect
+	cfg     *Config // manager: OpApply's config
+	seenBy  int     // step of the terminal or grant effect
 }
 
 type workload struct {
@@ -49,6 +50,10 @@ type workload struct {
 	records []Record
 	shut    bool
 	pub     map[Handle]bool // published pools, from Publish to Retire
+	// cur is the event observe checks the effects of (nil for a refused
+	// call), and job the start effect of the job it completes.
+	cur *Event
+	job Effect
 }
 
 func newWorkload(c chooser, opts Options) (*workload, error) {
@@ -168,6 +173,13 @@ func (w *workload) apply(ev Event) error {
 			}
 		}
 	}
+	w.cur, w.job = &ev, Effect{}
+	defer func() { w.cur = nil }()
+	for _, e := range w.jobs {
+		if e.Job == ev.Job && ev.Job != 0 {
+			w.job = e
+		}
+	}
 	tk, err := w.m.Step(ev)
 	if err != nil {
 		return fmt.Errorf("step %d %s: %w", w.step, ev.Kind, err)
@@ -176,7 +188,7 @@ func (w *workload) apply(ev Event) error {
 	switch ev.Kind {
 	case EvSubmitRequest, EvSubmitManager, EvSubmitBulkUnload:
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
-		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown}
+		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config}
 		w.live = append(w.live, tk)
 		if ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.shut && ev.Config.Validate() == nil {
 			w.reg[ev.Model] = true
@@ -202,6 +214,9 @@ func (w *workload) observe() error {
 	w.m.Advance()
 	if inv != nil {
 		return fmt.Errorf("step %d: %w", w.step, inv)
+	}
+	if err := w.checkReasons(effs); err != nil {
+		return err
 	}
 	for _, e := range effs {
 		// Pools as the effects say, in order: a Publish of a complete pool
@@ -263,6 +278,89 @@ func (w *workload) observe() error {
 		if h, ok := w.m.Lookup(g.model); ok && w.m.Status(h).ConfigVersion != e.Version {
 			return fmt.Errorf("step %d: grant bound to v%d, committed v%d", w.step, e.Version, w.m.Status(h).ConfigVersion)
 		}
+	}
+	return nil
+}
+
+// checkReasons checks why tickets were rejected against the event that
+// rejected them: load_failed only from a job that failed (or reported too
+// small a capacity) or the teardown after it, and a probe's outcome for the
+// manager that asked for it (CONTRACT.md fail.capacity-probe): a failed
+// probe is internal_error and too small a capacity invalid_request, both
+// load_failed; a probe that fits answers the manager only when residency
+// refuses the replacement's load at once (no_room).
+func (w *workload) checkReasons(effs []Effect) error {
+	ev := w.cur
+	if ev == nil {
+		if len(effs) > 0 {
+			return fmt.Errorf("step %d: a refused call emitted %d effects", w.step, len(effs))
+		}
+		return nil
+	}
+	// The probing manager: the earliest manager of the probed model that
+	// has not ended (managers are granted one at a time, in arrival order).
+	var mgr Ticket
+	var mcfg *Config
+	if ev.Kind == EvProbeDone {
+		first := 0
+		for tk, o := range w.obs {
+			if o.kind == "manager" && !o.ended && o.model == w.m.ID(w.job.Model) && (mcfg == nil || o.arrival < first) {
+				mgr, mcfg, first = tk, o.cfg, o.arrival
+			}
+		}
+		if mcfg == nil {
+			return fmt.Errorf("step %d: ProbeDone on %s, which has no granted reconfigure", w.step, w.m.ID(w.job.Model))
+		}
+	}
+	small := false // the completed load or probe reported too small a capacity
+	switch ev.Kind {
+	case EvLoadDone:
+		small = ev.Capacity < w.m.Config(w.job.Model).Slots
+	case EvProbeDone:
+		small = ev.Capacity < mcfg.Slots
+	}
+	answered := false
+	for _, e := range effs {
+		if e.Kind == EfReject && e.Reason == RejectLoadFailed {
+			ok := false
+			switch ev.Kind {
+			case EvLoadDone, EvProbeDone:
+				ok = ev.Failed || small
+			case EvCloneDone:
+				ok = ev.Failed
+			case EvTeardownDone:
+				ok = true // the private sessions of a failed build are gone
+			}
+			if !ok {
+				return fmt.Errorf("step %d: %s (failed=%v capacity=%d) rejected ticket %d for load_failed",
+					w.step, ev.Kind, ev.Failed, ev.Capacity, e.Ticket)
+			}
+		}
+		if mgr == 0 || e.Ticket != mgr || (e.Kind != EfReject && e.Kind != EfDone) {
+			continue
+		}
+		answered = true
+		want := CodeBackend
+		if !ev.Failed {
+			want = CodeInvalid
+		}
+		if !ev.Failed && !small {
+			// The replacement loads at once when nothing was published,
+			// and residency may refuse that load.
+			if e.Kind != EfReject || e.Code != CodeServerBusy || e.Reason != RejectNoRoom {
+				return fmt.Errorf("step %d: a probe of capacity %d for slots %d answered its manager %s %s %q", w.step,
+					ev.Capacity, mcfg.Slots, e.Kind, e.Code, e.Reason)
+			}
+			continue
+		}
+		if e.Kind != EfReject || e.Code != want || e.Reason != RejectLoadFailed {
+			return fmt.Errorf("step %d: a probe (failed=%v capacity=%d slots=%d) answered its manager %s %s %q, want Reject %s load_failed",
+				w.step, ev.Failed, ev.Capacity, mcfg.Slots, e.Kind, e.Code, e.Reason, want)
+		}
+	}
+	if mgr != 0 && (ev.Failed || small) && !answered {
+		return fmt.Errorf("step %d: a probe (failed=%v capacity=%d slots=%d) left its manager unanswered", w.step,
+			ev.Failed, ev.Capacity, mcfg.Slots)
 	}
 	return nil
 }
