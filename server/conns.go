@@ -353,6 +353,17 @@ func (c *trackedConn) Close() error {
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
+	if c.t.stopping.Load() {
+		// The slice's deadline counts from the last progress, computed now:
+		// a tick the slice loop ran late (or not yet) must not fail a
+		// client that kept sending.
+		c.mu.Lock()
+		if c.readDeadline {
+			c.sliceRead = time.Unix(0, max(c.lastRead.Load(), c.t.start.Load())).Add(stallSlice)
+			_ = c.applyReadLocked()
+		}
+		c.mu.Unlock()
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.t.stopping.Load() {
 		c.lastRead.Store(time.Now().UnixNano())
@@ -370,6 +381,16 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 		if wt := c.t.writeTimeout; wt > 0 {
 			c.wmu.Lock()
 			c.pieceWrite = time.Now().Add(wt)
+			_ = c.applyWriteLocked()
+			c.wmu.Unlock()
+		}
+		if c.t.stopping.Load() {
+			// Each piece has one slice to make progress, from its start:
+			// the slice loop keeps no deadline on a connection that is not
+			// writing, so a handler that waited (for a load, say) while the
+			// loop ran late is not failed by a deadline set for nothing.
+			c.wmu.Lock()
+			c.sliceWrite = time.Now().Add(stallSlice)
 			_ = c.applyWriteLocked()
 			c.wmu.Unlock()
 		}
@@ -443,13 +464,15 @@ func (c *trackedConn) clearReadDeadlineLocked() {
 }
 
 // tick sets the connection's deadlines for one slice: stallSlice after the
-// later of its last progress and the start of shutdown.
-func (c *trackedConn) tick(now time.Time, start int64) {
+// later of its last progress and the start of shutdown. A connection that
+// is not writing gets no write deadline from the loop (each piece it
+// writes sets its own, trackedConn.Write).
+func (c *trackedConn) tick(_ time.Time, start int64) {
 	c.wmu.Lock()
 	if c.writing.Load() {
 		c.sliceWrite = time.Unix(0, max(c.lastWrite.Load(), start)).Add(stallSlice)
 	} else {
-		c.sliceWrite = now.Add(stallSlice)
+		c.sliceWrite = time.Time{}
 	}
 	_ = c.applyWriteLocked()
 	c.wmu.Unlock()

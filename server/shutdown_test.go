@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -238,5 +239,74 @@ func TestLogStuckWorkNamesStuckRequests(t *testing.T) {
 	ts.deadlineExpected = true
 	if err := <-shut; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("shutdown past its deadline: %v", err)
+	}
+}
+
+// loopbackPair returns the two ends of one loopback TCP connection, the
+// server's wrapped in a trackedConn of tr.
+func loopbackPair(t *testing.T, tr *connTracker) (*trackedConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return &trackedConn{Conn: server, t: tr}, client
+}
+
+// A slice loop that ran late (its tick's time a second old, as a ticker's
+// value is when it fired) must not fail the answer of a handler that waited
+// without I/O meanwhile, for a load say: such a connection gets no write
+// deadline from the loop, and each piece written gets its own slice
+// (CONTRACT.md time.shutdown-stalled-io). Before, the late tick's deadline
+// had passed and the answer failed at once: a manager admitted before
+// shutdown lost its 200 (ops.shutting-down.infer, about 1 run in 10 under
+// the race detector).
+func TestShutdownLateTickSparesWaitingHandler(t *testing.T) {
+	tr := newConnTracker()
+	start := time.Now().Add(-2 * time.Second)
+	tr.beginShutdown(start)
+	c, client := loopbackPair(t, tr)
+	c.inHandler = true // past its body: waits for the runtime
+	c.tick(time.Now().Add(-time.Second), start.UnixNano())
+	if _, err := c.Write([]byte("answer")); err != nil {
+		t.Fatalf("the waiting handler's answer failed: %v", err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "answer" {
+		t.Fatalf("client read %q, %v", buf, err)
+	}
+}
+
+// The same for a client still sending its header or body: a read's slice
+// counts from its last progress when the read starts, not from the last
+// tick.
+func TestShutdownLateTickSparesSendingClient(t *testing.T) {
+	tr := newConnTracker()
+	start := time.Now().Add(-2 * time.Second)
+	tr.beginShutdown(start)
+	c, client := loopbackPair(t, tr)
+	c.tick(time.Now().Add(-time.Second), start.UnixNano()) // header phase: a read deadline, long past
+	c.lastRead.Store(time.Now().UnixNano())                // the client made progress since
+	if _, err := client.Write([]byte("GET")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("a client that kept sending was cut: %v", err)
+	}
+	// A client that made no progress for a slice still fails.
+	c.lastRead.Store(time.Now().Add(-time.Second).UnixNano())
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a stalled client's read: %v", err)
 	}
 }
