@@ -122,24 +122,29 @@ const EvidenceWriteEnv = "SLUICE_CONFORMANCE_WRITE_EVIDENCE"
 // checkRunEvidence compares the verdicts of the cases that ran with the
 // committed run evidence, so that CONTRACT.md's labels cannot outlive what
 // they stand for (a case that is now skipped or failing); with
-// EvidenceWriteEnv a run of every case writes the evidence instead.
+// EvidenceWriteEnv a run of every case writes the evidence instead. It runs
+// in TestConformance's Cleanup, after the parallel cases, and so reports
+// with t.Error, never t.Fatal: a FailNow there makes go test drop the
+// output of every failed case, and a CI log without -v then says only FAIL.
 func checkRunEvidence(t *testing.T, s *Suite, ran map[string]string) {
 	path := "../" + EvidenceFile
 	if os.Getenv(EvidenceWriteEnv) != "" {
 		if len(ran) != len(s.Cases) {
-			t.Fatalf("%s: only %d of %d cases ran; the evidence needs a run of every case", EvidenceWriteEnv, len(ran), len(s.Cases))
+			t.Errorf("%s: only %d of %d cases ran; the evidence needs a run of every case", EvidenceWriteEnv, len(ran), len(s.Cases))
+			return
 		}
 		if err := (&RunEvidence{Cases: ran}).Write(path); err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
 		return
 	}
 	rec, err := ReadRunEvidence(path)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
 	}
 	if err := rec.Drift(ran); err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 }
 
