@@ -45,3 +45,21 @@ func TestPairsMediansAndRatios(t *testing.T) {
 		t.Errorf("pairs %v, want exactly %v", got, want)
 	}
 }
+
+func TestSchedulerShare(t *testing.T) {
+	out := strings.Join([]string{
+		"BenchmarkHandoff/slots=1/runtime-acquire-2 	 10	 1000 ns/op",
+		"BenchmarkEngines/espeak-en/slots=1-2 	 24	 2500000 ns/op	 354.4 req/s",
+	}, "\n")
+	got := schedulerShare(parseBench(out))
+	if !strings.Contains(got, "0.040% of an espeak request (BenchmarkEngines/espeak-en/slots=1 2.50 ms/op); meets") {
+		t.Fatalf("share line %q", got)
+	}
+	if got := schedulerShare(parseBench("BenchmarkEngines/espeak-en/slots=1-2 	 24	 1000 ns/op")); got != "" {
+		t.Fatalf("a line without the runtime's figure: %q", got)
+	}
+	slow := strings.Replace(out, "1000 ns/op", "5000 ns/op", 1)
+	if got := schedulerShare(parseBench(slow)); !strings.Contains(got, "0.200%") || !strings.Contains(got, "misses") {
+		t.Fatalf("a share over the target: %q", got)
+	}
+}

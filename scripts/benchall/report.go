@@ -39,6 +39,15 @@ func (r report) markdown() string {
 		}
 	}
 	b.WriteString("\n")
+	all := map[string]map[string]float64{}
+	for _, run := range r.runs {
+		for n, m := range parseBench(run.output) {
+			all[n] = m
+		}
+	}
+	if line := schedulerShare(all); line != "" {
+		b.WriteString(line + "\n\n")
+	}
 	for _, run := range r.runs {
 		fmt.Fprintf(&b, "## make %s\n\n", run.target)
 		status := "ok"
@@ -59,6 +68,31 @@ func (r report) markdown() string {
 		b.WriteString("```text\n" + strings.TrimRight(run.output, "\n") + "\n```\n\n")
 	}
 	return b.String()
+}
+
+// Scheduler's share of a request: the runtime's acquire and release at one
+// slot (bench-runtime) against the cheapest real engine's request, espeak's
+// (bench-engines); the target is under 0.1%.
+const (
+	shareFigure = "BenchmarkHandoff/slots=1/runtime-acquire"
+	shareEngine = "BenchmarkEngines/espeak-en/slots=1"
+)
+
+// schedulerShare states the scheduler's cost per request as a share of the
+// cheapest real engine request, from medians of this run ("" when either
+// figure is missing).
+func schedulerShare(med map[string]map[string]float64) string {
+	s, ok1 := med[shareFigure]["ns/op"]
+	e, ok2 := med[shareEngine]["ns/op"]
+	if !ok1 || !ok2 || e == 0 {
+		return ""
+	}
+	verdict := "meets"
+	if s/e >= 0.001 {
+		verdict = "misses"
+	}
+	return fmt.Sprintf("Scheduler's cost per request: %s %s ns/op is %.3f%% of an espeak request (%s %.2f ms/op); %s the target of under 0.1%%.",
+		shareFigure, num(s), 100*s/e, shareEngine, e/1e6, verdict)
 }
 
 func num(v float64) string {
