@@ -215,7 +215,7 @@ bench-engines: models
 # (scripts/benchall): machine, date, commit, each figure beside its
 # baseline, every target's output. QUICK=1 passes small sizes (one count,
 # short windows; about 10 minutes on 2 loaded cores); the default sizes
-# take about 40 minutes there.
+# took 13.5 minutes on 2 quiet cores.
 bench-all:
 	$(GO) run ./scripts/benchall -out docs/benchmarks.md $(if $(QUICK),-quick)
 
