@@ -137,7 +137,7 @@ func (w *workload) act() error {
 		e := w.jobs[w.pick("job", len(w.jobs))]
 		ev.Job = e.Job
 		ev.Failed = w.pick("bfail", 6) == 0
-		ev.Capacity = []int{4, 4, 2, 1}[w.pick("cap", 4)]
+		ev.Capacity = []int{4, 4, 2, 1, 3, 5}[w.pick("cap", 6)] // 3 and 5: exactly the slots of the probed configs
 		switch e.Kind {
 		case EfStartLoad:
 			ev.Kind = EvLoadDone
