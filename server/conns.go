@@ -359,8 +359,7 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 		// client that kept sending.
 		c.mu.Lock()
 		if c.readDeadline {
-			c.sliceRead = time.Unix(0, max(c.lastRead.Load(), c.t.start.Load())).Add(stallSlice)
-			_ = c.applyReadLocked()
+			c.armReadSliceLocked(c.t.start.Load())
 		}
 		c.mu.Unlock()
 	}
@@ -378,19 +377,21 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
-		if wt := c.t.writeTimeout; wt > 0 {
+		wt, stopping := c.t.writeTimeout, c.t.stopping.Load()
+		if wt > 0 || stopping {
+			now := time.Now()
 			c.wmu.Lock()
-			c.pieceWrite = time.Now().Add(wt)
-			_ = c.applyWriteLocked()
-			c.wmu.Unlock()
-		}
-		if c.t.stopping.Load() {
-			// Each piece has one slice to make progress, from its start:
-			// the slice loop keeps no deadline on a connection that is not
-			// writing, so a handler that waited (for a load, say) while the
-			// loop ran late is not failed by a deadline set for nothing.
-			c.wmu.Lock()
-			c.sliceWrite = time.Now().Add(stallSlice)
+			if wt > 0 {
+				c.pieceWrite = now.Add(wt)
+			}
+			if stopping {
+				// Each piece has one slice to make progress, from its
+				// start: the slice loop keeps no deadline on a connection
+				// that is not writing, so a handler that waited (for a
+				// load, say) while the loop ran late is not failed by a
+				// deadline set for nothing.
+				c.sliceWrite = now.Add(stallSlice)
+			}
 			_ = c.applyWriteLocked()
 			c.wmu.Unlock()
 		}
@@ -482,6 +483,12 @@ func (c *trackedConn) tick(_ time.Time, start int64) {
 		return
 	}
 	c.readDeadline = true
+	c.armReadSliceLocked(start)
+}
+
+// armReadSliceLocked sets the slice's read deadline: stallSlice after the
+// later of the last read progress and the start of shutdown.
+func (c *trackedConn) armReadSliceLocked(start int64) {
 	c.sliceRead = time.Unix(0, max(c.lastRead.Load(), start)).Add(stallSlice)
 	_ = c.applyReadLocked()
 }

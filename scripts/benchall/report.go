@@ -32,19 +32,18 @@ func (r report) markdown() string {
 	b.WriteString("## Figures beside their baselines\n\n")
 	b.WriteString("Medians over the repeated lines of each Go benchmark. Ratio is figure/baseline for costs (ns/op, cpu-ms/req: lower is better) and for rates (req/s: higher is better).\n\n")
 	b.WriteString("| target | figure | value | baseline | value | ratio |\n|---|---|---|---|---|---|\n")
+	all := map[string]map[string]float64{} // every run's medians, for the share line
 	for _, run := range r.runs {
-		for _, p := range pairs(parseBench(run.output)) {
+		med := parseBench(run.output)
+		for n, m := range med {
+			all[n] = m
+		}
+		for _, p := range pairs(med) {
 			fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s %s | %.2fx |\n", run.target, p.name, num(p.value), p.unit,
 				p.base, num(p.baseValue), p.unit, p.value/p.baseValue)
 		}
 	}
 	b.WriteString("\n")
-	all := map[string]map[string]float64{}
-	for _, run := range r.runs {
-		for n, m := range parseBench(run.output) {
-			all[n] = m
-		}
-	}
 	if line := schedulerShare(all); line != "" {
 		b.WriteString(line + "\n\n")
 	}
