@@ -2,6 +2,8 @@ package core
 
 import (
 	"encoding/json"
+	"flag"
+	"os"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -25,7 +27,16 @@ var rapidOptions = []Options{
 // and failures of every backend step, timeouts, disconnects, ticks,
 // shutdown), checks the invariants and the client-visible reference model
 // after every step, drains to quiescence, and replays the trace.
+//
+// SLUICE_RAPID_CHECKS sets -rapid.checks for runners that cannot pass test
+// flags (make mutation's rapid check runs through gremlins, which takes
+// only GOFLAGS, so it sets 5000 here, as make test does with the flag).
 func TestRapidMachine(t *testing.T) {
+	if n := os.Getenv("SLUICE_RAPID_CHECKS"); n != "" {
+		if err := flag.Set("rapid.checks", n); err != nil {
+			t.Fatalf("SLUICE_RAPID_CHECKS: %v", err)
+		}
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		opts := rapidOptions[rapid.IntRange(0, len(rapidOptions)-1).Draw(rt, "options")]
 		steps := rapid.IntRange(1, 120).Draw(rt, "steps")

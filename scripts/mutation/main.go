@@ -27,19 +27,21 @@ import (
 // gremlins is the kept mutation tool, run through the module proxy.
 const gremlins = "github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0"
 
-// A check is one test command: the GOFLAGS that select its tests, and the
+// A check is one test command: the GOFLAGS that select its tests, the
 // build tags they need (core's own tests need none, so their test binary
-// stays small).
+// stays small), and what else its environment sets.
 type check struct {
 	name, goflags, tags string
+	env                 []string
 }
 
 var checks = [...]check{
-	{"unit", "-skip=Rapid", ""},
-	{"rapid", "-run=Rapid", ""},
-	{"model", "-run=^TestCheckModel$", "sluice_checks"},
-	{"sim", "-run=^TestCheckSim$", "sluice_checks"},
-	{"conformance", "-run=^TestCheckConformance$", "sluice_checks"},
+	{"unit", "-skip=Rapid", "", nil},
+	// rapid at make test's 5000 checks (gremlins passes no test flags).
+	{"rapid", "-run=Rapid", "", []string{"SLUICE_RAPID_CHECKS=5000"}},
+	{"model", "-run=^TestCheckModel$", "sluice_checks", nil},
+	{"sim", "-run=^TestCheckSim$", "sluice_checks", nil},
+	{"conformance", "-run=^TestCheckConformance$", "sluice_checks", nil},
 }
 
 // report is the part of gremlins' JSON output (-o) read here.
@@ -167,7 +169,7 @@ func unleash(c check, exclude, path string, workers int, stderr io.Writer) error
 		args = append(args, "--tags", c.tags)
 	}
 	cmd := exec.Command("go", args...)
-	cmd.Env = append(os.Environ(), "GOFLAGS="+c.goflags)
+	cmd.Env = append(append(os.Environ(), "GOFLAGS="+c.goflags), c.env...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	fmt.Fprintf(stderr, "mutation: check %s (GOFLAGS=%s)\n", c.name, c.goflags)
 	if err := cmd.Run(); err != nil {
