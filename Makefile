@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper whisper-opencl-check mutants-absent mutation
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper whisper-opencl-check mutants-absent mutation mutation-weak
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -313,7 +313,13 @@ conformance:
 # all of core is 667 mutants, about 10 hours).
 MUTATION_FILES ?= ^ticket\.go$$
 mutation:
-	$(GO) run ./scripts/mutation -files '$(MUTATION_FILES)'
+	$(GO) run ./scripts/mutation -files '$(MUTATION_FILES)' $(if $(MUTATION_CHECKS),-checks '$(MUTATION_CHECKS)')
+
+# mutation-weak: after make mutation MUTATION_CHECKS=unit,rapid,model,sim,
+# the checks in MUTATION_CHECKS again (default conformance) over only the lines whose
+# mutants fewer than two checks killed, and the joined table.
+mutation-weak:
+	$(GO) run ./scripts/mutation -files '$(MUTATION_FILES)' -weak -checks '$(or $(MUTATION_CHECKS),conformance)'
 
 # conformance-mutants: the suite once per planted core bug, against a built binary (about 4 minutes).
 conformance-mutants:

@@ -8,19 +8,27 @@
 //
 // A full run over core is 667 mutants times five checks (about 10 hours
 // on two cores), so -files picks the files of core to mutate (a regexp on the
-// file name; default ticket.go, 22 mutants, about 20 minutes).
+// file name; default ticket.go, 22 mutants, about 20 minutes), -checks the
+// checks, and -weak runs the chosen checks only over the lines of the
+// mutants that fewer than two checks killed in -out's reports (so the
+// costliest check, conformance, can follow the cheap four over a whole run).
+// The table joins every report in -out.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -64,88 +72,181 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	files := fs.String("files", `^ticket\.go$`, "regexp of the core files to mutate")
 	only := fs.String("checks", "", "comma-separated checks to run (default all)")
-	out := fs.String("out", "out/mutation", "folder for gremlins' reports")
+	out := fs.String("out", "out/mutation", "folder for gremlins' reports (the table reads every report in it)")
 	workers := fs.Int("workers", 1, "gremlins workers")
 	reportOnly := fs.Bool("report", false, "only print the table of the reports already in -out")
+	weak := fs.Bool("weak", false, "run -checks only over the lines of -out's mutants that fewer than two checks killed (a scratch worktree marks them; gremlins --diff)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	keep, err := regexp.Compile(*files)
-	if err != nil {
+	if err := mutate(*files, *only, *out, *workers, *reportOnly, *weak, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "mutation:", err)
-		return 2
+		return 1
+	}
+	return 0
+}
+
+func mutate(files, only, out string, workers int, reportOnly, weak bool, stdout, stderr io.Writer) error {
+	keep, err := regexp.Compile(files)
+	if err != nil {
+		return fmt.Errorf("-files: %w", err)
 	}
 	exclude, err := excludes("core", keep)
 	if err != nil {
-		fmt.Fprintln(stderr, "mutation:", err)
-		return 1
+		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		fmt.Fprintln(stderr, "mutation:", err)
-		return 1
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("mutation: %w", err)
 	}
-	killed := map[string][]string{} // mutant -> checks that killed it ("check(timeout)" when it timed out)
-	timeouts := 0
-	covered := map[string]bool{} // mutants some check's tests execute
-	var names []string
+	var selected []check
 	for _, c := range checks {
-		if *only != "" && !strings.Contains(","+*only+",", ","+c.name+",") {
-			continue
+		if only == "" || strings.Contains(","+only+",", ","+c.name+",") {
+			selected = append(selected, c)
 		}
-		names = append(names, c.name)
-		path := filepath.Join(*out, c.name+".json")
-		if *reportOnly {
-			if _, err := os.Stat(path); err != nil {
+	}
+	switch {
+	case reportOnly:
+	case weak:
+		t, err := load(out)
+		if err != nil {
+			return err
+		}
+		lines := t.weakLines()
+		if len(lines) == 0 {
+			fmt.Fprintln(stderr, "mutation: every covered mutant in", out, "was killed by two or more checks")
+			break
+		}
+		if err := unleashWeak(selected, exclude, out, lines, workers, stderr); err != nil {
+			return err
+		}
+	default:
+		for _, c := range selected {
+			if err := unleash(c, exclude, filepath.Join(out, c.name+".json"), workers, "", "", stderr); err != nil {
+				return err
+			}
+		}
+	}
+	t, err := load(out)
+	if err != nil {
+		return err
+	}
+	t.print(stdout)
+	return nil
+}
+
+// table is what the reports of one folder say: per mutant, the checks that
+// killed it.
+type table struct {
+	names    []string            // checks with a report, in checks' order
+	killed   map[string][]string // mutant -> checks that killed it ("check(timeout)" when it timed out)
+	covered  map[string]bool     // mutants some check's tests execute
+	lines    map[string]string   // mutant -> "file:line"
+	timeouts int
+}
+
+// load reads every check's reports in dir: <check>.json from a whole run,
+// <check>.weak.json from a -weak run over the lines of weak mutants.
+func load(dir string) (*table, error) {
+	t := &table{killed: map[string][]string{}, covered: map[string]bool{}, lines: map[string]string{}}
+	for _, c := range checks {
+		have := false
+		for _, suffix := range []string{".json", ".weak.json"} {
+			b, err := os.ReadFile(filepath.Join(dir, c.name+suffix))
+			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-		} else if err := unleash(c, exclude, path, *workers, stderr); err != nil {
-			fmt.Fprintln(stderr, "mutation:", err)
-			return 1
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			fmt.Fprintln(stderr, "mutation:", err)
-			return 1
-		}
-		var r report
-		if err := json.Unmarshal(b, &r); err != nil {
-			fmt.Fprintln(stderr, "mutation:", err)
-			return 1
-		}
-		for _, f := range r.Files {
-			for _, m := range f.Mutations {
-				id := fmt.Sprintf("%s:%d:%d %s", f.Name, m.Line, m.Column, m.Type)
-				if m.Status == "NOT VIABLE" { // does not build: no mutant
-					continue
-				}
-				if _, ok := killed[id]; !ok {
-					killed[id] = nil
-				}
-				if m.Status != "NOT COVERED" {
-					covered[id] = true
-				}
-				switch m.Status {
-				case "KILLED":
-					killed[id] = append(killed[id], c.name)
-				case "TIMED OUT": // the check hung or ran past gremlins' limit: killed, but shown
-					killed[id] = append(killed[id], c.name+"(timeout)")
-					timeouts++
-				}
+			if err != nil {
+				return nil, fmt.Errorf("mutation: %w", err)
 			}
+			var r report
+			if err := json.Unmarshal(b, &r); err != nil {
+				return nil, fmt.Errorf("mutation: %s%s: %w", c.name, suffix, err)
+			}
+			have = true
+			t.add(c.name, r)
+		}
+		if have {
+			t.names = append(t.names, c.name)
 		}
 	}
-	ids := make([]string, 0, len(killed))
-	for id := range killed {
+	return t, nil
+}
+
+func (t *table) add(check string, r report) {
+	for _, f := range r.Files {
+		for _, m := range f.Mutations {
+			// NOT VIABLE does not build (no mutant); SKIPPED is outside a -weak run's lines.
+			if m.Status == "NOT VIABLE" || m.Status == "SKIPPED" {
+				continue
+			}
+			id := fmt.Sprintf("%s:%d:%d %s", f.Name, m.Line, m.Column, m.Type)
+			if _, ok := t.killed[id]; !ok {
+				t.killed[id] = nil
+			}
+			t.lines[id] = fmt.Sprintf("%s:%d", f.Name, m.Line)
+			if m.Status != "NOT COVERED" {
+				t.covered[id] = true
+			}
+			who := check
+			switch m.Status {
+			case "KILLED":
+			case "TIMED OUT": // the check hung or ran past gremlins' limit: killed, but shown
+				who += "(timeout)"
+			default:
+				continue
+			}
+			if slices.ContainsFunc(t.killed[id], func(k string) bool { return strings.TrimSuffix(k, "(timeout)") == check }) {
+				continue // a -weak run of a check the whole run had
+			}
+			if m.Status == "TIMED OUT" {
+				t.timeouts++
+			}
+			t.killed[id] = append(t.killed[id], who)
+		}
+	}
+}
+
+// weakLines returns, by file, the lines that hold a covered mutant killed
+// by fewer than two checks.
+func (t *table) weakLines() map[string][]int {
+	set := map[string]map[int]bool{}
+	for id, ks := range t.killed {
+		if !t.covered[id] || len(ks) >= 2 {
+			continue
+		}
+		file, line, _ := strings.Cut(t.lines[id], ":")
+		n, err := strconv.Atoi(line)
+		if err != nil {
+			continue
+		}
+		if set[file] == nil {
+			set[file] = map[int]bool{}
+		}
+		set[file][n] = true
+	}
+	out := map[string][]int{}
+	for f, ls := range set {
+		for n := range ls {
+			out[f] = append(out[f], n)
+		}
+		sort.Ints(out[f])
+	}
+	return out
+}
+
+func (t *table) print(w io.Writer) {
+	ids := make([]string, 0, len(t.killed))
+	for id := range t.killed {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	var by [3]int
 	uncovered := 0
 	for _, id := range ids {
-		ks := killed[id]
+		ks := t.killed[id]
 		who := strings.Join(ks, ",")
 		switch {
-		case !covered[id]:
+		case !t.covered[id]:
 			uncovered++
 			who = "(no check executes it: a constant or dead code)"
 		case who == "":
@@ -154,22 +255,116 @@ func run(args []string, stdout, stderr io.Writer) int {
 		default:
 			by[min(len(ks), 2)]++
 		}
-		fmt.Fprintf(stdout, "%-48s %s\n", id, who)
+		fmt.Fprintf(w, "%-48s %s\n", id, who)
 	}
-	fmt.Fprintf(stdout, "\nchecks: %s\nmutants %d (%d more that no check executes): killed by 0 checks %d, by 1 check %d, by 2 or more %d (%d kills were timeouts)\n",
-		strings.Join(names, ", "), len(ids)-uncovered, uncovered, by[0], by[1], by[2], timeouts)
-	return 0
+	fmt.Fprintf(w, "\nchecks: %s\nmutants %d (%d more that no check executes): killed by 0 checks %d, by 1 check %d, by 2 or more %d (%d kills were timeouts)\n",
+		strings.Join(t.names, ", "), len(ids)-uncovered, uncovered, by[0], by[1], by[2], t.timeouts)
 }
 
-// unleash runs gremlins over core for one check, writing its report to path.
-func unleash(c check, exclude, path string, workers int, stderr io.Writer) error {
-	args := []string{"run", gremlins, "unleash", "./core", "--exclude-files", exclude, "--output", path,
+// unleashWeak runs checks over the given lines only: in a scratch worktree
+// of HEAD it appends a comment to each line and commits that, so that
+// gremlins --diff HEAD~1 mutates those lines and no others (diff.context 0
+// keeps each marked line its own hunk: gremlins reads a hunk as one range of
+// added lines). Reports go to out as <check>.weak.json.
+func unleashWeak(selected []check, exclude, out string, lines map[string][]int, workers int, stderr io.Writer) error {
+	if b, err := exec.Command("git", "status", "--porcelain", "--", "core").Output(); err != nil || len(b) > 0 {
+		return fmt.Errorf("mutation: -weak mutates HEAD's core, and core has uncommitted changes or git failed (%v)", err)
+	}
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("mutation: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "sluice-mutation-")
+	if err != nil {
+		return fmt.Errorf("mutation: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	wt := filepath.Join(tmp, "tree")
+	if err := gitRun("", "worktree", "add", "--detach", wt, "HEAD"); err != nil {
+		return err
+	}
+	defer gitRun("", "worktree", "remove", "--force", wt) //nolint:errcheck // best effort: the folder goes with tmp
+	for file, ls := range lines {
+		if err := mark(filepath.Join(wt, "core", file), ls); err != nil { // reports name files in core
+			return err
+		}
+	}
+	if err := gitRun(wt, "-c", "user.name=mutation", "-c", "user.email=mutation@localhost", "commit", "-q", "-a", "-m", "mutation: weak lines"); err != nil {
+		return err
+	}
+	if models, err := filepath.Abs("models"); err == nil { // the conformance check loads ../models from core
+		if _, err := os.Stat(models); err == nil {
+			if err := os.Symlink(models, filepath.Join(wt, "models")); err != nil {
+				return fmt.Errorf("mutation: %w", err)
+			}
+		}
+	}
+	n := 0
+	for _, ls := range lines {
+		n += len(ls)
+	}
+	fmt.Fprintf(stderr, "mutation: -weak: %d lines in %d files\n", n, len(lines))
+	for _, c := range selected {
+		if err := unleash(c, exclude, filepath.Join(absOut, c.name+".weak.json"), workers, wt, "HEAD~1", stderr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mark appends a comment to each given line (1-based) of path.
+func mark(path string, lines []int) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("mutation: %w", err)
+	}
+	src := strings.Split(string(b), "\n")
+	for _, n := range lines {
+		if n < 1 || n > len(src) {
+			return fmt.Errorf("mutation: %s has no line %d", path, n)
+		}
+		src[n-1] += " // mutation: weak"
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(src, "\n")), 0o644); err != nil {
+		return fmt.Errorf("mutation: %w", err)
+	}
+	return nil
+}
+
+func gitRun(dir string, args ...string) error {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mutation: git %s: %w\n%s", strings.Join(args, " "), err, b)
+	}
+	return nil
+}
+
+// unleash runs gremlins over core for one check, writing its report to
+// path; dir is the module to run in ("" for this one, an absolute path for
+// another), diff gremlins' --diff reference ("" for none).
+func unleash(c check, exclude, path string, workers int, dir, diff string, stderr io.Writer) error {
+	pkg := "./core"
+	if dir != "" {
+		// gremlins names files relative to the package it mutates and reads
+		// git diff's names in its working folder: run it in core, with
+		// diff.relative, so the two agree.
+		dir = filepath.Join(dir, "core")
+		pkg = dir
+	}
+	args := []string{"run", gremlins, "unleash", pkg, "--exclude-files", exclude, "--output", path,
 		"--workers", fmt.Sprint(workers), "--timeout-coefficient", "20", "--silent"}
 	if c.tags != "" {
 		args = append(args, "--tags", c.tags)
 	}
+	if diff != "" {
+		args = append(args, "--diff", diff)
+	}
 	cmd := exec.Command("go", args...)
-	cmd.Env = append(append(os.Environ(), "GOFLAGS="+c.goflags), c.env...)
+	cmd.Dir = dir
+	// diff.context and diff.relative: see unleashWeak and above.
+	cmd.Env = append(append(os.Environ(), "GOFLAGS="+c.goflags, "GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_KEY_0=diff.context", "GIT_CONFIG_VALUE_0=0", "GIT_CONFIG_KEY_1=diff.relative", "GIT_CONFIG_VALUE_1=true"), c.env...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	fmt.Fprintf(stderr, "mutation: check %s (GOFLAGS=%s)\n", c.name, c.goflags)
 	if err := cmd.Run(); err != nil {
