@@ -30,6 +30,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // gremlins is the kept mutation tool, run through the module proxy.
@@ -75,9 +76,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "out/mutation", "folder for gremlins' reports (the table reads every report in it)")
 	workers := fs.Int("workers", 1, "gremlins workers")
 	reportOnly := fs.Bool("report", false, "only print the table of the reports already in -out")
+	memGB := fs.Int("mem-limit-gb", 8, "address-space limit of every test process, in GiB (0: none): a mutant that loops allocating then fails, killed, instead of exhausting the machine")
 	weak := fs.Bool("weak", false, "run -checks only over the lines of -out's mutants that fewer than two checks killed (a scratch worktree marks them; gremlins --diff)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *memGB > 0 {
+		// The soft limit only, inherited by gremlins, go test and each test binary.
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_AS, &lim); err != nil {
+			fmt.Fprintln(stderr, "mutation:", err)
+			return 1
+		}
+		lim.Cur = min(uint64(*memGB)<<30, lim.Max)
+		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &lim); err != nil {
+			fmt.Fprintln(stderr, "mutation:", err)
+			return 1
+		}
 	}
 	if err := mutate(*files, *only, *out, *workers, *reportOnly, *weak, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "mutation:", err)
