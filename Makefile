@@ -41,6 +41,7 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags sluice_checks,sluice_checks_conformance ./core/
 	cd deploy && $(GO) vet ./...
 
 staticcheck:

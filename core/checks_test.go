@@ -4,10 +4,8 @@ package core_test
 
 import (
 	"bytes"
-	"io"
 	"testing"
 
-	"github.com/sluice-dev/sluice/conformance"
 	"github.com/sluice-dev/sluice/sim"
 	"github.com/sluice-dev/sluice/spec/check"
 )
@@ -15,7 +13,10 @@ import (
 // The independent checks of core, one test each, for `make mutation`: the
 // mutation tool mutates core and runs one of these (or core's own unit or
 // rapid tests) per mutant, so its report says which checks kill which
-// mutant. They are built only with the sluice_checks tag.
+// mutant. They are built only with the sluice_checks tag; the conformance
+// suite, which links the whole server, has a tag of its own
+// (checks_conformance_test.go), so the model checker's and the simulator's
+// test binary, built once per mutant, stays small.
 
 // TestCheckModel is the model checker at the make-test bound (small), the
 // real core with refinement against the spec.
@@ -43,14 +44,5 @@ func TestCheckSim(t *testing.T) {
 	}
 	if len(res.Failures) > 0 {
 		t.Fatalf("simulator: %+v", res.Failures[0])
-	}
-}
-
-// TestCheckConformance is the conformance suite in process (without the
-// linearizability histories).
-func TestCheckConformance(t *testing.T) {
-	var out bytes.Buffer
-	if code := conformance.Main([]string{"--lin", "0", "--models-root", "../models"}, &out, io.Discard); code != 0 {
-		t.Fatalf("conformance exit %d:\n%s", code, out.String())
 	}
 }

@@ -2,7 +2,8 @@
 // once per independent check, each check being its own test command (core's
 // unit tests, rapid, the model checker at the make-test bound, a simulator
 // campaign, the conformance suite in process; the last three are
-// core/checks_test.go, built with the sluice_checks tag). It then prints,
+// core/checks_test.go, built with the sluice_checks tag, and
+// core/checks_conformance_test.go with sluice_checks_conformance). It then prints,
 // for every mutant, which checks killed it, and one table: mutants, killed
 // by 0, 1 and 2 or more checks.
 //
@@ -50,7 +51,7 @@ var checks = [...]check{
 	{"rapid", "-run=Rapid", "", []string{"SLUICE_RAPID_CHECKS=5000"}},
 	{"model", "-run=^TestCheckModel$", "sluice_checks", nil},
 	{"sim", "-run=^TestCheckSim$", "sluice_checks", nil},
-	{"conformance", "-run=^TestCheckConformance$", "sluice_checks", nil},
+	{"conformance", "-run=^TestCheckConformance$", "sluice_checks_conformance", nil},
 }
 
 // report is the part of gremlins' JSON output (-o) read here.
