@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -16,6 +17,31 @@ func TestNamesAndStrings(t *testing.T) {
 	for _, s := range []interface{ String() string }{State(99), Op(99), Code(99), Reason(99), EventKind(99), EffectKind(99), Cause(99)} {
 		if !strings.Contains(s.String(), "99") {
 			t.Fatalf("%T: %s", s, s)
+		}
+	}
+	// The first value past each table falls back to its number, and every
+	// value in it has its name (each String's bound is exact).
+	edges := []struct {
+		past  interface{ String() string }
+		names []string
+		name  func(i int) string
+	}{
+		{State(len(stateNames)), stateNames[:], func(i int) string { return State(i).String() }},
+		{Op(len(opNames)), opNames[:], func(i int) string { return Op(i).String() }},
+		{Code(len(codeNames)), codeNames[:], func(i int) string { return Code(i).String() }},
+		{EventKind(len(eventNames)), eventNames[:], func(i int) string { return EventKind(i).String() }},
+		{EffectKind(len(effectNames)), effectNames[:], func(i int) string { return EffectKind(i).String() }},
+		{Cause(len(causeNames)), causeNames[:], func(i int) string { return Cause(i).String() }},
+		{RejectReason(len(rejectNames)), rejectNames[:], func(i int) string { return RejectReason(i).String() }},
+	}
+	for _, e := range edges {
+		if got, want := e.past.String(), fmt.Sprint(len(e.names)); !strings.Contains(got, "(") || !strings.Contains(got, want) {
+			t.Errorf("%T past its names: %q", e.past, got)
+		}
+		for i, n := range e.names {
+			if got := e.name(i); got != n {
+				t.Errorf("%T(%d) = %q, want %q", e.past, i, got, n)
+			}
 		}
 	}
 	for _, mu := range AllMutants() {

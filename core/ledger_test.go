@@ -90,12 +90,35 @@ func TestLedgerBoundsValidation(t *testing.T) {
 		func(c *Config) { c.MaxQueue = MaxQueueLimit + 1 },
 		func(c *Config) { c.AdmissionTimeout = MaxTimeout + 1 },
 		func(c *Config) { c.Slots = MaxSlots + 1 },
+		func(c *Config) { c.Slots = 0 },
+		func(c *Config) { c.AdmissionTimeout = NoTimeout - 1 },
+		func(c *Config) { c.MaxQueue = -1 },
+		func(c *Config) { c.BaseVersion = MaxBaseVersion + 1 },
 	}
 	for k, f := range bad {
 		c := cfg(1)
 		f(c)
 		if c.Validate() == nil {
 			t.Errorf("config %d: %+v accepted", k, c)
+		}
+	}
+	// Each bound itself is inside: exactly at every edge a config is valid.
+	edge := []func(c *Config){
+		func(c *Config) { c.Slots = MaxSlots },
+		func(c *Config) { c.Slots = 1 },
+		func(c *Config) { c.AdmissionTimeout = MaxTimeout },
+		func(c *Config) { c.AdmissionTimeout = NoTimeout },
+		func(c *Config) { c.AdmissionTimeout = 0 },
+		func(c *Config) { c.MaxQueue = MaxQueueLimit },
+		func(c *Config) { c.MaxQueue = 0 },
+		func(c *Config) { c.MemoryMB = 0 },
+		func(c *Config) { c.BaseVersion = MaxBaseVersion },
+	}
+	for k, f := range edge {
+		c := cfg(1)
+		f(c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("edge config %d: %+v refused: %v", k, c, err)
 		}
 	}
 	if c := memCfg(MaxMemoryMB); c.Validate() != nil {

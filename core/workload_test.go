@@ -72,7 +72,23 @@ var wlConfigs = []*Config{
 	{Engine: "fx", Options: `{"v":2}`, Slots: 3, MemoryMB: 150},
 	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, MaxQueue: 2},
 	{Engine: "fx", Options: `{"v":3}`, Slots: 5, MemoryMB: 100},
+	// Exactly at every bound of Config.Validate: valid. Sessions of their
+	// own, so no live capacity refuses it at once (that is invalid_request
+	// too, CONTRACT.md fail.unsupported-capacity).
+	{Engine: "fx", Options: `{"v":16}`, Slots: MaxSlots, MemoryMB: 0, MaxQueue: MaxQueueLimit, AdmissionTimeout: MaxTimeout},
+	// Just past one bound each: invalid (wlInvalid).
+	{Engine: "fx", Options: "{}", Slots: MaxSlots + 1, MemoryMB: 100},
+	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, MaxQueue: MaxQueueLimit + 1},
+	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: -1},
 }
+
+// wlInvalid says, by construction and not by asking Config.Validate, which
+// of wlConfigs a manager must be refused for at once (invalid_request,
+// CONTRACT.md fail.spec-bounds).
+var wlInvalid = map[*Config]bool{wlConfigs[6]: true, wlConfigs[7]: true, wlConfigs[8]: true}
+
+// wlEdge is the config exactly at Validate's bounds.
+const wlEdge = 5
 
 // act performs one random event and checks the result.
 func (w *workload) act() error {
@@ -190,8 +206,20 @@ func (w *workload) apply(ev Event) error {
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
 		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config}
 		w.live = append(w.live, tk)
-		if ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.shut && ev.Config.Validate() == nil {
-			w.reg[ev.Model] = true
+		if ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.shut {
+			invalid := false
+			for _, e := range w.m.Effects() {
+				invalid = invalid || e.Kind == EfReject && e.Ticket == tk && e.Code == CodeInvalid
+			}
+			// The edge config is never refused at once: its sessions are
+			// its own and its 16 slots never load (capacities are at most
+			// 5), so no live capacity refuses it.
+			if invalid != wlInvalid[ev.Config] && (wlInvalid[ev.Config] || ev.Config == wlConfigs[wlEdge]) {
+				return fmt.Errorf("step %d: apply of %+v refused as invalid: %v, want %v", w.step, *ev.Config, invalid, wlInvalid[ev.Config])
+			}
+			if !invalid {
+				w.reg[ev.Model] = true
+			}
 		}
 	case EvRelease:
 		w.running = slices.DeleteFunc(w.running, func(x Ticket) bool { return x == ev.Ticket })
