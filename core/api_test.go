@@ -91,6 +91,17 @@ func TestStaleAndUnknown(t *testing.T) {
 			t.Fatalf("ticket at index %d: %v", idx, err)
 		}
 	}
+	// A job or a handle exactly one past the last model is stale or
+	// unknown, not a panic (both bound checks are exact).
+	if err := h.m.TeardownDone(h.tick(), Job(h.m.Len())<<32|1); !errors.Is(err, ErrStaleJob) {
+		t.Fatalf("job of the model one past the last: %v", err)
+	}
+	h.collect()
+	if r := h.m.SubmitRequest(h.tick(), Handle(h.m.Len()), NoTimeout); len(h.m.Effects()) != 1 ||
+		h.m.Effects()[0].Kind != EfReject || h.m.Effects()[0].Code != CodeNotFound || h.m.Effects()[0].Ticket != r {
+		t.Fatalf("request for the handle one past the last: %+v", h.m.Effects())
+	}
+	h.collect()
 	u := h.m.SubmitManager(h.tick(), "a", OpUnload, nil, NoTimeout)
 	if err := h.m.Release(h.tick(), u, false); err == nil {
 		t.Fatal("release of a manager accepted")

@@ -126,6 +126,30 @@ func (w *workload) act() error {
 			if err := w.m.Release(w.now, tk, false); !errors.Is(err, ErrUnknownTicket) {
 				return fmt.Errorf("step %d: Release of a forged ticket %#x: %v", w.step, uint64(tk), err)
 			}
+			// And a job of a model at or past the last registered one:
+			// stale for every kind of completion, and nothing emitted.
+			j := Job(uint64(w.m.Len()+w.pick("fmodel", 2))<<32 | 1)
+			for _, err := range []error{w.m.LoadDone(w.now, j, 1, false), w.m.CloneDone(w.now, j, false),
+				w.m.ProbeDone(w.now, j, 1, false), w.m.TeardownDone(w.now, j)} {
+				if !errors.Is(err, ErrStaleJob) {
+					return fmt.Errorf("step %d: completion of a forged job %#x: %v", w.step, uint64(j), err)
+				}
+			}
+			if w.pick("fhandle", 2) == 0 {
+				// A request by a handle one past the last: refused as for
+				// an unknown ID (which is how the trace records it).
+				tk := w.m.SubmitRequest(w.now, Handle(w.m.Len()), NoTimeout)
+				if effs := w.m.Effects(); len(effs) != 1 || effs[0].Kind != EfReject || effs[0].Ticket != tk ||
+					(effs[0].Code != CodeNotFound && !w.shut) {
+					return fmt.Errorf("step %d: request for handle %d of %d models: %+v", w.step, w.m.Len(), w.m.Len(), effs)
+				}
+				ev := Event{Kind: EvSubmitRequest, Now: w.now, Model: "zz", Timeout: NoTimeout}
+				w.records = append(w.records, EventRecord(ev, tk))
+				w.obs[tk] = &observed{kind: "request", model: ev.Model, arrival: w.step}
+				w.live = append(w.live, tk)
+				w.cur = &ev
+				defer func() { w.cur = nil }()
+			}
 			return w.observe()
 		}
 		if len(w.live) == 0 {
