@@ -29,7 +29,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -56,15 +55,25 @@ var checks = [...]check{
 
 // report is the part of gremlins' JSON output (-o) read here.
 type report struct {
-	Files []struct {
-		Name      string `json:"file_name"`
-		Mutations []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Line   int    `json:"line"`
-			Column int    `json:"column"`
-		} `json:"mutations"`
-	} `json:"files"`
+	Files []reportFile `json:"files"`
+}
+
+type reportFile struct {
+	Name      string           `json:"file_name"`
+	Mutations []reportMutation `json:"mutations"`
+}
+
+type reportMutation struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
+}
+
+// place is where a mutant is: its file in core and its line.
+type place struct {
+	file string
+	line int
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -156,14 +165,14 @@ type table struct {
 	names    []string            // checks with a report, in checks' order
 	killed   map[string][]string // mutant -> checks that killed it ("check(timeout)" when it timed out)
 	covered  map[string]bool     // mutants some check's tests execute
-	lines    map[string]string   // mutant -> "file:line"
+	places   map[string]place    // mutant -> where it is
 	timeouts int
 }
 
 // load reads every check's reports in dir: <check>.json from a whole run,
 // <check>.weak.json from a -weak run over the lines of weak mutants.
 func load(dir string) (*table, error) {
-	t := &table{killed: map[string][]string{}, covered: map[string]bool{}, lines: map[string]string{}}
+	t := &table{killed: map[string][]string{}, covered: map[string]bool{}, places: map[string]place{}}
 	for _, c := range checks {
 		have := false
 		for _, suffix := range []string{".json", ".weak.json"} {
@@ -199,7 +208,7 @@ func (t *table) add(check string, r report) {
 			if _, ok := t.killed[id]; !ok {
 				t.killed[id] = nil
 			}
-			t.lines[id] = fmt.Sprintf("%s:%d", f.Name, m.Line)
+			t.places[id] = place{f.Name, m.Line}
 			if m.Status != "NOT COVERED" {
 				t.covered[id] = true
 			}
@@ -230,15 +239,11 @@ func (t *table) weakLines() map[string][]int {
 		if !t.covered[id] || len(ks) >= 2 {
 			continue
 		}
-		file, line, _ := strings.Cut(t.lines[id], ":")
-		n, err := strconv.Atoi(line)
-		if err != nil {
-			continue
+		p := t.places[id]
+		if set[p.file] == nil {
+			set[p.file] = map[int]bool{}
 		}
-		if set[file] == nil {
-			set[file] = map[int]bool{}
-		}
-		set[file][n] = true
+		set[p.file][p.line] = true
 	}
 	out := map[string][]int{}
 	for f, ls := range set {

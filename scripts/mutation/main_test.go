@@ -9,32 +9,18 @@ import (
 )
 
 func rep(file string, muts ...[3]any) report {
-	var r report
-	r.Files = append(r.Files, struct {
-		Name      string `json:"file_name"`
-		Mutations []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Line   int    `json:"line"`
-			Column int    `json:"column"`
-		} `json:"mutations"`
-	}{Name: file})
+	f := reportFile{Name: file}
 	for _, m := range muts {
-		r.Files[0].Mutations = append(r.Files[0].Mutations, struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Line   int    `json:"line"`
-			Column int    `json:"column"`
-		}{Type: "CONDITIONALS_BOUNDARY", Status: m[1].(string), Line: m[0].(int), Column: m[2].(int)})
+		f.Mutations = append(f.Mutations, reportMutation{Type: "CONDITIONALS_BOUNDARY", Status: m[1].(string), Line: m[0].(int), Column: m[2].(int)})
 	}
-	return r
+	return report{Files: []reportFile{f}}
 }
 
 // The weak lines are those of covered mutants that fewer than two checks
 // killed; a -weak run's SKIPPED mutants (outside its lines) count for
 // nothing, and its kills join the whole run's.
 func TestWeakLines(t *testing.T) {
-	tb := &table{killed: map[string][]string{}, covered: map[string]bool{}, lines: map[string]string{}}
+	tb := &table{killed: map[string][]string{}, covered: map[string]bool{}, places: map[string]place{}}
 	tb.add("unit", rep("a.go", [3]any{10, "KILLED", 3}, [3]any{12, "LIVED", 5}, [3]any{14, "KILLED", 2}, [3]any{20, "NOT COVERED", 1}, [3]any{22, "NOT VIABLE", 1}))
 	tb.add("rapid", rep("a.go", [3]any{10, "KILLED", 3}, [3]any{12, "LIVED", 5}, [3]any{14, "LIVED", 2}, [3]any{20, "NOT COVERED", 1}))
 	got := tb.weakLines()
@@ -77,7 +63,7 @@ func TestMark(t *testing.T) {
 // A check's kill counts once when both its whole and its -weak report
 // have it.
 func TestKillCountsOncePerCheck(t *testing.T) {
-	tb := &table{killed: map[string][]string{}, covered: map[string]bool{}, lines: map[string]string{}}
+	tb := &table{killed: map[string][]string{}, covered: map[string]bool{}, places: map[string]place{}}
 	tb.add("unit", rep("a.go", [3]any{10, "KILLED", 3}))
 	tb.add("unit", rep("a.go", [3]any{10, "TIMED OUT", 3}))
 	if got := tb.killed["a.go:10:3 CONDITIONALS_BOUNDARY"]; !reflect.DeepEqual(got, []string{"unit"}) || tb.timeouts != 0 {
