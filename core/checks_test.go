@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/sim"
 	"github.com/sluice-dev/sluice/spec/check"
+	"github.com/sluice-dev/sluice/spec/trace"
 )
 
 // The independent checks of core, one test each, for `make mutation`: the
@@ -36,7 +37,9 @@ func TestCheckModel(t *testing.T) {
 }
 
 // TestCheckSim is a simulator campaign: 100 seeds of 3000 events with the
-// oracle, stopping at the first failure.
+// oracle, stopping at the first failure; then the ndjson traces of the
+// first simTraces seeds, as `make trace-check` reads them, validated against
+// the spec (the only check that reads the trace records core writes).
 func TestCheckSim(t *testing.T) {
 	res, err := sim.Campaign(sim.CampaignOptions{First: 1, Seeds: 100, StopAtFirst: true, Base: sim.Options{Steps: 3000}})
 	if err != nil {
@@ -45,4 +48,17 @@ func TestCheckSim(t *testing.T) {
 	if len(res.Failures) > 0 {
 		t.Fatalf("simulator: %+v", res.Failures[0])
 	}
+	for seed := uint64(1); seed <= simTraces; seed++ {
+		var buf bytes.Buffer
+		r, err := sim.Run(sim.Options{Seed: seed, Steps: 3000, Shutdown: sim.ModeAlways, Trace: &buf})
+		if err != nil || r.Failure != nil {
+			t.Fatalf("seed %d: %v %+v", seed, err, r.Failure)
+		}
+		if _, err := trace.Validate(&buf, &r.Core); err != nil {
+			t.Fatalf("seed %d: trace rejected: %v", seed, err)
+		}
+	}
 }
+
+// simTraces is how many seeds' traces TestCheckSim validates.
+const simTraces = 8
