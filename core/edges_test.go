@@ -121,3 +121,20 @@ func TestEvictTieGoesToFirstRegistered(t *testing.T) {
 		t.Fatalf("evicted %v, want [a]: %v", evicted, h.log)
 	}
 }
+
+// TestTicketViewSlots: Inspect shows a running request's slot and -1 for a
+// queued one; the dashboard and the simulator's oracle read these.
+func TestTicketViewSlots(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.register("a", cfg(2), 2)
+	h.request("a")
+	h.request("a")
+	h.request("a")
+	v := h.m.Inspect(h.handle("a"))
+	if len(v.Slots) != 2 || v.Slots[0].Slot != 0 || v.Slots[1].Slot != 1 || v.Slots[1].Phase != "running" {
+		t.Fatalf("slots %+v", v.Slots)
+	}
+	if len(v.Queue) != 1 || v.Queue[0].Slot != -1 || v.Queue[0].Phase != "queued" || v.Queue[0].Member || v.Queue[0].Kind != "request" {
+		t.Fatalf("queue %+v", v.Queue)
+	}
+}
