@@ -1,6 +1,9 @@
 package core
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Edges the whole-core mutation run found unpinned (survivors at
 // fb610b5): each test sits exactly on a comparison's boundary, from both
@@ -136,5 +139,73 @@ func TestTicketViewSlots(t *testing.T) {
 	}
 	if len(v.Queue) != 1 || v.Queue[0].Slot != -1 || v.Queue[0].Phase != "queued" || v.Queue[0].Member || v.Queue[0].Kind != "request" {
 		t.Fatalf("queue %+v", v.Queue)
+	}
+}
+
+// TestOrderInvariantsCatchCorruption: the FIFO and barrier invariants fire
+// on a state that breaks them. A correct core never reaches such a state, so
+// without this test a weakened invariant passes every check (the mutation
+// run's survivors in invariants.go). Each case corrupts one sequence number
+// of a fresh machine: model a with one slot, a running request, then a
+// queued unload manager, then a queued request; model b with one slot, a
+// running request and a queued one.
+func TestOrderInvariantsCatchCorruption(t *testing.T) {
+	var vb ModelView
+	setup := func(t *testing.T) (*Machine, ModelView) {
+		h := newHarness(t, Options{})
+		h.register("a", cfg(1), 1)
+		h.register("b", cfg(1), 1)
+		h.request("a")
+		h.manager("a", OpUnload)
+		h.request("a")
+		h.request("b")
+		h.request("b")
+		vb = h.m.Inspect(h.handle("b"))
+		v := h.m.Inspect(h.handle("a"))
+		if len(v.Slots) != 1 || len(v.Queue) != 2 || v.Queue[0].Kind != "manager" || v.Queue[1].Kind != "request" {
+			t.Fatalf("setup: %s", h.m.Describe())
+		}
+		for _, c := range []func(*Machine) error{checkNoBarging, checkFIFOAdmission} {
+			if err := c(h.m); err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+		}
+		return h.m, v
+	}
+	bySeq := func(m *Machine, seq uint64) *ticket {
+		for i := range m.ts.t {
+			if m.ts.t[i].seq == seq && m.ts.t[i].kind != 0 {
+				return &m.ts.t[i]
+			}
+		}
+		t.Fatalf("no ticket with seq %d", seq)
+		return nil
+	}
+	for _, c := range []struct {
+		name    string
+		corrupt func(m *Machine, v ModelView)
+		check   func(*Machine) error
+		want    string
+	}{
+		{"running request past the waiting manager", func(m *Machine, v ModelView) {
+			bySeq(m, v.Slots[0].Seq).seq = v.Queue[0].Seq + 1
+		}, checkNoBarging, "admitted past waiting manager"},
+		{"queue out of arrival order", func(m *Machine, v ModelView) {
+			bySeq(m, v.Queue[1].Seq).seq = v.Queue[0].Seq - 1
+		}, checkFIFOAdmission, "out of arrival order"},
+		{"running request later than a queued one", func(m *Machine, v ModelView) {
+			bySeq(m, v.Slots[0].Seq).seq = v.Queue[1].Seq + 1
+		}, checkFIFOAdmission, "admitted before earlier"},
+		{"running request later than a queued one, no manager", func(m *Machine, _ ModelView) {
+			bySeq(m, vb.Slots[0].Seq).seq = vb.Queue[0].Seq + 1
+		}, checkFIFOAdmission, "admitted before earlier"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, v := setup(t)
+			c.corrupt(m, v)
+			if err := c.check(m); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
 	}
 }
