@@ -153,3 +153,15 @@ func TestLedgerBoundsDeadlineSaturates(t *testing.T) {
 	h.release(r1)
 	h.expect(r2, "granted")
 }
+
+// TestLedgerBoundsAtTheCap: a pool charging exactly MaxMemoryMB, under a
+// budget of exactly MaxMemoryMB, is resident and every invariant holds (the
+// harness checks them after each event); the ledger bound is inclusive
+// (CONTRACT.md res.ledger-bounds).
+func TestLedgerBoundsAtTheCap(t *testing.T) {
+	h := newHarness(t, Options{MemoryBudgetMB: MaxMemoryMB})
+	h.register("a", memCfg(MaxMemoryMB), 1)
+	if st := h.state("a"); st.State != Ready || h.m.resMB != MaxMemoryMB {
+		t.Fatalf("%+v, ledger %d", st, h.m.resMB)
+	}
+}
