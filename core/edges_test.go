@@ -209,3 +209,23 @@ func TestOrderInvariantsCatchCorruption(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueProgressCatchesAStalledHead: a request at the head of a model
+// with a spare slot and no manager is a stalled queue; QueueProgress fires on
+// it (the corruption raises the slot count of a full one-slot model).
+func TestQueueProgressCatchesAStalledHead(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.register("a", cfg(1), 1)
+	h.request("a")
+	h.request("a")
+	if err := checkQueueProgress(h.m); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	md := &h.m.models[h.handle("a")]
+	c := *md.cfg
+	c.Slots = 2
+	md.cfg = &c
+	if err := checkQueueProgress(h.m); err == nil || !strings.Contains(err.Error(), "request at the head could take a slot") {
+		t.Fatalf("got %v", err)
+	}
+}
