@@ -150,8 +150,7 @@ func TestTicketViewSlots(t *testing.T) {
 // queued unload manager, then a queued request; model b with one slot, a
 // running request and a queued one.
 func TestOrderInvariantsCatchCorruption(t *testing.T) {
-	var vb ModelView
-	setup := func(t *testing.T) (*Machine, ModelView) {
+	setup := func(t *testing.T) (m *Machine, a, b ModelView) {
 		h := newHarness(t, Options{})
 		h.register("a", cfg(1), 1)
 		h.register("b", cfg(1), 1)
@@ -160,7 +159,7 @@ func TestOrderInvariantsCatchCorruption(t *testing.T) {
 		h.request("a")
 		h.request("b")
 		h.request("b")
-		vb = h.m.Inspect(h.handle("b"))
+		b = h.m.Inspect(h.handle("b"))
 		v := h.m.Inspect(h.handle("a"))
 		if len(v.Slots) != 1 || len(v.Queue) != 2 || v.Queue[0].Kind != "manager" || v.Queue[1].Kind != "request" {
 			t.Fatalf("setup: %s", h.m.Describe())
@@ -170,7 +169,7 @@ func TestOrderInvariantsCatchCorruption(t *testing.T) {
 				t.Fatalf("setup: %v", err)
 			}
 		}
-		return h.m, v
+		return h.m, v, b
 	}
 	bySeq := func(m *Machine, seq uint64) *ticket {
 		for i := range m.ts.t {
@@ -183,26 +182,26 @@ func TestOrderInvariantsCatchCorruption(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		corrupt func(m *Machine, v ModelView)
+		corrupt func(m *Machine, a, b ModelView)
 		check   func(*Machine) error
 		want    string
 	}{
-		{"running request past the waiting manager", func(m *Machine, v ModelView) {
+		{"running request past the waiting manager", func(m *Machine, v, _ ModelView) {
 			bySeq(m, v.Slots[0].Seq).seq = v.Queue[0].Seq + 1
 		}, checkNoBarging, "admitted past waiting manager"},
-		{"queue out of arrival order", func(m *Machine, v ModelView) {
+		{"queue out of arrival order", func(m *Machine, v, _ ModelView) {
 			bySeq(m, v.Queue[1].Seq).seq = v.Queue[0].Seq - 1
 		}, checkFIFOAdmission, "out of arrival order"},
-		{"running request later than a queued one", func(m *Machine, v ModelView) {
+		{"running request later than a queued one", func(m *Machine, v, _ ModelView) {
 			bySeq(m, v.Slots[0].Seq).seq = v.Queue[1].Seq + 1
 		}, checkFIFOAdmission, "admitted before earlier"},
-		{"running request later than a queued one, no manager", func(m *Machine, _ ModelView) {
-			bySeq(m, vb.Slots[0].Seq).seq = vb.Queue[0].Seq + 1
+		{"running request later than a queued one, no manager", func(m *Machine, _, b ModelView) {
+			bySeq(m, b.Slots[0].Seq).seq = b.Queue[0].Seq + 1
 		}, checkFIFOAdmission, "admitted before earlier"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, v := setup(t)
-			c.corrupt(m, v)
+			m, a, b := setup(t)
+			c.corrupt(m, a, b)
 			if err := c.check(m); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
