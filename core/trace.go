@@ -123,9 +123,6 @@ func EffectRecordOf(now int64, id string, e Effect) Record {
 	}
 	if e.Bulk != nil {
 		r.Unloaded, r.NotFound = e.Bulk.Unloaded, e.Bulk.NotFound
-		if r.Unloaded == nil {
-			r.Unloaded = []string{}
-		}
 	}
 	return r
 }
