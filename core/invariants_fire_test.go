@@ -191,6 +191,12 @@ func TestEveryInvariantClauseFires(t *testing.T) {
 			f.running("mgrq").phase = phQueued // out of its slot, as if released without a step
 			md.busy, md.active = 0, 0
 		}, "mgrq: manager at the head of a settled model waits"},
+		{"QueueProgress", "a manager waits at the head of a settled unloaded model", func(_ *testing.T, f fireState) {
+			md := f.md("mgrq")
+			f.running("mgrq").phase = phQueued
+			md.busy, md.active = 0, 0
+			md.state, md.published, md.sessions, md.built = Unloaded, false, 0, 0
+		}, "mgrq: manager at the head of a settled model waits"},
 		{"QueueProgress", "a manager behind a running request holds", func(_ *testing.T, f fireState) {}, ""},
 	} {
 		t.Run(c.inv+"/"+c.name, func(t *testing.T) {
@@ -259,15 +265,18 @@ func TestEvictOnlyIdleFires(t *testing.T) {
 
 // TestQueueProgressLoaderHead: the loader queue's head waits while its
 // victim's teardown runs; once the limit leaves room for it (the
-// corruption), QueueProgress fires, unless the cold-load guard holds it.
+// corruption), QueueProgress fires, unless the cold-load guard holds it
+// (enabled and a load running).
 func TestQueueProgressLoaderHead(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		serialize bool
+		loads     int
 		want      string
 	}{
-		{"room for the head", false, "b: waits for residency that is free"},
-		{"the cold-load guard holds it", true, ""},
+		{"room for the head", false, 0, "b: waits for residency that is free"},
+		{"the cold-load guard holds it", true, 1, ""},
+		{"the cold-load guard with no load running", true, 0, "b: waits for residency that is free"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, Options{MaxLoadedModels: 1})
@@ -278,10 +287,8 @@ func TestQueueProgressLoaderHead(t *testing.T) {
 				t.Fatalf("setup: loaders %v\n%s", ls, h.m.Describe())
 			}
 			h.m.opts.MaxLoadedModels = 2
-			if c.serialize {
-				h.m.opts.SerializeColdLoads = true
-				h.m.loads = 1
-			}
+			h.m.opts.SerializeColdLoads = c.serialize
+			h.m.loads = c.loads
 			err := checkQueueProgress(h.m)
 			switch {
 			case c.want == "" && err != nil:
