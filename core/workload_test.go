@@ -76,6 +76,8 @@ var wlConfigs = []*Config{
 	// own, so no live capacity refuses it at once (that is invalid_request
 	// too, CONTRACT.md fail.unsupported-capacity).
 	{Engine: "fx", Options: `{"v":16}`, Slots: MaxSlots, MemoryMB: 0, MaxQueue: MaxQueueLimit, AdmissionTimeout: MaxTimeout},
+	// And at the upper memory bound, the one the first edge cannot hold.
+	{Engine: "fx", Options: `{"v":17}`, Slots: 1, MemoryMB: MaxMemoryMB},
 	// Just past one bound each: invalid (wlInvalid).
 	{Engine: "fx", Options: "{}", Slots: MaxSlots + 1, MemoryMB: 100},
 	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, MaxQueue: MaxQueueLimit + 1},
@@ -85,10 +87,7 @@ var wlConfigs = []*Config{
 // wlInvalid says, by construction and not by asking Config.Validate, which
 // of wlConfigs a manager must be refused for at once (invalid_request,
 // CONTRACT.md fail.spec-bounds).
-var wlInvalid = map[*Config]bool{wlConfigs[6]: true, wlConfigs[7]: true, wlConfigs[8]: true}
-
-// wlEdge is the config exactly at Validate's bounds.
-const wlEdge = 5
+var wlInvalid = map[*Config]bool{wlConfigs[7]: true, wlConfigs[8]: true, wlConfigs[9]: true}
 
 // act performs one random event and checks the result.
 func (w *workload) act() error {
@@ -213,6 +212,17 @@ func (w *workload) apply(ev Event) error {
 			}
 		}
 	}
+	// What the model's live pool allows before the event: an apply that
+	// keeps its sessions but wants more slots than the pool's capacity is
+	// the one valid config refused as invalid in its submitting step
+	// (CONTRACT.md fail.unsupported-capacity).
+	var capRefusable bool
+	if ev.Kind == EvSubmitManager && ev.Op == OpApply {
+		if h, ok := w.m.Lookup(ev.Model); ok {
+			v := w.m.Inspect(h)
+			capRefusable = v.Published && ev.Config.sameSessions(v.Config) && ev.Config.Slots > 1 && ev.Config.Slots > v.Capacity
+		}
+	}
 	w.cur, w.job = &ev, Effect{}
 	defer func() { w.cur = nil }()
 	for _, e := range w.jobs {
@@ -235,10 +245,10 @@ func (w *workload) apply(ev Event) error {
 			for _, e := range w.m.Effects() {
 				invalid = invalid || e.Kind == EfReject && e.Ticket == tk && e.Code == CodeInvalid
 			}
-			// The edge config is never refused at once: its sessions are
-			// its own and its 16 slots never load (capacities are at most
-			// 5), so no live capacity refuses it.
-			if invalid != wlInvalid[ev.Config] && (wlInvalid[ev.Config] || ev.Config == wlConfigs[wlEdge]) {
+			// A config past a bound is refused at once; a valid one only
+			// when the live pool's capacity cannot take its slots (the
+			// edge configs never: their sessions are their own).
+			if wlInvalid[ev.Config] && !invalid || invalid && !wlInvalid[ev.Config] && !capRefusable {
 				return fmt.Errorf("step %d: apply of %+v refused as invalid: %v, want %v", w.step, *ev.Config, invalid, wlInvalid[ev.Config])
 			}
 			if !invalid {
