@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
@@ -223,6 +224,12 @@ func (w *workload) apply(ev Event) error {
 			capRefusable = v.Published && ev.Config.sameSessions(v.Config) && ev.Config.Slots > 1 && ev.Config.Slots > v.Capacity
 		}
 	}
+	var arrival *arrivalRef
+	if ev.Kind == EvSubmitRequest && !w.shut {
+		if h, ok := w.m.Lookup(ev.Model); ok {
+			arrival = w.predictArrival(w.m.Inspect(h), ev)
+		}
+	}
 	w.cur, w.job = &ev, Effect{}
 	defer func() { w.cur = nil }()
 	for _, e := range w.jobs {
@@ -240,6 +247,11 @@ func (w *workload) apply(ev Event) error {
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
 		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config}
 		w.live = append(w.live, tk)
+		if arrival != nil {
+			if err := w.checkArrival(arrival, tk); err != nil {
+				return err
+			}
+		}
 		if ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.shut {
 			invalid := false
 			for _, e := range w.m.Effects() {
@@ -530,4 +542,97 @@ func runWorkload(c chooser, opts Options, steps int) (*workload, error) {
 		}
 	}
 	return w, w.finish()
+}
+
+// arrivalRef is the reference's own prediction of a request's submission
+// (CONTRACT.md order.request-then-request, time.queue-limit,
+// time.overdue-blockers, time.timeout-precedence), from the model's view
+// before it: admitted at once, refused server_busy at once (queue limit,
+// every occupied slot overdue), or queued with its deadline.
+type arrivalRef struct {
+	now      int64
+	admitted bool  // decision (2): a slot at once
+	cold     bool  // and its model is unloaded: the load a slot starts may be refused (backoff, no room)
+	refused  bool  // decisions (3) and (4)
+	deadline int64 // decision (5): the queued request's deadline, 0 for none
+}
+
+func (w *workload) predictArrival(v ModelView, ev Event) *arrivalRef {
+	a := &arrivalRef{now: ev.Now}
+	loadable := v.State == Ready || v.State == Unloaded || v.State == Loading && v.Manager == nil
+	if len(v.Queue) == 0 && v.Manager == nil && loadable && v.Active < v.Config.Slots {
+		a.admitted, a.cold = true, v.State == Unloaded
+		return a
+	}
+	queued := 0
+	for _, q := range v.Queue {
+		if q.Kind == "request" {
+			queued++
+		}
+	}
+	if v.Config.MaxQueue > 0 && queued >= v.Config.MaxQueue {
+		a.refused = true
+		return a
+	}
+	// The timeout: the request's own, else the model's, else the server's
+	// default (NoTimeout falls through, 0 is unbounded); the ceiling bounds
+	// every one of them, unbounded included.
+	opts := w.m.Options()
+	d := ev.Timeout
+	for _, next := range []int64{v.Config.AdmissionTimeout, opts.DefaultAdmissionTimeout} {
+		if d == NoTimeout {
+			d = next
+		}
+	}
+	if d == NoTimeout {
+		d = 0
+	}
+	if c := opts.AdmissionCeiling; c > 0 && (d == 0 || c < d) {
+		d = c
+	}
+	if d > 0 && len(v.Slots) > 0 {
+		overdue := true
+		for _, sl := range v.Slots {
+			overdue = overdue && ev.Now-sl.Since >= d
+		}
+		if overdue {
+			a.refused = true
+			return a
+		}
+	}
+	if d > 0 {
+		a.deadline = ev.Now + d
+		if a.deadline < ev.Now { // saturated, never wrapped
+			a.deadline = math.MaxInt64
+		}
+	}
+	return a
+}
+
+func (w *workload) checkArrival(a *arrivalRef, tk Ticket) error {
+	var own []Effect
+	for _, e := range w.m.Effects() {
+		if e.Ticket == tk {
+			own = append(own, e)
+		}
+	}
+	refused := len(own) == 1 && own[0].Kind == EfReject && own[0].Code == CodeServerBusy && own[0].Reason == RejectOnArrival
+	switch {
+	case a.admitted:
+		if refused && !a.cold {
+			return fmt.Errorf("step %d: a request with a free slot was refused on arrival", w.step)
+		}
+	case a.refused:
+		if !refused {
+			return fmt.Errorf("step %d: a request the queue limit or overdue slots refuse got %v", w.step, own)
+		}
+	default:
+		if len(own) != 0 {
+			return fmt.Errorf("step %d: a request that should queue got %v", w.step, own)
+		}
+		if d := w.m.Deadline(tk); d != a.deadline {
+			return fmt.Errorf("step %d: queued request's deadline %d, want %d (now %d)", w.step, d, a.deadline, a.now)
+		}
+	}
+	return nil
 }
