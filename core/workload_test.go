@@ -52,9 +52,12 @@ type workload struct {
 	shut    bool
 	pub     map[Handle]bool // published pools, from Publish to Retire
 	// cur is the event observe checks the effects of (nil for a refused
-	// call), and job the start effect of the job it completes.
-	cur *Event
-	job Effect
+	// call), and job the start effect of the job it completes; before is
+	// every model's view before it.
+	cur    *Event
+	job    Effect
+	before []ModelView
+	fails  []int // every model's LoadFailures before it
 }
 
 func newWorkload(c chooser, opts Options) (*workload, error) {
@@ -190,6 +193,13 @@ func (w *workload) act() error {
 		}
 	case k < 99:
 		ev.Kind = EvTick
+		// Half the ticks come exactly at the next deadline, as the
+		// runtime's timer fires them: the edges of every timeout, idle
+		// retirement and backoff end.
+		if nd := w.m.NextDeadline(); nd > w.now && w.pick("exact", 2) == 0 {
+			w.now = nd
+			ev.Now = nd
+		}
 	default:
 		ev.Kind = EvBeginShutdown
 	}
@@ -230,8 +240,15 @@ func (w *workload) apply(ev Event) error {
 			arrival = w.predictArrival(w.m.Inspect(h), ev)
 		}
 	}
-	w.cur, w.job = &ev, Effect{}
-	defer func() { w.cur = nil }()
+	timers := w.timersBefore(ev)
+	models := make([]ModelView, w.m.Len())
+	w.fails = w.fails[:0]
+	for h := range models {
+		models[h] = w.m.Inspect(Handle(h))
+		w.fails = append(w.fails, w.m.Status(Handle(h)).LoadFailures)
+	}
+	w.cur, w.job, w.before = &ev, Effect{}, models
+	defer func() { w.cur, w.before = nil, nil }()
 	for _, e := range w.jobs {
 		if e.Job == ev.Job && ev.Job != 0 {
 			w.job = e
@@ -266,6 +283,13 @@ func (w *workload) apply(ev Event) error {
 			if !invalid {
 				w.reg[ev.Model] = true
 			}
+		}
+	case EvTick, EvCancel:
+		if err := w.checkTimers(ev, timers); err != nil {
+			return err
+		}
+		if err := w.checkTick(ev, models); err != nil {
+			return err
 		}
 	case EvRelease:
 		w.running = slices.DeleteFunc(w.running, func(x Ticket) bool { return x == ev.Ticket })
@@ -352,6 +376,37 @@ func (w *workload) observe() error {
 		if h, ok := w.m.Lookup(g.model); ok && w.m.Status(h).ConfigVersion != e.Version {
 			return fmt.Errorf("step %d: grant bound to v%d, committed v%d", w.step, e.Version, w.m.Status(h).ConfigVersion)
 		}
+	}
+	if err := w.checkBackoff(w.before); err != nil {
+		return err
+	}
+	return w.checkNextDeadline()
+}
+
+// checkNextDeadline: NextDeadline is the earliest time a Tick has work: a
+// queued ticket's deadline, the end of an idle model's --idle-timeout, the
+// end of a load backoff (0: none).
+func (w *workload) checkNextDeadline() error {
+	var want int64
+	take := func(t int64) {
+		if t > 0 && (want == 0 || t < want) {
+			want = t
+		}
+	}
+	idle := w.m.Options().IdleTimeout
+	for h := range w.m.Len() {
+		v := w.m.Inspect(Handle(h))
+		for _, q := range v.Queue {
+			take(q.Deadline)
+		}
+		if idle > 0 && !w.m.ShuttingDown() && v.Published && v.State == Ready && v.Active == 0 && len(v.Queue) == 0 &&
+			v.Manager == nil && v.JobKind == "none" && !v.InLoaders {
+			take(v.LastUsed + idle)
+		}
+		take(v.BackoffUntil)
+	}
+	if got := w.m.NextDeadline(); got != want {
+		return fmt.Errorf("step %d: NextDeadline %d, want %d", w.step, got, want)
 	}
 	return nil
 }
@@ -632,6 +687,137 @@ func (w *workload) checkArrival(a *arrivalRef, tk Ticket) error {
 		}
 		if d := w.m.Deadline(tk); d != a.deadline {
 			return fmt.Errorf("step %d: queued request's deadline %d, want %d (now %d)", w.step, d, a.deadline, a.now)
+		}
+	}
+	return nil
+}
+
+// timerRef is what the reference knows of a live ticket before a Tick or a
+// Cancel: where it stands and its deadline.
+type timerRef struct {
+	queued, waiting bool // in its model's queue; admitted, waiting for the pool
+	dead            int64
+}
+
+func (w *workload) timersBefore(ev Event) map[Ticket]timerRef {
+	if ev.Kind != EvTick && ev.Kind != EvCancel {
+		return nil
+	}
+	out := map[Ticket]timerRef{}
+	for h := range w.m.Len() {
+		v := w.m.Inspect(Handle(h))
+		for _, q := range v.Queue {
+			if !q.Member {
+				out[q.Ticket] = timerRef{queued: true, dead: q.Deadline}
+			}
+		}
+		for _, sl := range v.Slots {
+			if sl.Phase == "wait_init" {
+				out[sl.Ticket] = timerRef{waiting: true}
+			}
+		}
+	}
+	return out
+}
+
+// checkTimers: a Tick refuses server_busy (timeout) exactly the queued
+// tickets whose deadline has come, and nothing else; a Cancel ends a queued
+// ticket at once (timeout: server_busy, disconnect: cancelled), and an
+// admitted request waiting for its pool only on disconnect (CONTRACT.md
+// time.admission-timeout, time.disconnect-queued,
+// time.disconnect-waiting-init).
+func (w *workload) checkTimers(ev Event, before map[Ticket]timerRef) error {
+	ended := map[Ticket]Effect{}
+	for _, e := range w.m.Effects() {
+		if e.Kind == EfReject || e.Kind == EfDone {
+			ended[e.Ticket] = e
+		}
+	}
+	if ev.Kind == EvTick {
+		for tk, r := range before {
+			e, ok := ended[tk]
+			due := r.queued && r.dead > 0 && r.dead <= ev.Now
+			timedOut := ok && e.Kind == EfReject && e.Code == CodeServerBusy && e.Reason == RejectTimeout
+			if due != timedOut {
+				return fmt.Errorf("step %d: Tick at %d: ticket deadline %d (queued %v) timed out %v (%+v)", w.step, ev.Now, r.dead, r.queued, timedOut, e)
+			}
+		}
+		return nil
+	}
+	r, known := before[ev.Ticket]
+	e, ok := ended[ev.Ticket]
+	switch {
+	case !known: // a bulk, or a ticket already granted: not this check's
+	case r.queued:
+		want, why := CodeCancelled, RejectDisconnect
+		if ev.Reason == ReasonTimeout {
+			want, why = CodeServerBusy, RejectTimeout
+		}
+		if !ok || e.Kind != EfReject || e.Code != want || e.Reason != why {
+			return fmt.Errorf("step %d: Cancel (%v) of a queued ticket answered %+v, want %s %s", w.step, ev.Reason, e, want, why)
+		}
+	case r.waiting:
+		if ended := ok && e.Kind == EfReject && e.Code == CodeCancelled; ended != (ev.Reason == ReasonDisconnect) {
+			return fmt.Errorf("step %d: Cancel (%v) of a request waiting for its pool answered %+v", w.step, ev.Reason, e)
+		}
+	}
+	return nil
+}
+
+// checkTick: a Tick retires exactly the idle models whose --idle-timeout has
+// run out (CONTRACT.md res.idle-retirement) and ends exactly the backoffs
+// that are over (fail.load-backoff).
+func (w *workload) checkTick(ev Event, before []ModelView) error {
+	if ev.Kind != EvTick {
+		return nil
+	}
+	retired := map[Handle]bool{}
+	for _, e := range w.m.Effects() {
+		if e.Kind == EfRetire && e.Cause == CauseIdle {
+			retired[e.Model] = true
+		}
+	}
+	idle := w.m.Options().IdleTimeout
+	for h, v := range before {
+		due := idle > 0 && !w.shut && v.Published && v.State == Ready && v.Active == 0 && len(v.Queue) == 0 &&
+			v.Manager == nil && v.JobKind == "none" && !v.InLoaders && ev.Now-v.LastUsed >= idle
+		if due != retired[Handle(h)] {
+			return fmt.Errorf("step %d: Tick at %d: %s idle since %d (timeout %d) retired %v, want %v", w.step, ev.Now, v.ID, v.LastUsed, idle, retired[Handle(h)], due)
+		}
+		if b := v.BackoffUntil; b != 0 {
+			after := w.m.Status(Handle(h)).BackoffUntil
+			if over := b <= ev.Now; over != (after == 0) {
+				return fmt.Errorf("step %d: Tick at %d: %s's backoff until %d became %d", w.step, ev.Now, v.ID, b, after)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBackoff: a load that failed in this step backs its model off for
+// LoadBackoff doubled once per earlier consecutive failure, at most the cap
+// (CONTRACT.md fail.load-backoff).
+func (w *workload) checkBackoff(before []ModelView) error {
+	opts := w.m.Options()
+	for h, v := range before {
+		if h >= len(w.fails) {
+			break
+		}
+		st := w.m.Status(Handle(h))
+		if st.LoadFailures != w.fails[h]+1 {
+			continue
+		}
+		want := int64(0)
+		if base := opts.LoadBackoff; base > 0 {
+			ceil := max(opts.LoadBackoffMax, base)
+			d := base
+			for range st.LoadFailures - 1 {
+				d = min(2*d, ceil)
+			}
+			want = w.now + d
+		}
+		if st.BackoffUntil != want {
+			return fmt.Errorf("step %d: %s's load failure %d backs off until %d, want %d", w.step, v.ID, st.LoadFailures, st.BackoffUntil, want)
 		}
 	}
 	return nil
