@@ -20,6 +20,11 @@ var rapidOptions = []Options{
 	{MaxLoadedModels: 2, IdleTimeout: 20_000},
 	{MemoryBudgetMB: 250, SerializeColdLoads: true, DefaultAdmissionTimeout: 6000, LoadBackoff: 4000, LoadBackoffMax: 9000},
 	{MaxLoadedModels: 1, AdmissionCeiling: 5000, LoadBackoff: 1500},
+	// Residency pressure without idle retirement: three models, room for
+	// two, so loads evict and the least recently used choice matters
+	// (CONTRACT.md res.victim-choice).
+	{MaxLoadedModels: 2},
+	{MemoryBudgetMB: 200},
 }
 
 // TestRapidMachine lets rapid choose every next event among all that can

@@ -377,6 +377,9 @@ func (w *workload) observe() error {
 			return fmt.Errorf("step %d: grant bound to v%d, committed v%d", w.step, e.Version, w.m.Status(h).ConfigVersion)
 		}
 	}
+	if err := w.checkVictims(effs, w.before); err != nil {
+		return err
+	}
 	if err := w.checkBackoff(w.before); err != nil {
 		return err
 	}
@@ -591,12 +594,50 @@ func runWorkload(c chooser, opts Options, steps int) (*workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.intn("warm", 2) == 0 {
+		if err := w.warm(); err != nil {
+			return w, err
+		}
+	}
 	for i := 0; i < steps; i++ {
 		if err := w.act(); err != nil {
 			return w, err
 		}
 	}
 	return w, w.finish()
+}
+
+// warm starts half the workloads with every model registered and its
+// backend steps done, so that residency limits bind from the first step
+// (evictions, the victim choice, loads waiting for teardowns) instead of
+// only in the few runs that register all three models by chance.
+func (w *workload) warm() error {
+	// One instant for the whole prefix: the pools are published at the
+	// same time, so the victim choice meets its tie (the first registered).
+	w.now++
+	for _, id := range wlModels {
+		if err := w.apply(Event{Kind: EvSubmitManager, Now: w.now, Model: id, Op: OpApply, Config: wlConfigs[0], Timeout: NoTimeout}); err != nil {
+			return err
+		}
+		for n := 0; len(w.jobs) > 0 && n < 16; n++ {
+			e := w.jobs[0]
+			ev := Event{Now: w.now, Job: e.Job, Capacity: 1}
+			switch e.Kind {
+			case EfStartLoad:
+				ev.Kind = EvLoadDone
+			case EfStartClone:
+				ev.Kind = EvCloneDone
+			case EfStartProbe:
+				ev.Kind = EvProbeDone
+			case EfStartTeardown:
+				ev.Kind = EvTeardownDone
+			}
+			if err := w.apply(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // arrivalRef is the reference's own prediction of a request's submission
@@ -818,6 +859,71 @@ func (w *workload) checkBackoff(before []ModelView) error {
 		}
 		if st.BackoffUntil != want {
 			return fmt.Errorf("step %d: %s's load failure %d backs off until %d, want %d", w.step, v.ID, st.LoadFailures, st.BackoffUntil, want)
+		}
+	}
+	return nil
+}
+
+// checkVictims: an eviction takes the least recently used idle models first
+// (ties: the first registered), so every idle model it left was used more
+// recently than every one it took (CONTRACT.md res.victim-choice); and it
+// takes no more than the load needs.
+func (w *workload) checkVictims(effs []Effect, before []ModelView) error {
+	victim := map[Handle]bool{}
+	for _, e := range effs {
+		if e.Kind == EfRetire && e.Cause == CauseEvict {
+			victim[e.Model] = true
+		}
+	}
+	idle := func(u ModelView) bool {
+		return u.Published && u.State == Ready && u.Active == 0 && len(u.Queue) == 0 && u.Manager == nil &&
+			u.JobKind == "none" && !u.InLoaders
+	}
+	// With a count limit only, one victim makes room for one load: a
+	// submission evicts exactly as many as its load needs, and a cold
+	// request is refused for room only when no idle model could go
+	// (CONTRACT.md res.no-victim).
+	if n := w.m.Options().MaxLoadedModels; n > 0 && w.m.Options().MemoryBudgetMB == 0 && w.cur != nil &&
+		(w.cur.Kind == EvSubmitRequest || w.cur.Kind == EvSubmitManager) {
+		staying, idles := 0, 0
+		var target *ModelView
+		for k := range before {
+			u := &before[k]
+			if u.Resident && u.JobKind != "teardown" {
+				staying++
+			}
+			if u.ID == w.cur.Model {
+				target = u
+			} else if idle(*u) {
+				idles++
+			}
+		}
+		if len(victim) > 0 && len(victim) != max(0, staying+1-n) {
+			return fmt.Errorf("step %d: %d evicted for one load, %d resident staying, limit %d", w.step, len(victim), staying, n)
+		}
+		if target != nil && target.State == Unloaded && target.BackoffUntil == 0 && w.cur.Kind == EvSubmitRequest && idles > 0 {
+			for _, e := range effs {
+				if e.Kind == EfReject && e.Model == target.Handle && e.Code == CodeServerBusy {
+					return fmt.Errorf("step %d: a cold request for %s refused for room with %d idle models to evict", w.step, target.ID, idles)
+				}
+			}
+		}
+	}
+	if len(victim) == 0 {
+		return nil
+	}
+	earlier := func(a, b ModelView) bool {
+		return a.LastUsed < b.LastUsed || a.LastUsed == b.LastUsed && a.Handle < b.Handle
+	}
+	for _, u := range before {
+		if victim[u.Handle] || (w.cur != nil && u.ID == w.cur.Model) || !idle(u) {
+			continue
+		}
+		for v := range victim {
+			if int(v) < len(before) && earlier(u, before[v]) {
+				return fmt.Errorf("step %d: evicted %s (last used %d) before idle %s (last used %d)", w.step,
+					before[v].ID, before[v].LastUsed, u.ID, u.LastUsed)
+			}
 		}
 	}
 	return nil
