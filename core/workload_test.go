@@ -383,7 +383,29 @@ func (w *workload) observe() error {
 	if err := w.checkBackoff(w.before); err != nil {
 		return err
 	}
+	if err := w.checkColdGuard(); err != nil {
+		return err
+	}
 	return w.checkNextDeadline()
+}
+
+// checkColdGuard: with the cold-load guard on, at most one model builds
+// its first pool at a time, from its load to its publication (CONTRACT.md
+// res.cold-guard).
+func (w *workload) checkColdGuard() error {
+	if !w.m.Options().SerializeColdLoads {
+		return nil
+	}
+	var building []string
+	for h := range w.m.Len() {
+		if v := w.m.Inspect(Handle(h)); v.State == Loading && (v.JobKind == "load" || v.JobKind == "clone") {
+			building = append(building, v.ID)
+		}
+	}
+	if len(building) > 1 {
+		return fmt.Errorf("step %d: the cold-load guard lets %v build at once", w.step, building)
+	}
+	return nil
 }
 
 // checkNextDeadline: NextDeadline is the earliest time a Tick has work: a
@@ -845,6 +867,13 @@ func (w *workload) checkBackoff(before []ModelView) error {
 			break
 		}
 		st := w.m.Status(Handle(h))
+		// Only a load that failed or came up short counts: never a refusal
+		// for room (the config did load elsewhere or will).
+		failed := w.cur != nil && (w.cur.Kind == EvLoadDone && (w.cur.Failed || w.cur.Capacity < w.m.Config(Handle(h)).Slots) ||
+			w.cur.Kind == EvCloneDone && w.cur.Failed) && w.job.Model == Handle(h)
+		if st.LoadFailures > w.fails[h] && !failed {
+			return fmt.Errorf("step %d: %s's load failures rose to %d without a failed load (%v)", w.step, v.ID, st.LoadFailures, w.cur)
+		}
 		if st.LoadFailures != w.fails[h]+1 {
 			continue
 		}
@@ -879,32 +908,39 @@ func (w *workload) checkVictims(effs []Effect, before []ModelView) error {
 		return u.Published && u.State == Ready && u.Active == 0 && len(u.Queue) == 0 && u.Manager == nil &&
 			u.JobKind == "none" && !u.InLoaders
 	}
-	// With a count limit only, one victim makes room for one load: a
-	// submission evicts exactly as many as its load needs, and a cold
-	// request is refused for room only when no idle model could go
-	// (CONTRACT.md res.no-victim).
-	if n := w.m.Options().MaxLoadedModels; n > 0 && w.m.Options().MemoryBudgetMB == 0 && w.cur != nil &&
-		(w.cur.Kind == EvSubmitRequest || w.cur.Kind == EvSubmitManager) {
+	// A cold request is refused for room only when its load would not fit
+	// even with every pool that is tearing down gone and every idle model
+	// evicted (CONTRACT.md res.limits, res.no-victim); with a count limit
+	// only, one victim makes room for one load, so a submission evicts
+	// exactly what its load needs.
+	if opts := w.m.Options(); w.cur != nil && (w.cur.Kind == EvSubmitRequest || w.cur.Kind == EvSubmitManager) {
 		staying, idles := 0, 0
+		var stayingMB, idleMB int64
 		var target *ModelView
 		for k := range before {
 			u := &before[k]
 			if u.Resident && u.JobKind != "teardown" {
 				staying++
+				stayingMB += u.ResidentMB
 			}
 			if u.ID == w.cur.Model {
 				target = u
 			} else if idle(*u) {
 				idles++
+				idleMB += u.ResidentMB
 			}
 		}
-		if len(victim) > 0 && len(victim) != max(0, staying+1-n) {
+		n, b := opts.MaxLoadedModels, opts.MemoryBudgetMB
+		if n > 0 && b == 0 && len(victim) > 0 && len(victim) != max(0, staying+1-n) {
 			return fmt.Errorf("step %d: %d evicted for one load, %d resident staying, limit %d", w.step, len(victim), staying, n)
 		}
-		if target != nil && target.State == Unloaded && target.BackoffUntil == 0 && w.cur.Kind == EvSubmitRequest && idles > 0 {
+		if target != nil && target.State == Unloaded && target.BackoffUntil == 0 && w.cur.Kind == EvSubmitRequest {
+			mb := target.Config.MemoryMB
+			fits := (n == 0 || staying-idles+1 <= n) && (b == 0 || stayingMB-idleMB+mb <= b)
 			for _, e := range effs {
-				if e.Kind == EfReject && e.Model == target.Handle && e.Code == CodeServerBusy {
-					return fmt.Errorf("step %d: a cold request for %s refused for room with %d idle models to evict", w.step, target.ID, idles)
+				if fits && e.Kind == EfReject && e.Model == target.Handle && e.Code == CodeServerBusy {
+					return fmt.Errorf("step %d: a cold request for %s (%d MB) refused for room: %d staying (%d MB), %d idle (%d MB), limits %d/%d MB",
+						w.step, target.ID, mb, staying, stayingMB, idles, idleMB, n, b)
 				}
 			}
 		}
