@@ -34,6 +34,7 @@ type observed struct {
 	known   []string // bulk: IDs registered at submission
 	unknown []string
 	cfg     *Config // manager: OpApply's config
+	op      Op      // manager: its operation
 	seenBy  int     // step of the terminal or grant effect
 }
 
@@ -58,6 +59,7 @@ type workload struct {
 	job    Effect
 	before []ModelView
 	fails  []int // every model's LoadFailures before it
+	sent   bool  // ShutdownComplete seen
 }
 
 func newWorkload(c chooser, opts Options) (*workload, error) {
@@ -240,6 +242,15 @@ func (w *workload) apply(ev Event) error {
 			arrival = w.predictArrival(w.m.Inspect(h), ev)
 		}
 	}
+	var mgrDeadline int64 = -1 // a queued manager's deadline, known before it is submitted
+	if ev.Kind == EvSubmitManager && !w.shut && !wlInvalid[ev.Config] && ev.Op != OpNone {
+		mgrDeadline = 0 // a registration waits unbounded
+		if h, ok := w.m.Lookup(ev.Model); ok {
+			if d := w.timeout(w.m.Inspect(h).Config, ev.Timeout); d > 0 {
+				mgrDeadline = ev.Now + d
+			}
+		}
+	}
 	timers := w.timersBefore(ev)
 	models := make([]ModelView, w.m.Len())
 	w.fails = w.fails[:0]
@@ -262,11 +273,18 @@ func (w *workload) apply(ev Event) error {
 	switch ev.Kind {
 	case EvSubmitRequest, EvSubmitManager, EvSubmitBulkUnload:
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
-		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config}
+		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config, op: ev.Op}
 		w.live = append(w.live, tk)
 		if arrival != nil {
 			if err := w.checkArrival(arrival, tk); err != nil {
 				return err
+			}
+		}
+		if mgrDeadline >= 0 {
+			if d := w.m.Deadline(tk); d != 0 && d != mgrDeadline {
+				return fmt.Errorf("step %d: queued manager's deadline %d, want %d", w.step, d, mgrDeadline)
+			} else if d == 0 && mgrDeadline > 0 && w.queued(tk) {
+				return fmt.Errorf("step %d: queued manager has no deadline, want %d", w.step, mgrDeadline)
 			}
 		}
 		if ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.shut {
@@ -384,6 +402,12 @@ func (w *workload) observe() error {
 		return err
 	}
 	if err := w.checkColdGuard(); err != nil {
+		return err
+	}
+	if err := w.checkManagers(effs, w.before); err != nil {
+		return err
+	}
+	if err := w.checkShutdown(effs); err != nil {
 		return err
 	}
 	return w.checkNextDeadline()
@@ -695,19 +719,7 @@ func (w *workload) predictArrival(v ModelView, ev Event) *arrivalRef {
 	// The timeout: the request's own, else the model's, else the server's
 	// default (NoTimeout falls through, 0 is unbounded); the ceiling bounds
 	// every one of them, unbounded included.
-	opts := w.m.Options()
-	d := ev.Timeout
-	for _, next := range []int64{v.Config.AdmissionTimeout, opts.DefaultAdmissionTimeout} {
-		if d == NoTimeout {
-			d = next
-		}
-	}
-	if d == NoTimeout {
-		d = 0
-	}
-	if c := opts.AdmissionCeiling; c > 0 && (d == 0 || c < d) {
-		d = c
-	}
+	d := w.timeout(v.Config, ev.Timeout)
 	if d > 0 && len(v.Slots) > 0 {
 		overdue := true
 		for _, sl := range v.Slots {
@@ -962,5 +974,139 @@ func (w *workload) checkVictims(effs []Effect, before []ModelView) error {
 			}
 		}
 	}
+	return nil
+}
+
+// timeout is the reference's admission timeout of a submission: its own,
+// else the model's, else the server's default (NoTimeout falls through, 0 is
+// unbounded); the ceiling bounds every one of them, unbounded included.
+func (w *workload) timeout(c *Config, own int64) int64 {
+	opts := w.m.Options()
+	d := own
+	for _, next := range []int64{c.AdmissionTimeout, opts.DefaultAdmissionTimeout} {
+		if d == NoTimeout {
+			d = next
+		}
+	}
+	if d == NoTimeout {
+		d = 0
+	}
+	if c := opts.AdmissionCeiling; c > 0 && (d == 0 || c < d) {
+		d = c
+	}
+	return d
+}
+
+func (w *workload) queued(tk Ticket) bool {
+	for h := range w.m.Len() {
+		for _, q := range w.m.Inspect(Handle(h)).Queue {
+			if q.Ticket == tk {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkManagers: what a manager's answer leaves (CONTRACT.md
+// ops.ready.reconfigure, persist.desired-state): a bulk's Done carries its
+// result; a Done of a targeted manager leaves the model wanted loaded
+// unless it unloaded; an apply's Done
+// leaves its config committed; versions never go back, and a probe is for
+// the next version of a multi-slot config that changes the sessions, slots
+// or memory; an apply is refused invalid only past a bound, for too small
+// a capacity reported in this step, or when the live pool cannot take its
+// slots.
+func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
+	doneOn := map[string]bool{}        // models a manager succeeded on in this step
+	lastDone := map[string]*observed{} // and the last of them, whose result stands
+	for _, e := range effs {
+		if o := w.obs[e.Ticket]; e.Kind == EfDone && o != nil && o.kind == "manager" {
+			doneOn[o.model] = true
+			lastDone[o.model] = o
+		}
+	}
+	for _, e := range effs {
+		switch e.Kind {
+		case EfStartProbe:
+			if int(e.Model) < len(before) {
+				v := before[e.Model]
+				old, c := v.Config, e.Config
+				if c.Slots <= 1 || c.sameSessions(old) && c.Slots == old.Slots && c.MemoryMB == old.MemoryMB {
+					return fmt.Errorf("step %d: probe of %+v over %+v", w.step, *c, *old)
+				}
+				if e.Version != w.m.Status(e.Model).ConfigVersion+1 {
+					return fmt.Errorf("step %d: probe for v%d, committed v%d", w.step, e.Version, w.m.Status(e.Model).ConfigVersion)
+				}
+			}
+		case EfDone, EfReject:
+			o := w.obs[e.Ticket]
+			if o == nil || o.kind == "request" {
+				continue
+			}
+			if o.kind == "bulk" {
+				if e.Kind == EfDone && e.Bulk == nil {
+					return fmt.Errorf("step %d: a bulk's Done without its result", w.step)
+				}
+				continue
+			}
+			h, ok := w.m.Lookup(o.model)
+			if !ok {
+				continue
+			}
+			st := w.m.Status(h)
+			if e.Kind == EfDone && lastDone[o.model] == o {
+				if st.WantLoaded != (o.op != OpUnload) {
+					return fmt.Errorf("step %d: %s's %s Done leaves want_loaded %v", w.step, o.model, o.op, st.WantLoaded)
+				}
+				if o.op == OpApply && !wlInvalid[o.cfg] {
+					want := *o.cfg
+					want.BaseVersion, want.RegisterOnly = 0, false
+					if got := w.m.Config(h); got != want {
+						return fmt.Errorf("step %d: %s's apply Done commits %+v, want %+v", w.step, o.model, got, want)
+					}
+				}
+			} else if e.Kind == EfReject && int(h) < len(before) && o.op != OpNone {
+				if e.Code == CodeInvalid && o.op == OpApply && !wlInvalid[o.cfg] && w.cur != nil &&
+					w.cur.Kind != EvLoadDone && w.cur.Kind != EvProbeDone && w.cur.Kind != EvTeardownDone {
+					// (a short load's answer waits for its private
+					// sessions' teardown: reg.first-load-failure)
+					v := before[h]
+					if !(v.Published && o.cfg.sameSessions(v.Config) && o.cfg.Slots > 1 && o.cfg.Slots > v.Capacity) {
+						return fmt.Errorf("step %d: apply of %+v refused invalid on a pool of capacity %d (%+v)", w.step, *o.cfg, v.Capacity, *v.Config)
+					}
+				}
+			}
+		}
+	}
+	for h, v := range before {
+		if st := w.m.Status(Handle(h)); st.ConfigVersion < v.Version {
+			return fmt.Errorf("step %d: %s's version went back from %d to %d", w.step, v.ID, v.Version, st.ConfigVersion)
+		}
+	}
+	return nil
+}
+
+// checkShutdown: ShutdownComplete comes once, exactly when the machine is
+// shutting down and nothing is left: no ticket, no job, no resident pool,
+// no loader (CONTRACT.md time.shutdown-deadline).
+func (w *workload) checkShutdown(effs []Effect) error {
+	sent := false
+	for _, e := range effs {
+		if e.Kind == EfShutdownComplete {
+			if sent || w.sent {
+				return fmt.Errorf("step %d: ShutdownComplete twice", w.step)
+			}
+			sent = true
+		}
+	}
+	quiet := w.m.ShuttingDown() && w.m.LiveTickets() == 0 && w.m.JobsInFlight() == 0 && len(w.m.Loaders()) == 0
+	for h := range w.m.Len() {
+		quiet = quiet && !w.m.Inspect(Handle(h)).Resident
+	}
+	if sent && !quiet || quiet && !sent && !w.sent {
+		return fmt.Errorf("step %d: ShutdownComplete %v, machine quiet %v", w.step, sent || w.sent, quiet)
+	}
+	w.sent = w.sent || sent
 	return nil
 }
