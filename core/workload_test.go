@@ -1009,7 +1009,7 @@ func (w *workload) queued(tk Ticket) bool {
 }
 
 // checkManagers: what a manager's answer leaves (CONTRACT.md
-// ops.ready.reconfigure, persist.desired-state): a bulk's Done carries its
+// ops.ready.reconfigure, persist.restore): a bulk's Done carries its
 // result; a Done of a targeted manager leaves the model wanted loaded
 // unless it unloaded; an apply's Done
 // leaves its config committed; versions never go back, and a probe is for
