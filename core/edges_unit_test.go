@@ -333,3 +333,45 @@ func TestTicketZeroInEveryRole(t *testing.T) {
 		h.expect(rb, "granted")
 	})
 }
+
+// TestCopyIntoFreshAndReused: CopyInto makes an exact, independent copy
+// into a zero Machine (nothing to reuse) and again into the same one
+// (everything reused), as the model checker does with its spare states.
+func TestCopyIntoFreshAndReused(t *testing.T) {
+	h := newHarness(t, Options{MaxLoadedModels: 2})
+	h.register("a", cfg(2), 2)
+	h.register("b", cfg(1), 1)
+	h.request("a")
+	h.manager("b", OpUnload)
+	var c Machine
+	for round := range 2 {
+		h.m.CopyInto(&c)
+		if got, want := c.Describe(), h.m.Describe(); got != want || string(c.AppendKey(nil)) != string(h.m.AppendKey(nil)) {
+			t.Fatalf("round %d: copy\n%s\nwant\n%s", round, got, want)
+		}
+		if x, ok := c.Lookup("b"); !ok || x != h.handle("b") {
+			t.Fatalf("round %d: the copy's index has b at %d, %v", round, x, ok)
+		}
+		// The copy is independent: stepping it leaves the original as it was.
+		before := h.m.Describe()
+		c.SubmitRequest(h.now+1, h.handle("a"), NoTimeout)
+		c.SubmitManager(h.now+1, "c", OpApply, cfg(1), NoTimeout)
+		if h.m.Describe() != before {
+			t.Fatalf("round %d: stepping the copy changed the original", round)
+		}
+		if _, ok := h.m.Lookup("c"); ok {
+			t.Fatalf("round %d: a model registered on the copy is in the original's index", round)
+		}
+		h.request("a") // the original moves on; the next round copies it again
+	}
+}
+
+// TestObservationKinds: exactly Publish and Retire only report a decision
+// (the checks that compare effects with the spec leave them out).
+func TestObservationKinds(t *testing.T) {
+	for k := EfNone; k <= EfRetire; k++ {
+		if got, want := k.Observation(), k == EfPublish || k == EfRetire; got != want {
+			t.Errorf("%s.Observation() = %v, want %v", k, got, want)
+		}
+	}
+}
