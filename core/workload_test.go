@@ -1029,11 +1029,13 @@ func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
 	for _, e := range effs {
 		switch e.Kind {
 		case EfStartProbe:
+			// Nothing commits while a probe is pending, so the config the
+			// step ends with is the one the probe would replace (an earlier
+			// manager in the same step may have committed it).
 			if int(e.Model) < len(before) {
-				v := before[e.Model]
-				old, c := v.Config, e.Config
-				if c.Slots <= 1 || c.sameSessions(old) && c.Slots == old.Slots && c.MemoryMB == old.MemoryMB {
-					return fmt.Errorf("step %d: probe of %+v over %+v", w.step, *c, *old)
+				old, c := w.m.Config(e.Model), e.Config
+				if c.Slots <= 1 || c.sameSessions(&old) && c.Slots == old.Slots && c.MemoryMB == old.MemoryMB {
+					return fmt.Errorf("step %d: probe of %+v over %+v", w.step, *c, old)
 				}
 				if e.Version != w.m.Status(e.Model).ConfigVersion+1 {
 					return fmt.Errorf("step %d: probe for v%d, committed v%d", w.step, e.Version, w.m.Status(e.Model).ConfigVersion)
