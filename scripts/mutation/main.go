@@ -46,8 +46,12 @@ type check struct {
 
 var checks = [...]check{
 	{"unit", "-skip=Rapid", "", nil},
-	// rapid at make test's 5000 checks (gremlins passes no test flags).
-	{"rapid", "-run=Rapid", "", []string{"SLUICE_RAPID_CHECKS=5000"}},
+	// rapid at make test's 5000 checks (gremlins passes no test flags), and
+	// without fail files: gremlins runs every mutant in the same copy of the
+	// module, so a failure rapid saved under one mutant would be replayed
+	// under the next, and a replay that fails for a reason of its own
+	// (a false positive of the reference) would count as a kill of each.
+	{"rapid", "-run=Rapid", "", []string{"SLUICE_RAPID_CHECKS=5000", "RAPID_NOFAILFILE=1"}},
 	{"model", "-run=^TestCheckModel$", "sluice_checks", nil},
 	{"sim", "-run=^TestCheckSim$", "sluice_checks", nil},
 	{"conformance", "-run=^TestCheckConformance$", "sluice_checks_conformance", nil},
