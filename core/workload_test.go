@@ -24,6 +24,10 @@ func (c randChooser) intn(_ string, n int) int { return c.r.IntN(n) }
 
 var wlModels = []string{"a", "b", "c"}
 
+// completion is the event that completes a backend job of each kind.
+var completion = map[EffectKind]EventKind{EfStartLoad: EvLoadDone, EfStartClone: EvCloneDone, EfStartProbe: EvProbeDone,
+	EfStartTeardown: EvTeardownDone}
+
 // observed is what the reference model knows of one ticket.
 type observed struct {
 	kind    string // request, manager, bulk
@@ -183,16 +187,7 @@ func (w *workload) act() error {
 		ev.Job = e.Job
 		ev.Failed = w.pick("bfail", 6) == 0
 		ev.Capacity = []int{4, 4, 2, 1, 3, 5}[w.pick("cap", 6)] // 3 and 5: exactly the slots of the probed configs
-		switch e.Kind {
-		case EfStartLoad:
-			ev.Kind = EvLoadDone
-		case EfStartClone:
-			ev.Kind = EvCloneDone
-		case EfStartProbe:
-			ev.Kind = EvProbeDone
-		case EfStartTeardown:
-			ev.Kind = EvTeardownDone
-		}
+		ev.Kind = completion[e.Kind]
 	case k < 99:
 		ev.Kind = EvTick
 		// Half the ticks come exactly at the next deadline, as the
@@ -584,7 +579,7 @@ func (w *workload) drain() error {
 		if len(w.jobs) > 0 {
 			e := w.jobs[0]
 			ev = Event{Now: w.now, Job: e.Job, Capacity: 4}
-			ev.Kind = map[EffectKind]EventKind{EfStartLoad: EvLoadDone, EfStartClone: EvCloneDone, EfStartProbe: EvProbeDone, EfStartTeardown: EvTeardownDone}[e.Kind]
+			ev.Kind = completion[e.Kind]
 		} else {
 			ev = Event{Kind: EvRelease, Now: w.now, Ticket: w.running[0]}
 		}
@@ -667,17 +662,7 @@ func (w *workload) warm() error {
 		}
 		for n := 0; len(w.jobs) > 0 && n < 16; n++ {
 			e := w.jobs[0]
-			ev := Event{Now: w.now, Job: e.Job, Capacity: 1}
-			switch e.Kind {
-			case EfStartLoad:
-				ev.Kind = EvLoadDone
-			case EfStartClone:
-				ev.Kind = EvCloneDone
-			case EfStartProbe:
-				ev.Kind = EvProbeDone
-			case EfStartTeardown:
-				ev.Kind = EvTeardownDone
-			}
+			ev := Event{Kind: completion[e.Kind], Now: w.now, Job: e.Job, Capacity: 1}
 			if err := w.apply(ev); err != nil {
 				return err
 			}
