@@ -881,7 +881,7 @@ func (w *workload) checkBackoff(before []ModelView) error {
 			for range st.LoadFailures - 1 {
 				d = min(2*d, ceil)
 			}
-			want = w.now + d
+			want = w.cur.Now + d // a rise without w.cur was refused above
 		}
 		if st.BackoffUntil != want {
 			return fmt.Errorf("step %d: %s's load failure %d backs off until %d, want %d", w.step, v.ID, st.LoadFailures, st.BackoffUntil, want)
