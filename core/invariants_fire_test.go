@@ -83,6 +83,18 @@ func (f fireState) bulkParent(t *testing.T) *ticket {
 	return nil
 }
 
+// wantFire: err is a check's answer; want is the message it must contain,
+// or "" when the check must hold.
+func wantFire(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("fired on a state it allows: %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
 func withSlots(md *model, n int) {
 	c := *md.cfg
 	c.Slots = n
@@ -211,13 +223,7 @@ func TestEveryInvariantClauseFires(t *testing.T) {
 			if check == nil {
 				t.Fatalf("no invariant %s", c.inv)
 			}
-			err := check(f.m)
-			switch {
-			case c.want == "" && err != nil:
-				t.Fatalf("%s fired on a state it allows: %v", c.inv, err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Fatalf("%s: got %v, want %q", c.inv, err, c.want)
-			}
+			wantFire(t, check(f.m), c.want)
 			if c.want != "" && !strings.Contains(f.m.CheckInvariants().Error(), c.inv+": ") {
 				t.Fatalf("CheckInvariants does not name %s: %v", c.inv, f.m.CheckInvariants())
 			}
@@ -252,13 +258,7 @@ func TestEvictOnlyIdleFires(t *testing.T) {
 			r := &h.m.evicted[0]
 			r.model = h.handle("a") // name the record after a for the message
 			c.corrupt(r)
-			err := checkEvictOnlyIdle(h.m)
-			switch {
-			case c.want == "" && err != nil:
-				t.Fatalf("fired on an idle victim: %v", err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Fatalf("got %v, want %q", err, c.want)
-			}
+			wantFire(t, checkEvictOnlyIdle(h.m), c.want)
 		})
 	}
 }
@@ -289,13 +289,7 @@ func TestQueueProgressLoaderHead(t *testing.T) {
 			h.m.opts.MaxLoadedModels = 2
 			h.m.opts.SerializeColdLoads = c.serialize
 			h.m.loads = c.loads
-			err := checkQueueProgress(h.m)
-			switch {
-			case c.want == "" && err != nil:
-				t.Fatalf("fired: %v", err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Fatalf("got %v, want %q", err, c.want)
-			}
+			wantFire(t, checkQueueProgress(h.m), c.want)
 		})
 	}
 }

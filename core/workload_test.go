@@ -443,8 +443,7 @@ func (w *workload) checkNextDeadline() error {
 		for _, q := range v.Queue {
 			take(q.Deadline)
 		}
-		if idle > 0 && !w.m.ShuttingDown() && v.Published && v.State == Ready && v.Active == 0 && len(v.Queue) == 0 &&
-			v.Manager == nil && v.JobKind == "none" && !v.InLoaders {
+		if idle > 0 && !w.m.ShuttingDown() && idleView(v) {
 			take(v.LastUsed + idle)
 		}
 		take(v.BackoffUntil)
@@ -839,8 +838,7 @@ func (w *workload) checkTick(ev Event, before []ModelView) error {
 	}
 	idle := w.m.Options().IdleTimeout
 	for h, v := range before {
-		due := idle > 0 && !w.shut && v.Published && v.State == Ready && v.Active == 0 && len(v.Queue) == 0 &&
-			v.Manager == nil && v.JobKind == "none" && !v.InLoaders && ev.Now-v.LastUsed >= idle
+		due := idle > 0 && !w.shut && idleView(v) && ev.Now-v.LastUsed >= idle
 		if due != retired[Handle(h)] {
 			return fmt.Errorf("step %d: Tick at %d: %s idle since %d (timeout %d) retired %v, want %v", w.step, ev.Now, v.ID, v.LastUsed, idle, retired[Handle(h)], due)
 		}
@@ -901,10 +899,6 @@ func (w *workload) checkVictims(effs []Effect, before []ModelView) error {
 			victim[e.Model] = true
 		}
 	}
-	idle := func(u ModelView) bool {
-		return u.Published && u.State == Ready && u.Active == 0 && len(u.Queue) == 0 && u.Manager == nil &&
-			u.JobKind == "none" && !u.InLoaders
-	}
 	// A cold request is refused for room only when its load would not fit
 	// even with every pool that is tearing down gone and every idle model
 	// evicted (CONTRACT.md res.limits, res.no-victim); with a count limit
@@ -922,7 +916,7 @@ func (w *workload) checkVictims(effs []Effect, before []ModelView) error {
 			}
 			if u.ID == w.cur.Model {
 				target = u
-			} else if idle(*u) {
+			} else if idleView(*u) {
 				idles++
 				idleMB += u.ResidentMB
 			}
@@ -949,7 +943,7 @@ func (w *workload) checkVictims(effs []Effect, before []ModelView) error {
 		return a.LastUsed < b.LastUsed || a.LastUsed == b.LastUsed && a.Handle < b.Handle
 	}
 	for _, u := range before {
-		if victim[u.Handle] || (w.cur != nil && u.ID == w.cur.Model) || !idle(u) {
+		if victim[u.Handle] || (w.cur != nil && u.ID == w.cur.Model) || !idleView(u) {
 			continue
 		}
 		for v := range victim {
@@ -1096,4 +1090,13 @@ func (w *workload) checkShutdown(effs []Effect) error {
 	}
 	w.sent = w.sent || sent
 	return nil
+}
+
+// idleView is the reference's idle model, from its view: a published ready
+// pool with no lease, no queue, no manager, no job and no loader place, the
+// only kind idle retirement and eviction may take (CONTRACT.md
+// res.idle-retirement, res.victim-choice).
+func idleView(v ModelView) bool {
+	return v.Published && v.State == Ready && v.Active == 0 && len(v.Queue) == 0 && v.Manager == nil &&
+		v.JobKind == "none" && !v.InLoaders
 }
