@@ -144,6 +144,7 @@ func (m *Machine) admit(now int64, h Handle, i int32) {
 	md.active++
 	md.waitInit++
 	t.slot, t.phase = int8(s), phWaitInit
+	m.touch(h) // a slot taken while the pool is built: no effect names it yet
 	if md.state == Unloaded {
 		m.startLoad(h)
 	}

@@ -192,10 +192,14 @@ func (m *Machine) Advance() {
 }
 
 // Touched returns the models whose status the events since the last
-// Advance may have changed (the ones they marked for scheduling, released
-// a lease of, or named in an effect), each once. The slice is reused like
-// Effects'. Observers take these models' statuses after a step instead of
-// replaying it.
+// Advance may have changed, each once: every model whose Status differs
+// from the one at the last Advance is among them (a new registration too).
+// They are the models the events marked for scheduling, queued a ticket
+// of, gave a slot of while its pool is built (a cold load starts there), or
+// named in an effect. The slice is reused like Effects'.
+// Observers take these models' statuses after a step instead of replaying
+// it; rapid's reference (checkTouched) compares every status around every
+// event.
 func (m *Machine) Touched() []Handle {
 	for i := range m.out {
 		if h := m.out[i].Model; m.out[i].Kind != EfShutdownComplete && int(h) < len(m.models) {
@@ -321,6 +325,7 @@ func (m *Machine) enqueue(h Handle, i int32) {
 	} else {
 		md.nMgr++
 	}
+	m.touch(h) // its queue lengths changed, and no effect may name it
 }
 
 func (m *Machine) unlink(i int32) {

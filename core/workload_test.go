@@ -249,9 +249,11 @@ func (w *workload) apply(ev Event) error {
 	timers := w.timersBefore(ev)
 	models := make([]ModelView, w.m.Len())
 	w.fails = w.fails[:0]
+	statuses := make([]ModelStatus, len(models))
 	for h := range models {
 		models[h] = w.m.Inspect(Handle(h))
-		w.fails = append(w.fails, w.m.Status(Handle(h)).LoadFailures)
+		statuses[h] = w.m.Status(Handle(h))
+		w.fails = append(w.fails, statuses[h].LoadFailures)
 	}
 	w.cur, w.job, w.before = &ev, Effect{}, models
 	defer func() { w.cur, w.before = nil, nil }()
@@ -265,6 +267,9 @@ func (w *workload) apply(ev Event) error {
 		return fmt.Errorf("step %d %s: %w", w.step, ev.Kind, err)
 	}
 	w.records = append(w.records, EventRecord(ev, tk))
+	if err := w.checkTouched(ev, statuses); err != nil {
+		return err
+	}
 	switch ev.Kind {
 	case EvSubmitRequest, EvSubmitManager, EvSubmitBulkUnload:
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
@@ -1099,4 +1104,29 @@ func (w *workload) checkShutdown(effs []Effect) error {
 func idleView(v ModelView) bool {
 	return v.Published && v.State == Ready && v.Active == 0 && len(v.Queue) == 0 && v.Manager == nil &&
 		v.JobKind == "none" && !v.InLoaders
+}
+
+// checkTouched: Touched names every model whose status the step changed,
+// and every model it registered, so an observer that reads only those
+// statuses misses no change (core/runtime's status feed does exactly that).
+func (w *workload) checkTouched(ev Event, before []ModelStatus) error {
+	touched := map[Handle]bool{}
+	for _, h := range w.m.Touched() {
+		if touched[h] {
+			return fmt.Errorf("step %d %s: Touched names model %d twice", w.step, ev.Kind, h)
+		}
+		touched[h] = true
+	}
+	for h := 0; h < w.m.Len(); h++ {
+		st := w.m.Status(Handle(h))
+		if h < len(before) && st == before[h] || touched[Handle(h)] {
+			continue
+		}
+		was := "unregistered"
+		if h < len(before) {
+			was = fmt.Sprintf("%+v", before[h])
+		}
+		return fmt.Errorf("step %d %s: model %s changed from %s to %+v, and Touched does not name it", w.step, ev.Kind, st.ID, was, st)
+	}
+	return nil
 }

@@ -155,7 +155,7 @@ func (r *Runtime) observeLocked(ev *core.Event, tk core.Ticket, effs []core.Effe
 		st.Effects[i] = StepEffect{Effect: effs[i], ID: r.effectID(&effs[i])}
 	}
 	if r.obsStatus {
-		st.Status = r.touchedStatusLocked(ev)
+		st.Status = r.touchedStatusLocked()
 	}
 	var recs []core.Record // built once, for the trace and the record subscribers
 	if r.trace != nil || r.hasRecordSubsLocked() {
@@ -220,32 +220,15 @@ func (r *Runtime) effectID(e *core.Effect) string {
 	return r.m.ID(e.Model)
 }
 
-// touchedStatusLocked returns the statuses of the models the step touched
-// (core.Machine.Touched) and of the models its event names.
-func (r *Runtime) touchedStatusLocked(ev *core.Event) []core.ModelStatus {
+// touchedStatusLocked returns the statuses of the models the step touched:
+// core.Machine.Touched names every model whose status the step changed
+// (core's rapid check checkTouched holds it to that), so nothing here
+// re-derives which models an event concerns.
+func (r *Runtime) touchedStatusLocked() []core.ModelStatus {
 	hs := r.m.Touched()
-	seen := func(h core.Handle) bool {
-		for _, x := range hs {
-			if x == h {
-				return true
-			}
-		}
-		return false
-	}
-	out := make([]core.ModelStatus, 0, len(hs)+1)
-	for _, h := range hs {
-		out = append(out, r.m.Status(h))
-	}
-	named := func(id string) {
-		if h, ok := r.m.Lookup(id); ok && !seen(h) {
-			out = append(out, r.m.Status(h))
-		}
-	}
-	if ev.Model != "" {
-		named(ev.Model)
-	}
-	for _, id := range ev.Models {
-		named(id)
+	out := make([]core.ModelStatus, len(hs))
+	for k, h := range hs {
+		out[k] = r.m.Status(h)
 	}
 	return out
 }
