@@ -171,7 +171,7 @@ type scratch struct {
 	pviews, views               []core.ModelView  // the expanded state's views, a successor's
 	spare                       *coremodel.Driver // the copy each label but the last is applied to
 	twins                       []bool
-	labels                      []env.Label
+	labels, micro               []env.Label
 	effs                        []abstract.Effect
 	stepper                     abstract.Stepper
 }
@@ -233,7 +233,8 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 	succ := mc.Succ{Label: l}
 	var checks, refs int64
 	var vs []core.ModelView
-	for k, x := range d.Micro(l) {
+	sc.micro = d.MicroInto(sc.micro[:0], l)
+	for k, x := range sc.micro {
 		res, err := d.ApplyMicro(x, k == 0)
 		if err != nil {
 			return succ, checks, refs, err

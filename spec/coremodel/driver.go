@@ -198,19 +198,22 @@ func (d *Driver) Apply(l env.Label) (Result, error) { return d.apply(l, true, tr
 // Micro returns the core events that label l stands for: l itself, or for a
 // merged build its LoadDone and then each CloneDone up to the publication
 // or the failing clone.
-func (d *Driver) Micro(l env.Label) []env.Label {
+func (d *Driver) Micro(l env.Label) []env.Label { return d.MicroInto(nil, l) }
+
+// MicroInto is Micro appending to buf (the checker's step reuses one).
+func (d *Driver) MicroInto(buf []env.Label, l env.Label) []env.Label {
+	out := append(buf, l)
 	if !d.B.MergeBuild || l.Kind != core.EvLoadDone || l.Failed || l.Cap == env.CapLow {
-		return []env.Label{l}
+		return out
 	}
 	h, ok := d.M.Lookup(d.B.Models[l.Model])
 	if !ok {
-		return []env.Label{l}
+		return out
 	}
 	n := d.M.Config(h).Slots - 1
 	if l.Clone > 0 {
 		n = int(l.Clone)
 	}
-	out := []env.Label{l}
 	for c := 1; c <= n; c++ {
 		out = append(out, env.Label{Kind: core.EvCloneDone, Model: l.Model, Failed: c == int(l.Clone), Fair: true})
 	}
