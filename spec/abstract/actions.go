@@ -31,6 +31,13 @@ type Action struct {
 	Expire    []uint64
 	Retire    []string
 	TickGiven bool
+	// A SubmitManager apply that registers a model restored from the
+	// persistent registry (core.Config's BaseVersion and RegisterOnly,
+	// CONTRACT.md persist.restore): its committed version starts at
+	// BaseVersion (at least 1), and RegisterOnly registers it unloaded, the
+	// manager granted like an unload. A reconfigure ignores both.
+	BaseVersion  uint64
+	RegisterOnly bool
 }
 
 // Outcome is one quiescent successor of a step with the effects emitted on
@@ -276,9 +283,12 @@ func (r *run) SubmitManager(a Action) []*run {
 		if op != core.OpApply {
 			return reject(core.CodeNotFound)
 		}
-		r.s.Models = append(r.s.Models, Model{ID: a.Model, Life: core.Unloaded, Cfg: cfg, Ver: 1})
+		r.s.Models = append(r.s.Models, Model{ID: a.Model, Life: core.Unloaded, Cfg: cfg, Ver: max(a.BaseVersion, 1)})
 		i = len(r.s.Models) - 1
 		op, cfg, timeout = core.OpLoad, nil, 0
+		if a.RegisterOnly {
+			op = core.OpUnload // restored unloaded: nothing to load or tear down
+		}
 	}
 	if op != core.OpApply {
 		cfg = nil

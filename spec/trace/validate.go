@@ -178,6 +178,12 @@ func (v *Validator) Step(line int, evr core.Record, effs []core.Record) error {
 				}
 				continue
 			}
+			if err := observationsAgree(st, effs); err != nil {
+				if len(allowed) < 3 {
+					allowed = append(allowed, "a state where "+err.Error())
+				}
+				continue
+			}
 			k := string(st.AppendExactKey(nil))
 			if !seen[k] {
 				seen[k] = true
@@ -205,6 +211,7 @@ func action(configs *abstract.ConfigTable, s *abstract.State, ev core.Event, r c
 		Ticket: r.Ticket, Reason: ev.Reason, Failed: ev.Failed, Capacity: ev.Capacity, Now: ev.Now}
 	if ev.Config != nil {
 		a.Cfg = configs.FromCore(ev.Config)
+		a.BaseVersion, a.RegisterOnly = ev.Config.BaseVersion, ev.Config.RegisterOnly
 	}
 	if ev.Kind == core.EvTick {
 		a.TickGiven = true
@@ -413,3 +420,36 @@ func describe(r core.Record) string {
 
 // ErrNoTraces is returned by ValidateDir when the directory holds no trace.
 var ErrNoTraces = errors.New("trace: no traces")
+
+// observationsAgree checks the Publish records of a step against the spec
+// state it reached: the spec has no such effect, but the pool it reports
+// must be the one the state holds published, with its advertised
+// capacity. A pool retired later in the same step is not checked (the
+// state no longer holds it), nor is the version: a manager granted later
+// in the same step may commit a new one onto the same pool.
+func observationsAgree(st *abstract.State, effs []core.Record) error {
+	for k, r := range effs {
+		if r.Ef != "Publish" || retiredAfter(effs[k+1:], r.Model) {
+			continue
+		}
+		i := st.Lookup(r.Model)
+		if i < 0 {
+			return fmt.Errorf("%s, published, is not registered", r.Model)
+		}
+		md := &st.Models[i]
+		if !md.Published || md.Capacity != r.Capacity {
+			return fmt.Errorf("%s is published=%v with capacity %d, the trace's Publish says capacity %d",
+				r.Model, md.Published, md.Capacity, r.Capacity)
+		}
+	}
+	return nil
+}
+
+func retiredAfter(effs []core.Record, model string) bool {
+	for _, r := range effs {
+		if r.Ef == "Retire" && r.Model == model {
+			return true
+		}
+	}
+	return false
+}
