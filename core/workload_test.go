@@ -92,6 +92,50 @@ var wlConfigs = []*Config{
 	{Engine: "fx", Options: "{}", Slots: MaxSlots + 1, MemoryMB: 100},
 	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, MaxQueue: MaxQueueLimit + 1},
 	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: -1},
+	// Valid again: the same slots, memory and options as wlConfigs[1] but
+	// other sessions, each by one session field (refSameSessions).
+	{Engine: "fy", Options: "{}", Slots: 2, MemoryMB: 100},
+	{Engine: "fx", Checkpoint: "v2", Options: "{}", Slots: 2, MemoryMB: 100},
+	{Task: "asr", Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100},
+}
+
+// edgeTimes are the future instants at which a comparison of core's flips:
+// a slot holder becomes overdue for one of the timeouts the event mix
+// uses (CONTRACT.md time.overdue-blockers), or a model's idle time runs
+// out. A random step almost never lands on one exactly.
+func (w *workload) edgeTimes() []int64 {
+	var out []int64
+	add := func(t int64) {
+		if t > w.now {
+			out = append(out, t)
+		}
+	}
+	idle := w.m.Options().IdleTimeout
+	for h := 0; h < w.m.Len(); h++ {
+		v := w.m.Inspect(Handle(h))
+		for _, s := range v.Slots {
+			for _, d := range []int64{2000, 3000, 8000} {
+				add(s.Since + d)
+			}
+		}
+		if idle > 0 && v.State == Ready && v.Active == 0 {
+			add(v.LastUsed + idle)
+		}
+	}
+	return out
+}
+
+// refSameSessions is the reference's own test of whether two configs build
+// identical sessions: they agree in everything but the fields that only
+// schedule (slots, memory, admission timeout, queue limit) and the
+// registration-only ones. It is written apart from core's sameSessions so
+// that a mutant there is not copied into the reference.
+func refSameSessions(a, b *Config) bool {
+	x, y := *a, *b
+	for _, c := range []*Config{&x, &y} {
+		c.Slots, c.MemoryMB, c.AdmissionTimeout, c.MaxQueue, c.BaseVersion, c.RegisterOnly = 0, 0, 0, 0, 0, false
+	}
+	return x == y
 }
 
 // wlInvalid says, by construction and not by asking Config.Validate, which
@@ -102,7 +146,11 @@ var wlInvalid = map[*Config]bool{wlConfigs[7]: true, wlConfigs[8]: true, wlConfi
 // act performs one random event and checks the result.
 func (w *workload) act() error {
 	w.step++
-	w.now += int64(1 + w.pick("dt", 3000))
+	if edges := w.edgeTimes(); len(edges) > 0 && w.pick("edge", 4) == 0 {
+		w.now = edges[w.pick("which", len(edges))]
+	} else {
+		w.now += int64(1 + w.pick("dt", 3000))
+	}
 	var ev Event
 	ev.Now = w.now
 	switch k := w.pick("action", 100); {
@@ -228,7 +276,7 @@ func (w *workload) apply(ev Event) error {
 	if ev.Kind == EvSubmitManager && ev.Op == OpApply {
 		if h, ok := w.m.Lookup(ev.Model); ok {
 			v := w.m.Inspect(h)
-			capRefusable = v.Published && ev.Config.sameSessions(v.Config) && ev.Config.Slots > 1 && ev.Config.Slots > v.Capacity
+			capRefusable = v.Published && refSameSessions(ev.Config, v.Config) && ev.Config.Slots > 1 && ev.Config.Slots > v.Capacity
 		}
 	}
 	var arrival *arrivalRef
@@ -1018,7 +1066,7 @@ func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
 			// manager in the same step may have committed it).
 			if int(e.Model) < len(before) {
 				old, c := w.m.Config(e.Model), e.Config
-				if c.Slots <= 1 || c.sameSessions(&old) && c.Slots == old.Slots && c.MemoryMB == old.MemoryMB {
+				if c.Slots <= 1 || refSameSessions(c, &old) && c.Slots == old.Slots && c.MemoryMB == old.MemoryMB {
 					return fmt.Errorf("step %d: probe of %+v over %+v", w.step, *c, old)
 				}
 				if e.Version != w.m.Status(e.Model).ConfigVersion+1 {
@@ -1058,7 +1106,7 @@ func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
 					// (a short load's answer waits for its private
 					// sessions' teardown: reg.first-load-failure)
 					v := before[h]
-					if !(v.Published && o.cfg.sameSessions(v.Config) && o.cfg.Slots > 1 && o.cfg.Slots > v.Capacity) {
+					if !(v.Published && refSameSessions(o.cfg, v.Config) && o.cfg.Slots > 1 && o.cfg.Slots > v.Capacity) {
 						return fmt.Errorf("step %d: apply of %+v refused invalid on a pool of capacity %d (%+v)", w.step, *o.cfg, v.Capacity, *v.Config)
 					}
 				}
