@@ -40,6 +40,11 @@ type observed struct {
 	cfg     *Config // manager: OpApply's config
 	op      Op      // manager: its operation
 	seenBy  int     // step of the terminal or grant effect
+	// register: an apply that registers its model (unregistered when
+	// submitted), whose Done leaves the config's BaseVersion (at least 1)
+	// committed and, for RegisterOnly, the model unloaded and not wanted
+	// loaded (CONTRACT.md persist.restore).
+	register bool
 }
 
 type workload struct {
@@ -97,6 +102,12 @@ var wlConfigs = []*Config{
 	{Engine: "fy", Options: "{}", Slots: 2, MemoryMB: 100},
 	{Engine: "fx", Checkpoint: "v2", Options: "{}", Slots: 2, MemoryMB: 100},
 	{Task: "asr", Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100},
+	// A registration restored from the persistent registry (CONTRACT.md
+	// persist.restore): unloaded at its saved version; a reconfigure
+	// ignores both fields.
+	{Engine: "fx", Options: "{}", Slots: 2, MemoryMB: 100, BaseVersion: 5, RegisterOnly: true},
+	{Engine: "fx", Options: `{"v":2}`, Slots: 3, MemoryMB: 150, BaseVersion: 9},
+	{Engine: "fx", Options: "{}", Slots: 1, MemoryMB: 100, RegisterOnly: true},
 }
 
 // edgeTimes are the future instants at which a comparison of core's flips:
@@ -321,7 +332,8 @@ func (w *workload) apply(ev Event) error {
 	switch ev.Kind {
 	case EvSubmitRequest, EvSubmitManager, EvSubmitBulkUnload:
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
-		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config, op: ev.Op}
+		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config, op: ev.Op,
+			register: ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.reg[ev.Model]}
 		w.live = append(w.live, tk)
 		if arrival != nil {
 			if err := w.checkArrival(arrival, tk); err != nil {
@@ -1090,8 +1102,15 @@ func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
 			}
 			st := w.m.Status(h)
 			if e.Kind == EfDone && lastDone[o.model] == o {
-				if st.WantLoaded != (o.op != OpUnload) {
+				restore := o.register && o.cfg.RegisterOnly
+				if st.WantLoaded != (o.op != OpUnload && !restore) {
 					return fmt.Errorf("step %d: %s's %s Done leaves want_loaded %v", w.step, o.model, o.op, st.WantLoaded)
+				}
+				if restore && (st.State != Unloaded || st.Loaded) {
+					return fmt.Errorf("step %d: %s restored %s, want unloaded", w.step, o.model, st.State)
+				}
+				if o.register && st.ConfigVersion != max(o.cfg.BaseVersion, 1) {
+					return fmt.Errorf("step %d: %s registered at v%d, want v%d", w.step, o.model, st.ConfigVersion, max(o.cfg.BaseVersion, 1))
 				}
 				if o.op == OpApply && !wlInvalid[o.cfg] {
 					want := *o.cfg
