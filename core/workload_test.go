@@ -870,8 +870,11 @@ func (w *workload) checkTimers(ev Event, before map[Ticket]timerRef) error {
 	}
 	r, known := before[ev.Ticket]
 	e, ok := ended[ev.Ticket]
+	if o := w.obs[ev.Ticket]; o != nil && o.kind == "bulk" && !o.ended {
+		return w.checkBulkCancel(ev)
+	}
 	switch {
-	case !known: // a bulk, or a ticket already granted: not this check's
+	case !known: // a ticket already granted or ended: not this check's
 	case r.queued:
 		want, why := CodeCancelled, RejectDisconnect
 		if ev.Reason == ReasonTimeout {
@@ -886,6 +889,37 @@ func (w *workload) checkTimers(ev Event, before map[Ticket]timerRef) error {
 		}
 	}
 	return nil
+}
+
+// checkBulkCancel: a bulk unload's wait is unbounded, so a timeout's
+// Cancel changes nothing; a disconnect's takes its queued members out of
+// every queue (CONTRACT.md time.zero-and-bulk, time.disconnect-queued).
+func (w *workload) checkBulkCancel(ev Event) error {
+	if ev.Reason != ReasonDisconnect {
+		if effs := w.m.Effects(); len(effs) > 0 {
+			return fmt.Errorf("step %d: a timeout's Cancel of a bulk emitted %v", w.step, effs)
+		}
+		return nil
+	}
+	for h := range w.m.Len() {
+		for _, q := range w.m.Inspect(Handle(h)).Queue {
+			if q.Member && w.liveBulks() == 1 {
+				return fmt.Errorf("step %d: a disconnected bulk's member %d is still queued on %s", w.step, q.Ticket, w.m.ID(Handle(h)))
+			}
+		}
+	}
+	return nil
+}
+
+// liveBulks counts the bulk unloads submitted and not answered.
+func (w *workload) liveBulks() int {
+	n := 0
+	for _, o := range w.obs {
+		if o.kind == "bulk" && !o.ended {
+			n++
+		}
+	}
+	return n
 }
 
 // checkTick: a Tick retires exactly the idle models whose --idle-timeout has
@@ -1095,6 +1129,11 @@ func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
 					return fmt.Errorf("step %d: a bulk's Done without its result", w.step)
 				}
 				continue
+			}
+			// A targeted manager's Done carries its model's status (the
+			// body of the HTTP answer).
+			if e.Kind == EfDone && (e.Status == nil || e.Status.ID != o.model) {
+				return fmt.Errorf("step %d: %s's %s Done carries status %+v", w.step, o.model, o.op, e.Status)
 			}
 			h, ok := w.m.Lookup(o.model)
 			if !ok {
