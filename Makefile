@@ -262,7 +262,7 @@ model-check:
 	$(GO) run ./spec/cmd/modelcheck -bound small,small3
 
 # model-check-large: 3 models x 3 slots, 5 requests, 2 reconfigures, an
-# unload and a bulk unload, every failure and timeout (34.8M states: 17-19 minutes and 6.3 GB on 2 cores).
+# unload and a bulk unload, every failure and timeout (34.8M states, 6.3 GB: 8.7 minutes on 2 idle cores, about twice that on shared ones).
 model-check-large:
 	$(GO) run ./spec/cmd/modelcheck -bound large -core-only -max-time 27m
 
