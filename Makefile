@@ -31,7 +31,7 @@ crash-loop:
 	$(GO) build -o bin/sluice ./cmd/sluice
 	SLUICE_BIN=$(CURDIR)/bin/sluice SLUICE_CRASHLOOP_KILLS=$(CRASH_KILLS) $(GO) test -count=1 -run '^TestCrashLoop$$' -v -timeout 30m ./cmd/sluice/
 
-test: deps models lint unit race cover ui-test deploy-test
+test: deps models lint unit race cover trace-check ui-test deploy-test
 
 lint: fmt-check vet staticcheck
 
