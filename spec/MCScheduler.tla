@@ -21,6 +21,7 @@ MCConfigs == {InitCfg, Cfg("b", InitSlots), Cfg("a", InitSlots - 1)}
 MCCapacities == {InitSlots - 1, 4}
 MCSelections == {SetToSeq(MCModels)}
 MCTickets == 1..MaxTickets
+MCRestores == {[base |-> 0, only |-> FALSE], [base |-> 0, only |-> TRUE]}
 
 MCInit ==
     /\ models = [m \in ModelIds |-> [Unregistered EXCEPT !.reg = TRUE, !.cfg = InitCfg, !.ver = 1]]

@@ -39,7 +39,10 @@ CONSTANTS
     LoadBackoff,        \* a failed load backs off (core.Options.LoadBackoff > 0)
     Capacities,         \* capacities a backend may advertise
     BulkSelections,     \* the ID sequences a bulk unload may name
-    TicketIds           \* the ticket numbers a run may hand out
+    TicketIds,          \* the ticket numbers a run may hand out
+    Restores            \* what a registration restored from the persistent
+                        \* registry carries: [base |-> saved version or 0,
+                        \* only |-> register unloaded] (CONTRACT persist.restore)
 
 NoTimeout == -1                 \* "use the next default"
 MaxSlots == 16
@@ -414,12 +417,15 @@ SubmitRequest(m, timeout, overdue) ==
 
 \* CONTRACT reg.new, reg.invalid, time.manager-timeout; registration publishes
 \* one stable entry before its first load.
-SubmitManager(m, op, cfg, timeout, overdue) ==
+SubmitManager(m, op, cfg, timeout, overdue, rst) ==
     LET T == NewTicket(Fresh) id == T.nextId md == T.models[m]
         R == IF md.reg THEN T
-             ELSE [T EXCEPT !.models[m] = [Unregistered EXCEPT !.reg = TRUE, !.cfg = cfg, !.ver = 1],
+             ELSE [T EXCEPT !.models[m] = [Unregistered EXCEPT !.reg = TRUE, !.cfg = cfg,
+                                                              !.ver = IF rst.base > 1 THEN rst.base ELSE 1],
                             !.order = Append(@, m)]
-        op2 == IF md.reg THEN op ELSE "load"
+        \* A registration loads; a restored unloaded one is granted like an
+        \* unload (nothing to tear down). A reconfigure ignores rst.
+        op2 == IF md.reg THEN op ELSE IF rst.only THEN "unload" ELSE "load"
         bnd == Bounded(R.models[m], IF md.reg THEN timeout ELSE 0)
     IN Event(
       IF (op = "apply" /\ ~ValidConfig(cfg)) \/ op \notin {"apply", "load", "unload"}
@@ -576,8 +582,9 @@ Timeouts == {NoTimeout, 0, 1}
 
 Next ==
     \/ \E m \in ModelIds, to \in Timeouts, od \in BOOLEAN : SubmitRequest(m, to, od)
-    \/ \E m \in ModelIds, op \in {"apply", "load", "unload"}, c \in Configs, to \in Timeouts, od \in BOOLEAN :
-           SubmitManager(m, op, c, to, od)
+    \/ \E m \in ModelIds, op \in {"apply", "load", "unload"}, c \in Configs, to \in Timeouts, od \in BOOLEAN,
+          rs \in Restores :
+           SubmitManager(m, op, c, to, od, rs)
     \/ \E sel \in BulkSelections : SubmitBulkUnload(sel)
     \/ \E t \in Live(S), r \in Reasons : Cancel(t, r)
     \/ \E t \in Live(S), f \in BOOLEAN : Release(t, f)
