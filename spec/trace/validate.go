@@ -429,7 +429,7 @@ var ErrNoTraces = errors.New("trace: no traces")
 // in the same step may commit a new one onto the same pool.
 func observationsAgree(st *abstract.State, effs []core.Record) error {
 	for k, r := range effs {
-		if r.Ef != "Publish" || retiredAfter(effs[k+1:], r.Model) {
+		if r.Ef != "Publish" || slices.ContainsFunc(effs[k+1:], func(x core.Record) bool { return x.Ef == "Retire" && x.Model == r.Model }) {
 			continue
 		}
 		i := st.Lookup(r.Model)
@@ -443,13 +443,4 @@ func observationsAgree(st *abstract.State, effs []core.Record) error {
 		}
 	}
 	return nil
-}
-
-func retiredAfter(effs []core.Record, model string) bool {
-	for _, r := range effs {
-		if r.Ef == "Retire" && r.Model == model {
-			return true
-		}
-	}
-	return false
 }
