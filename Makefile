@@ -207,7 +207,10 @@ bench-diarization: models
 	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -models $(MODELS_ROOT) -split $(DIAR_SPLIT) -oracle -slots 1,2,4
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
-ENGINES_BENCHTIME ?= 24x
+# 96 requests per line (about 100 s on 2 cores): at 24 Silero's 1-slot line
+# swung from 56 to 63 req/s between runs, enough to move its 2-slot ratio
+# from 1.59x to 1.98x.
+ENGINES_BENCHTIME ?= 96x
 bench-engines: models
 	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=$(ENGINES_BENCHTIME) -count=1 ./backends/engines/
 
@@ -226,18 +229,20 @@ bench-all:
 # pool of 2 slots should match; their lines are named SileroProcess1 and
 # SileroProcess2, so they do not mix with the one-process figures), and
 # backends/onnx's BenchmarkSileroPaths: the shim's one native call per
-# request beside the per-window loop it replaced, at 1 and 2 slots. About 1 minute a round on 2 loaded cores.
+# request beside the per-window loop it replaced, at 1 and 2 slots.
+# SILERO_BENCHTIME requests per line; about 40 s a round on 2 quiet cores.
 SILERO_ROUNDS ?= 3
+SILERO_BENCHTIME ?= 96x
 bench-silero: models
 	$(GO) test -c -o bin/engines.test ./backends/engines/
 	$(GO) test -c -o bin/onnx.test ./backends/onnx/
 	@for r in $$(seq $(SILERO_ROUNDS)); do \
 	  echo "round $$r: one process"; \
-	  SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench BenchmarkSileroOptions -test.benchtime 24x | grep '^Benchmark' || exit 1; \
+	  SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench BenchmarkSileroOptions -test.benchtime $(SILERO_BENCHTIME) | grep '^Benchmark' || exit 1; \
 	  echo "round $$r: the shim beside the per-window loop"; \
-	  SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/onnx.test -test.run '^$$' -test.bench BenchmarkSileroPaths -test.benchtime 24x | grep '^Benchmark' || exit 1; \
+	  SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/onnx.test -test.run '^$$' -test.bench BenchmarkSileroPaths -test.benchtime $(SILERO_BENCHTIME) | grep '^Benchmark' || exit 1; \
 	  echo "round $$r: two single-session processes at once"; \
-	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime 24x | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
+	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime $(SILERO_BENCHTIME) | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
 	done
 
 # bench-whisper: whisper.cpp's own examples/server (serial, built from the

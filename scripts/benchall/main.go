@@ -27,7 +27,7 @@ import (
 // quickVars are the make variables -quick sets: one count or round where a
 // target repeats, a short window where it measures over time.
 var quickVars = []string{
-	"BENCH_COUNT=1", "RUNTIME_COUNT=1", "ENGINES_BENCHTIME=8x", "SILERO_ROUNDS=1",
+	"BENCH_COUNT=1", "RUNTIME_COUNT=1", "ENGINES_BENCHTIME=8x", "SILERO_ROUNDS=1", "SILERO_BENCHTIME=24x",
 	"BENCHHTTP_ARGS=-rounds 2 -d 1s -warmup 500ms",
 	"PEERS_WINDOW=1s", "PEERS_BURST=12", "PEERS_SEQ=40",
 }
