@@ -267,7 +267,8 @@ model-check:
 	$(GO) run ./spec/cmd/modelcheck -bound small,small3
 
 # model-check-large: 3 models x 3 slots, 5 requests, 2 reconfigures, an
-# unload and a bulk unload, every failure and timeout (34.8M states, 6.3 GB: 8.7 minutes on 2 idle cores, about twice that on shared ones).
+# unload and a bulk unload, every failure and timeout (34.8M states, 6.3 GB: 8.7 minutes on 2 idle cores on 2026-12-02, 12.8 on the
+# same cores the next day, about twice that on shared ones).
 model-check-large:
 	$(GO) run ./spec/cmd/modelcheck -bound large -core-only -max-time 27m
 
