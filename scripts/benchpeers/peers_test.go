@@ -253,3 +253,36 @@ func TestTableRatios(t *testing.T) {
 		t.Errorf("p99 = %v, want 5", got)
 	}
 }
+
+// Every design runs first in turn, and the table is the same whichever
+// design ran first: ratios stay over Sluice's column.
+func TestDesignsTakeTurnsRunningFirst(t *testing.T) {
+	firsts := map[string]int{}
+	for k := range 2 * len(designs) {
+		r := rotated(designs, k)
+		if len(r) != len(designs) {
+			t.Fatalf("rotated(%d) has %d designs, want %d", k, len(r), len(designs))
+		}
+		seen := map[string]bool{}
+		for _, d := range r {
+			seen[d.name] = true
+		}
+		if len(seen) != len(designs) {
+			t.Fatalf("rotated(%d) repeats or drops a design: %v", k, seen)
+		}
+		firsts[r[0].name]++
+	}
+	for _, d := range designs {
+		if firsts[d.name] != 2 {
+			t.Errorf("%s ran first %d times in %d workloads, want 2", d.name, firsts[d.name], 2*len(designs))
+		}
+	}
+	a, b := newTable([]string{"sluice", "serial"}), newTable([]string{"sluice", "serial"})
+	a.add("sluice", []figure{{row: "x", value: 10}})
+	a.add("serial", []figure{{row: "x", value: 25}})
+	b.add("serial", []figure{{row: "x", value: 25}})
+	b.add("sluice", []figure{{row: "x", value: 10}})
+	if a.String() != b.String() {
+		t.Errorf("the table depends on the run order:\n%s\n%s", a.String(), b.String())
+	}
+}
