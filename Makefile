@@ -207,9 +207,9 @@ bench-diarization: models
 	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -models $(MODELS_ROOT) -split $(DIAR_SPLIT) -oracle -slots 1,2,4
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
-# 96 requests per line (about 100 s on 2 cores): at 24 Silero's 1-slot line
-# swung from 56 to 63 req/s between runs, enough to move its 2-slot ratio
-# from 1.59x to 1.98x.
+# 96 requests per line (about 2 minutes on 2 cores): at 24, Silero's 1-slot
+# line swung from 56 to 63 req/s between runs and its 2-slot ratio read
+# 1.59x, against 1.98x at 200 requests and 5 counts.
 ENGINES_BENCHTIME ?= 96x
 bench-engines: models
 	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=$(ENGINES_BENCHTIME) -count=1 ./backends/engines/
@@ -267,8 +267,9 @@ model-check:
 	$(GO) run ./spec/cmd/modelcheck -bound small,small3
 
 # model-check-large: 3 models x 3 slots, 5 requests, 2 reconfigures, an
-# unload and a bulk unload, every failure and timeout (34.8M states, 6.3 GB: 8.7 minutes on 2 idle cores on 2026-12-02, 12.8 on the
-# same cores the next day, about twice that on shared ones).
+# unload and a bulk unload, every failure and timeout (34.8M states, 6.3 GB:
+# 8.7 minutes on 2 idle cores on 2026-12-02, 12.8 on the same cores the next
+# day, about twice that on shared ones).
 model-check-large:
 	$(GO) run ./spec/cmd/modelcheck -bound large -core-only -max-time 27m
 

@@ -75,24 +75,24 @@ func run(sz size, withReal bool, root, only string) error {
 	}
 	t := newTable(names)
 	start := time.Now()
-	wi := 0 // workloads run so far: each starts its designs one further on
-	for _, w := range fixtureWorkloads() {
-		for _, d := range rotated(ds, wi) {
-			figs, err := runOne(d, w, func() backends.Engine { return fixture.New() }, "bench-fixture", "", sz)
-			if err != nil {
-				return fmt.Errorf("workload %s, design %s: %w", w.name, d.name, err)
-			}
-			t.add(d.name, figs)
-		}
-		wi++
+	// The fixture's workloads, then (withReal) the same shapes on flite.
+	type pass struct {
+		workloads     []workload
+		newEngine     func() backends.Engine
+		engName, root string
 	}
+	passes := []pass{{fixtureWorkloads(), func() backends.Engine { return fixture.New() }, "bench-fixture", ""}}
 	if withReal {
 		if err := flite.Available(); err != nil {
 			return fmt.Errorf("flite (make deps): %w", err)
 		}
-		for _, w := range realWorkloads() {
+		passes = append(passes, pass{realWorkloads(), func() backends.Engine { return flite.New() }, "bench-flite", root})
+	}
+	wi := 0 // workloads run so far: each starts its designs one further on
+	for _, p := range passes {
+		for _, w := range p.workloads {
 			for _, d := range rotated(ds, wi) {
-				figs, err := runOne(d, w, func() backends.Engine { return flite.New() }, "bench-flite", root, sz)
+				figs, err := runOne(d, w, p.newEngine, p.engName, p.root, sz)
 				if err != nil {
 					return fmt.Errorf("workload %s, design %s: %w", w.name, d.name, err)
 				}
@@ -113,8 +113,6 @@ func run(sz size, withReal bool, root, only string) error {
 	return nil
 }
 
-// runOne starts design d afresh over a new engine, runs workload w against
-// it and stops it.
 // rotated is ds starting at its k-th design (modulo its length): the
 // workloads take turns at who runs first, so no design always meets the
 // machine cold (with Sluice always first, flite's short-request p50 read
@@ -128,6 +126,8 @@ func rotated(ds []design, k int) []design {
 	return append(append([]design(nil), ds[k:]...), ds[:k]...)
 }
 
+// runOne starts design d afresh over a new engine, runs workload w against
+// it and stops it.
 func runOne(d design, w workload, newEngine func() backends.Engine, engName, root string, sz size) ([]figure, error) {
 	e := w.env(env{eng: newCountingEngine(engName, newEngine()), root: root})
 	url, stop, err := d.start(e)
