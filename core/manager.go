@@ -88,7 +88,7 @@ func (m *Machine) SubmitBulkUnload(now int64, ids []string) Ticket {
 			continue
 		}
 		seen[id] = true
-		if h, ok := m.index[id]; ok {
+		if h, ok := m.Lookup(id); ok {
 			res.Unloaded = append(res.Unloaded, id)
 			members = append(members, h)
 		} else {
