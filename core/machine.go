@@ -171,6 +171,12 @@ func (m *Machine) Lookup(id string) (Handle, bool) {
 	return h, ok && !m.models[h].gone
 }
 
+// Entry resolves an ID to its registry entry, a tombstone included.
+func (m *Machine) Entry(id string) (Handle, bool) {
+	h, ok := m.index[id]
+	return h, ok
+}
+
 // Unregistered reports whether h is a tombstone: the entry of a model that
 // was unregistered and not registered again.
 func (m *Machine) Unregistered(h Handle) bool { return m.models[h].gone }
