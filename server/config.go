@@ -53,9 +53,9 @@ type Config struct {
 	// err.max-models.
 	MaxModels int
 
-	// LiveInvariants checks the scheduler's invariants while serving, after
-	// every backend step and every LiveInvariants-th other scheduler event
-	// (runtime.Options.LiveInvariants); violations are counted in
+	// LiveInvariants checks the scheduler's invariants while serving, once
+	// per LiveInvariants scheduler events (more apart with many models and
+	// tickets: runtime.Options.LiveInvariants); violations are counted in
 	// sluice_invariant_violations_total and logged. 0: off.
 	LiveInvariants int
 
@@ -126,8 +126,8 @@ type ModelEntry struct {
 const DefaultMaxModels = 1024
 
 // DefaultLiveInvariants is the default of --live-invariants: one full
-// invariant check per 64 client events (and after every backend step).
-const DefaultLiveInvariants = 64
+// invariant check per 256 scheduler events (with up to 8 models and tickets).
+const DefaultLiveInvariants = 256
 
 // DefaultConfig returns the defaults of `sluice serve`.
 func DefaultConfig() Config {

@@ -98,9 +98,9 @@ func BenchmarkHandoff(b *testing.B) {
 			})
 		})
 		// runtime-acquire-live is runtime-acquire with the live invariant
-		// checks at the server's default (--live-invariants 64), side by
+		// checks at the server's default (--live-invariants 256), side by
 		// side: their overhead.
-		for _, live := range []int{0, server64} {
+		for _, live := range []int{0, liveDefault} {
 			name := "runtime-acquire"
 			if live > 0 {
 				name = "runtime-acquire-live"
@@ -175,9 +175,9 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-// server64 is server.DefaultLiveInvariants (not imported: the server
+// liveDefault is server.DefaultLiveInvariants (not imported: the server
 // imports this package).
-const server64 = 64
+const liveDefault = 256
 
 func benchRuntime(b *testing.B, slots int) *Runtime { return benchRuntimeLive(b, slots, 0) }
 

@@ -127,8 +127,11 @@ func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket
 func (r *Runtime) endLocked(now int64, ev *core.Event, tk core.Ticket) {
 	if r.checkInv {
 		r.checkLocked(ev)
-	} else if r.live.every > 0 {
-		r.liveLocked(ev, tk)
+	} else if l := &r.live; l.every > 0 {
+		l.note(ev, tk) // inlined: a few stores and a compare an event
+		if l.hot++; l.hot >= l.due {
+			r.liveLocked(ev)
+		}
 	}
 	r.m.Advance()
 	r.armTickLocked(now)

@@ -62,7 +62,7 @@ func TestLiveInvariantsCatchMutant(t *testing.T) {
 		}
 		out := logs.String()
 		if strings.Count(out, "core invariant broken") != 1 || !strings.Contains(out, "NoBarging") ||
-			!strings.Contains(out, `\"ev\":\"SubmitManager\"`) {
+			!strings.Contains(out, `\"ev\":\"SubmitManager\"`) || !strings.Contains(out, "model=a") {
 			t.Fatalf("log:\n%s", out)
 		}
 	})

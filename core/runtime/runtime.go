@@ -34,11 +34,11 @@ type Options struct {
 	// on a violation, printing it. For tests; it costs a full state walk.
 	CheckInvariants bool
 	// LiveInvariants checks core's invariants in production at a bounded
-	// cost (live.go): after every backend completion and BeginShutdown, and
-	// after every LiveInvariants-th other event (submissions, cancels,
-	// releases, ticks); a violation is counted (InvariantViolations) and
-	// logged with the events before it, never a panic. 0: off. Ignored
-	// with CheckInvariants, which checks every event.
+	// cost (live.go): once per LiveInvariants events, times one more for
+	// every 8 registry entries and live tickets (a walk's cost grows with
+	// them); a violation is counted (InvariantViolations) and logged with
+	// the events before it, never a panic. 0: off. Ignored with
+	// CheckInvariants, which checks every event.
 	LiveInvariants int
 
 	_ struct{}
@@ -136,7 +136,7 @@ func New(opts Options) (*Runtime, error) {
 	r := &Runtime{
 		engines: engines, copts: opts.Core, log: log, start: time.Now(), idle: opts.Core.IdleTimeout,
 		checkInv: opts.CheckInvariants, trace: opts.Trace, m: m, obs: opts.Trace != nil,
-		live:       liveCheck{every: max(opts.LiveInvariants, 0)},
+		live:       liveCheck{every: max(opts.LiveInvariants, 0), due: max(opts.LiveInvariants, 0)},
 		waitBounds: append([]time.Duration(nil), opts.WaitBuckets...),
 		workCtx:    workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
 	}
