@@ -130,3 +130,21 @@ func TestDeleteAndMaxModels(t *testing.T) {
 		t.Fatalf("re-registered a at v%d", m.ConfigVersion)
 	}
 }
+
+// The event stream says a model was unregistered, without a status object
+// (there is no model to describe), and a registration of the ID again.
+func TestDeleteInEvents(t *testing.T) {
+	ts := startServer(t, nil)
+	st := ts.openEvents("")
+	ts.awaitClients(1)
+	ts.put("a", `{"engine":"fixture"}`)
+	st.until("a's registration", isType("registered", "a"))
+	ts.must(200, "DELETE", "/v1/models/a", "")
+	fr := st.until("a's unregistration", isType("unregistered", "a"))
+	if ev := fr[len(fr)-1].ev(t); ev.Status != nil {
+		t.Fatalf("unregistered with a status: %s", fr[len(fr)-1].data)
+	}
+	ts.put("a", `{"engine":"fixture"}`)
+	st.until("a's second registration", isType("registered", "a"))
+	st.until("a's load", func(ev Event) bool { return ev.Model == "a" && ev.Status != nil && ev.Status.ConfigVersion == 2 && ev.Status.Loaded })
+}
