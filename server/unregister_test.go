@@ -46,6 +46,8 @@ func TestDeleteModel(t *testing.T) {
 		t.Fatalf("re-registered a: v%d loaded=%v, want v3 (never a repeat of 1..2) loaded", m.ConfigVersion, m.Loaded)
 	}
 	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
+	// The scheduler's self-checks are exported, and quiet.
+	ts.awaitMetrics("sluice_invariant_violations_total 0", "sluice_core_disagreements_total 0")
 }
 
 // CONTRACT.md unreg.barrier: a DELETE waits for the work admitted before it;
