@@ -419,6 +419,7 @@ func (s *Server) restoreRegistry() error {
 			if err := s.rt.RestoreUnregistered(context.Background(), m.ID, m.ConfigVersion); err != nil {
 				return fmt.Errorf("state file %s: restoring the tombstone of model %q: %w", g.file, m.ID, err)
 			}
+			s.restored[m.ID] = false // known to the state dir: a startup config does not bring it back
 			continue
 		}
 		if _, err := s.rt.Apply(context.Background(), m.ID, m.runtimeSpec()); err != nil {

@@ -289,6 +289,10 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 	s.noteStartupModels(models) // CONTRACT.md oip.ready
 	for _, m := range models {
 		if _, ok := s.restored[m.ID]; ok {
+			if s.rt.Unregistered(m.ID) { // CONTRACT.md unreg.persisted, persist.config-merge
+				s.log.Info("startup model not registered: it was deleted (DELETE /v1/models/{id}) and the state dir keeps that; a PUT registers it again", "model", m.ID)
+				continue
+			}
 			s.log.Info("startup model kept as restored from the state dir; its config entry is not applied", "model", m.ID)
 			continue
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -149,4 +150,33 @@ func TestDeleteInEvents(t *testing.T) {
 	ts.put("a", `{"engine":"fixture"}`)
 	st.until("a's second registration", isType("registered", "a"))
 	st.until("a's load", func(ev Event) bool { return ev.Model == "a" && ev.Status != nil && ev.Status.ConfigVersion == 2 && ev.Status.Loaded })
+}
+
+// A deleted model of the startup config stays deleted across a restart
+// (the state dir wins, persist.config-merge) and no longer holds
+// /v2/health/ready back (CONTRACT.md unreg.persisted).
+func TestDeletedStartupModelStaysDeleted(t *testing.T) {
+	rs := newRestartable(t)
+	models, err := ParseModelsYAML([]byte("models:\n  - {id: x, engine: fixture}\n  - {id: y, engine: fixture}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rs.start()
+	if err := a.s.RegisterModels(context.Background(), models); err != nil {
+		t.Fatal(err)
+	}
+	a.must(200, "GET", "/v2/health/ready", "")
+	a.must(200, "DELETE", "/v1/models/x", "")
+	a.must(200, "GET", "/v2/health/ready", "")
+	a.close()
+
+	b := rs.start()
+	if err := b.s.RegisterModels(context.Background(), models); err != nil {
+		t.Fatal(err)
+	}
+	b.must(404, "GET", "/v1/models/x", "")
+	b.must(200, "GET", "/v2/health/ready", "")
+	if m := b.put("x", `{"engine":"fixture"}`); m.ConfigVersion != 2 {
+		t.Fatalf("x registered again at v%d, want v2", m.ConfigVersion)
+	}
 }
