@@ -149,7 +149,9 @@ func TestDeleteInEvents(t *testing.T) {
 	}
 	ts.put("a", `{"engine":"fixture"}`)
 	st.until("a's second registration", isType("registered", "a"))
-	st.until("a's load", func(ev Event) bool { return ev.Model == "a" && ev.Status != nil && ev.Status.ConfigVersion == 2 && ev.Status.Loaded })
+	st.until("a's load", func(ev Event) bool {
+		return ev.Model == "a" && ev.Status != nil && ev.Status.ConfigVersion == 2 && ev.Status.Loaded
+	})
 }
 
 // A deleted model of the startup config stays deleted across a restart
