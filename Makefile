@@ -62,7 +62,7 @@ unit:
 
 race:
 	@if [ -n "$(RACE_PKGS)" ]; then $(GO) test -race -count=1 $(RACE_PKGS); fi
-	$(GO) test -race -count=1 $(MUTANT_TAGS) -run 'StaleMetadata|TestMainNamesTheCellAMutantBreaks' ./core/runtime/ ./conformance/
+	$(GO) test -race -count=1 $(MUTANT_TAGS) -run 'StaleMetadata|LiveInvariantsCatchMutant|TestMainNamesTheCellAMutantBreaks' ./core/runtime/ ./conformance/
 
 # cover prints the statement coverage of core and fails below 90%.
 cover:

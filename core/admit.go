@@ -53,6 +53,12 @@ func (m *Machine) submitRequestSlow(now int64, h Handle, timeout int64) Ticket {
 		m.finish(i, EfReject, CodeShuttingDown)
 		return id
 	}
+	if md.gone { // a handle resolved before its model was unregistered
+		m.seq++
+		t.seq, t.model = m.seq, NoModel
+		m.finish(i, EfReject, CodeNotFound)
+		return id
+	}
 	barrier := md.head >= 0
 	if m.mut(MutBarge) {
 		barrier = md.nReq > 0

@@ -88,3 +88,24 @@ func BenchmarkSemaphoreBaseline(b *testing.B) {
 		s.Release(1)
 	}
 }
+
+// BenchmarkCheckInvariants is one full invariant walk of the hot path's
+// machine, with a lease held, and of the 10,000-model one: the cost of
+// one live check (core/runtime's Options.LiveInvariants), which the
+// runtime pays once per N client events.
+func BenchmarkCheckInvariants(b *testing.B) {
+	for _, n := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("models=%d", n+1), func(b *testing.B) {
+			m, h := warmMachine(b, n, n)
+			m.SubmitRequest(0, h, NoTimeout)
+			m.Advance()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := m.CheckInvariants(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

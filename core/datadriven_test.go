@@ -21,7 +21,7 @@ import (
 //	register id=a slots=2 cap=4        apply + complete every job
 //	apply id=a slots=3 [options=X] [name=t] [memory=MB] [max-queue=N]
 //	request id=a name=r1 [timeout=NS]
-//	manager id=a op=load|unload name=u1
+//	manager id=a op=load|unload|unregister name=u1
 //	bulk name=b1 models=a,b,ghost
 //	release name=r1 [failed]
 //	cancel name=r1 reason=timeout|disconnect
@@ -95,7 +95,7 @@ func TestScenarios(t *testing.T) {
 			case "request":
 				name(h.requestT(arg("id"), num("timeout", NoTimeout)))
 			case "manager":
-				op := map[string]Op{"load": OpLoad, "unload": OpUnload}[arg("op")]
+				op := map[string]Op{"load": OpLoad, "unload": OpUnload, "unregister": OpUnregister}[arg("op")]
 				name(h.manager(arg("id"), op))
 			case "bulk":
 				name(h.bulkUnload(strings.Split(arg("models"), ",")...))

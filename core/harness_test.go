@@ -98,6 +98,11 @@ func (h *harness) request(id string) Ticket {
 }
 
 func (h *harness) requestT(id string, timeout int64) Ticket {
+	if _, ok := h.m.Lookup(id); !ok { // unknown or unregistered: the shell's not_found path
+		tk, _ := h.m.Step(Event{Kind: EvSubmitRequest, Now: h.tick(), Model: id, Timeout: timeout})
+		h.collect()
+		return tk
+	}
 	tk := h.m.SubmitRequest(h.tick(), h.handle(id), timeout)
 	h.collect()
 	return tk

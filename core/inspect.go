@@ -47,6 +47,8 @@ type ModelView struct {
 	LastUsed    int64
 	// BackoffUntil is when the model's load backoff ends (0: none).
 	BackoffUntil int64
+	// Unregistered marks a tombstone (see Machine.Unregistered).
+	Unregistered bool
 }
 
 var kindNames = [...]string{"", "request", "manager", "bulk"}
@@ -77,7 +79,7 @@ func (m *Machine) InspectInto(h Handle, v *ModelView) {
 		Capacity: md.capacity, Sessions: md.sessions, Built: md.built, PoolVersion: md.poolVersion, Active: md.active,
 		WaitInit: md.waitInit, ManagerStep: mstepNames[md.step], Job: md.job, JobKind: jobNames[md.jkind],
 		Cause: md.cause, InLoaders: md.inLoaders, Resident: md.resident, ResidentMB: md.resMB, LastUsed: md.lastUsed,
-		BackoffUntil: md.backoffUntil}
+		BackoffUntil: md.backoffUntil, Unregistered: md.gone}
 	for i := md.head; i >= 0; i = m.ts.t[i].next {
 		q = append(q, m.ticketView(i))
 	}
@@ -111,6 +113,10 @@ func (m *Machine) Describe() string {
 	var b strings.Builder
 	for h := range m.models {
 		v := m.Inspect(Handle(h))
+		if v.Unregistered {
+			fmt.Fprintf(&b, "%s: unregistered v%d\n", v.ID, v.Version)
+			continue
+		}
 		fmt.Fprintf(&b, "%s: %s v%d slots=%d active=%d", v.ID, v.State, v.Version, v.Config.Slots, v.Active)
 		if v.Published {
 			fmt.Fprintf(&b, " pool=v%d/%d cap=%d", v.PoolVersion, v.Sessions, v.Capacity)

@@ -26,6 +26,7 @@ var invariants = [...]Invariant{
 	{"EvictOnlyIdle", checkEvictOnlyIdle},
 	{"LeaseConservation", checkLeaseConservation},
 	{"QueueProgress", checkQueueProgress},
+	{"TombstoneEmpty", checkTombstoneEmpty},
 }
 
 // Invariants lists every invariant of the contract. The model checker, the
@@ -369,6 +370,26 @@ func checkQueueProgress(m *Machine) error {
 		md := &m.models[h]
 		if m.fits(md.cfg.MemoryMB, false) {
 			return fmt.Errorf("%s: waits for residency that is free", md.id)
+		}
+	}
+	return nil
+}
+
+// TombstoneEmpty: an unregistered entry holds nothing: no queued or
+// admitted ticket, no manager, job, pool, loader place or ledger charge, so
+// no lease or worker can hold a pointer into it (CONTRACT.md
+// unreg.tombstone).
+func checkTombstoneEmpty(m *Machine) error {
+	for h := range m.models {
+		md := &m.models[h]
+		if !md.gone {
+			continue
+		}
+		if md.state != Unloaded || md.published || md.active != 0 || md.busy != 0 || md.head >= 0 || md.tail >= 0 ||
+			md.nReq != 0 || md.nMgr != 0 || md.mgr >= 0 || md.step != msNone || md.jkind != jobNone || md.inLoaders ||
+			md.resident || md.resMB != 0 || md.sessions != 0 || md.built != 0 {
+			return fmt.Errorf("%s: tombstone holds state=%s published=%v active=%d queued=%d+%d manager=%v job=%s resident=%v",
+				md.id, md.state, md.published, md.active, md.nReq, md.nMgr, md.mgr >= 0, jobNames[md.jkind], md.resident)
 		}
 	}
 	return nil

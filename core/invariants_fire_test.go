@@ -353,3 +353,53 @@ func TestInvariantsSeeTicketZero(t *testing.T) {
 		})
 	}
 }
+
+// TestTombstoneEmptyFires: a tombstone that holds anything fires
+// TombstoneEmpty (CONTRACT.md unreg.tombstone); a clean one, and a model
+// registered again on it, hold.
+func TestTombstoneEmptyFires(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		corrupt func(md *model)
+		want    string
+	}{
+		{"clean", func(*model) {}, ""},
+		{"resident", func(md *model) { md.resident, md.resMB = true, 100 }, "a: tombstone holds"},
+		{"loading", func(md *model) { md.state = Loading }, "state=loading"},
+		{"published", func(md *model) { md.published = true }, "published=true"},
+		{"a lease", func(md *model) { md.active = 1 }, "active=1"},
+		{"a slot", func(md *model) { md.busy = 1 }, "a: tombstone holds"},
+		{"a queued ticket", func(md *model) { md.head, md.nReq = 0, 1 }, "queued=1+0"},
+		{"a queue tail", func(md *model) { md.tail = 0 }, "a: tombstone holds"},
+		{"a queued manager", func(md *model) { md.nMgr = 1 }, "queued=0+1"},
+		{"a manager", func(md *model) { md.mgr = 0 }, "manager=true"},
+		{"a manager step", func(md *model) { md.step = msUnload }, "a: tombstone holds"},
+		{"a job", func(md *model) { md.jkind = jobTeardown }, "job=teardown"},
+		{"a loader place", func(md *model) { md.inLoaders = true }, "a: tombstone holds"},
+		{"a charge", func(md *model) { md.resMB = 1 }, "a: tombstone holds"},
+		{"sessions", func(md *model) { md.sessions = 1 }, "a: tombstone holds"},
+		{"a build", func(md *model) { md.built = 1 }, "a: tombstone holds"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, Options{})
+			h.register("a", cfg(1), 1)
+			h.manager("a", OpUnregister)
+			h.completeAll(1)
+			hd, ok := h.m.Entry("a")
+			if !ok || !h.m.Unregistered(hd) {
+				t.Fatalf("setup:\n%s", h.m.Describe())
+			}
+			c.corrupt(&h.m.models[hd])
+			wantFire(t, checkTombstoneEmpty(h.m), c.want)
+		})
+	}
+	h := newHarness(t, Options{})
+	h.register("a", cfg(1), 1)
+	h.manager("a", OpUnregister)
+	h.completeAll(1)
+	h.register("a", cfg(1), 1)
+	wantFire(t, checkTombstoneEmpty(h.m), "")
+	if st := h.m.Status(h.handle("a")); st.ConfigVersion != 2 || st.Unregistered || !st.Loaded {
+		t.Fatalf("re-registered: %+v", st)
+	}
+}

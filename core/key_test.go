@@ -36,7 +36,7 @@ func (m *Machine) AppendModelKey(b []byte, h Handle) []byte {
 	c := md.cfg
 	b = append(b, byte(md.state), byte(c.Slots), b2b(md.published), byte(md.capacity), byte(md.sessions),
 		byte(md.built), byte(md.active), byte(md.waitInit), byte(md.step), byte(md.jkind), byte(md.cause),
-		b2b(md.inLoaders), b2b(md.resident), b2b(md.backoffUntil != 0))
+		b2b(md.inLoaders), b2b(md.resident), b2b(md.backoffUntil != 0), b2b(md.gone))
 	b = binary.AppendUvarint(b, md.version)
 	b = binary.AppendUvarint(b, md.version-md.poolVersion)
 	b = binary.AppendUvarint(b, uint64(c.MemoryMB))

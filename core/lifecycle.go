@@ -373,6 +373,9 @@ func (m *Machine) TeardownDone(now int64, j Job) error {
 		switch md.step {
 		case msUnload:
 			m.managerDone(h, EfDone, CodeOK)
+		case msUnregister:
+			m.managerDone(h, EfDone, CodeOK)
+			m.tombstone(h)
 		case msFailTeardown:
 			m.why = RejectLoadFailed
 			m.managerDone(h, EfReject, md.fail)

@@ -37,13 +37,17 @@ const (
 	msLoad               // waits for the load it started
 	msUnload             // waits for the unload teardown
 	msFailTeardown       // waits for the private sessions of its failed load to go
+	msUnregister         // waits for the unregister's teardown, then leaves a tombstone
 )
 
-var mstepNames = [...]string{"none", "probe", "teardown_old", "load", "unload", "fail_teardown"}
+var mstepNames = [...]string{"none", "probe", "teardown_old", "load", "unload", "fail_teardown", "unregister"}
 
-// model is one registry entry. Entries are never erased.
+// model is one registry entry. Entries are never erased: an unregistered
+// model is a tombstone (gone) that keeps its id, handle, last config and
+// version, holds nothing, and is reused when its ID registers again.
 type model struct {
 	id      string
+	gone    bool
 	state   State
 	cfg     *Config
 	version uint64 // committed config version, 1 at registration
@@ -160,11 +164,22 @@ func New(opts Options) (*Machine, error) {
 // Options returns the machine's options.
 func (m *Machine) Options() Options { return m.opts }
 
-// Lookup resolves a model ID to its handle.
+// Lookup resolves a registered model's ID to its handle; an unknown or
+// unregistered ID is not found.
 func (m *Machine) Lookup(id string) (Handle, bool) {
+	h, ok := m.index[id]
+	return h, ok && !m.models[h].gone
+}
+
+// Entry resolves an ID to its registry entry, a tombstone included.
+func (m *Machine) Entry(id string) (Handle, bool) {
 	h, ok := m.index[id]
 	return h, ok
 }
+
+// Unregistered reports whether h is a tombstone: the entry of a model that
+// was unregistered and not registered again.
+func (m *Machine) Unregistered(h Handle) bool { return m.models[h].gone }
 
 // ID returns the model ID of a handle.
 func (m *Machine) ID(h Handle) string { return m.models[h].id }
@@ -173,7 +188,8 @@ func (m *Machine) ID(h Handle) string { return m.models[h].id }
 // own is never handed out, so nothing outside can change it.
 func (m *Machine) Config(h Handle) Config { return *m.models[h].cfg }
 
-// Len returns the number of registered models.
+// Len returns the number of registry entries, tombstones included (handles
+// run from 0 to Len()-1).
 func (m *Machine) Len() int { return len(m.models) }
 
 // ShuttingDown reports whether BeginShutdown has happened.
@@ -223,8 +239,17 @@ func (m *Machine) mut(x Mutants) bool { return mutantsBuilt && m.opts.Mutants&x 
 // begin starts an event whose Rejects happen for why.
 func (m *Machine) begin(why RejectReason) { m.why, m.submitted = why, 0 }
 
-// register publishes a new entry with its first committed config.
+// register publishes a new entry with its first committed config, or
+// revives id's tombstone past its last version (CONTRACT.md
+// unreg.re-register): the handle stays the ID's, and so does its place in
+// Machine.touched for the current epoch.
 func (m *Machine) register(id string, cfg *Config, version uint64) Handle {
+	if h, ok := m.index[id]; ok {
+		md := &m.models[h]
+		*md = model{id: id, state: Unloaded, cfg: cfg, version: max(version, md.version+1), head: -1, tail: -1, mgr: -1,
+			touchedIn: md.touchedIn}
+		return h
+	}
 	h := Handle(len(m.models))
 	m.models = append(m.models, model{id: id, state: Unloaded, cfg: cfg, version: version, head: -1, tail: -1, mgr: -1})
 	m.index[id] = h

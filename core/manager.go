@@ -11,7 +11,8 @@ package core
 //
 //	(1) invalid config: Reject invalid_request, nothing changes.
 //	(2) shutting down: Reject shutting_down.
-//	(3) unknown ID: OpApply registers a new entry; others Reject not_found.
+//	(3) unknown or unregistered ID: OpApply registers it (reusing a
+//	    tombstone, past its last version); others Reject not_found.
 //	(4) queue behind everything earlier; a settled model grants at once.
 func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeout int64) Ticket {
 	i := m.ts.alloc()
@@ -22,7 +23,7 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 	m.submitted = tid
 	m.seq++
 	t.seq = m.seq
-	if op == OpApply && cfg.Validate() != nil || op == OpNone || op == OpBulk { // (1)
+	if op == OpApply && cfg.Validate() != nil || op == OpNone || op == OpBulk || op > OpUnregister { // (1)
 		m.finish(i, EfReject, CodeInvalid)
 		return tid
 	}
@@ -30,7 +31,7 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 		m.finish(i, EfReject, CodeShuttingDown)
 		return tid
 	}
-	h, ok := m.index[id]
+	h, ok := m.Lookup(id)
 	if !ok { // (3)
 		if op != OpApply {
 			m.finish(i, EfReject, CodeNotFound)
@@ -87,7 +88,7 @@ func (m *Machine) SubmitBulkUnload(now int64, ids []string) Ticket {
 			continue
 		}
 		seen[id] = true
-		if h, ok := m.index[id]; ok {
+		if h, ok := m.Lookup(id); ok {
 			res.Unloaded = append(res.Unloaded, id)
 			members = append(members, h)
 		} else {
@@ -163,9 +164,43 @@ func (m *Machine) grantManager(now int64, h Handle, i int32) {
 		}
 		md.step = msUnload
 		m.retire(h, CauseUnload)
+	case OpUnregister:
+		if md.state == Unloaded {
+			m.managerDone(h, EfDone, CodeOK)
+			m.tombstone(h)
+			return
+		}
+		md.step = msUnregister
+		m.retire(h, CauseUnload)
 	case OpApply:
 		m.apply(now, h, t.cfg)
 	}
+}
+
+// tombstone ends model h's registration (CONTRACT.md unreg.barrier,
+// unreg.404-after, unreg.tombstone): its unregister was granted on a
+// drained model and its pool is gone, so no lease, job or ledger charge
+// points at it. The entry keeps its id, handle, last config and version;
+// every ticket queued behind the barrier is answered not_found in arrival
+// order, and a bulk's barrier on it ends as if unloaded.
+func (m *Machine) tombstone(h Handle) {
+	md := &m.models[h]
+	for i := md.head; i >= 0; {
+		t := &m.ts.t[i]
+		nx := t.next
+		m.unlink(i)
+		if t.parent >= 0 {
+			p := t.parent
+			m.ts.release(i)
+			m.memberDone(p)
+		} else {
+			m.finish(i, EfReject, CodeNotFound)
+		}
+		i = nx
+	}
+	*md = model{id: md.id, gone: true, state: Unloaded, cfg: md.cfg, version: md.version, head: -1, tail: -1, mgr: -1,
+		dirty: md.dirty, touchedIn: md.touchedIn}
+	m.touch(h)
 }
 
 // managedLoad loads for the granted manager, or finishes it when loaded.
@@ -278,7 +313,8 @@ func (m *Machine) managerDone(h Handle, kind EffectKind, code Code) {
 	i := md.mgr
 	md.mgr, md.step, md.pend = -1, msNone, nil
 	if kind == EfDone {
-		md.wantLoaded = m.ts.t[i].op != OpUnload // OpApply and OpLoad leave it loaded
+		op := m.ts.t[i].op
+		md.wantLoaded = op == OpApply || op == OpLoad // unloads and unregisters leave it unloaded
 	}
 	if m.ts.t[i].parent < 0 {
 		st := m.Status(h)

@@ -30,6 +30,10 @@ type ModelStatus struct {
 	// unload or bulk member), whatever evictions did since: what a restart
 	// restores (CONTRACT.md persist.restore).
 	WantLoaded bool
+	// Unregistered marks the tombstone of an unregistered model: it holds
+	// nothing and is listed nowhere; only its ID and ConfigVersion (the
+	// last one it had) still mean something (CONTRACT.md unreg.tombstone).
+	Unregistered bool
 }
 
 // Status returns the status of one model.
@@ -40,17 +44,20 @@ func (m *Machine) Status(h Handle) ModelStatus {
 		Slots: md.cfg.Slots, ActiveSlots: md.active, QueuedRequests: md.nReq, QueuedManagers: md.nMgr,
 		MaxParallelSlots: md.capacity * b2i(md.published), ConfigVersion: md.version,
 		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB, LoadFailures: md.loadFails, BackoffUntil: md.backoffUntil,
-		WantLoaded: md.wantLoaded,
+		WantLoaded: md.wantLoaded, Unregistered: md.gone,
 	}
 }
 
-// Snapshot returns the status of every model in registration order. The
+// Snapshot returns the status of every registered model in registration
+// order (tombstones are left out). The
 // shell calls it under the same lock as every event, so it is one atomic
 // snapshot across all models: no model is ever seen half-changed.
 func (m *Machine) Snapshot() []ModelStatus {
-	out := make([]ModelStatus, len(m.models))
+	out := make([]ModelStatus, 0, len(m.models))
 	for h := range m.models {
-		out[h] = m.Status(Handle(h))
+		if !m.models[h].gone {
+			out = append(out, m.Status(Handle(h)))
+		}
 	}
 	return out
 }

@@ -37,9 +37,14 @@ const (
 	OpLoad      // load if not loaded
 	OpUnload    // unload, idempotent
 	OpBulk      // bulk unload: the parent ticket of per-model members
+	// OpUnregister unloads a known ID like OpUnload, then leaves a tombstone
+	// (DELETE /v1/models/{id}): the entry keeps its version and handle, every
+	// ticket queued behind it is answered not_found, and a later OpApply
+	// re-registers it past its last version (CONTRACT.md unreg.*).
+	OpUnregister
 )
 
-var opNames = [...]string{"none", "apply", "load", "unload", "bulk"}
+var opNames = [...]string{"none", "apply", "load", "unload", "bulk", "unregister"}
 
 // String returns the operation's name.
 func (o Op) String() string {
@@ -94,8 +99,9 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason(%d)", r)
 }
 
-// Handle names a registered model. Entries are never erased, so a handle stays
-// valid for the machine's life.
+// Handle names a registry entry. Entries are never erased (an unregistered
+// model leaves a tombstone that a re-registration of its ID reuses), so a
+// handle stays valid for the machine's life.
 type Handle uint32
 
 // NoModel is the Model of effects for tickets that never reached a

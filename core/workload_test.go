@@ -45,6 +45,10 @@ type observed struct {
 	// committed and, for RegisterOnly, the model unloaded and not wanted
 	// loaded (CONTRACT.md persist.restore).
 	register bool
+	// tomb is the version the model's tombstone kept when a registration
+	// was submitted (0: never registered): the registration commits past
+	// it (CONTRACT.md unreg.re-register).
+	tomb uint64
 }
 
 type workload struct {
@@ -58,6 +62,7 @@ type workload struct {
 	live    []Ticket // submitted, not ended, not granted
 	obs     map[Ticket]*observed
 	reg     map[string]bool
+	tombs   map[string]uint64 // unregistered models' last versions
 	records []Record
 	shut    bool
 	pub     map[Handle]bool // published pools, from Publish to Retire
@@ -76,7 +81,8 @@ func newWorkload(c chooser, opts Options) (*workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workload{c: c, m: m, obs: map[Ticket]*observed{}, reg: map[string]bool{}, pub: map[Handle]bool{}}, nil
+	return &workload{c: c, m: m, obs: map[Ticket]*observed{}, reg: map[string]bool{}, tombs: map[string]uint64{},
+		pub: map[Handle]bool{}}, nil
 }
 
 func (w *workload) pick(label string, n int) int { return w.c.intn(label, n) }
@@ -170,7 +176,7 @@ func (w *workload) act() error {
 		ev.Timeout = []int64{NoTimeout, 0, 2000, 8000}[w.pick("timeout", 4)]
 	case k < 40:
 		ev.Kind, ev.Model = EvSubmitManager, wlModels[w.pick("model", 3)]
-		ev.Op = []Op{OpApply, OpApply, OpLoad, OpUnload}[w.pick("op", 4)]
+		ev.Op = []Op{OpApply, OpApply, OpLoad, OpUnload, OpUnregister}[w.pick("op", 5)]
 		if ev.Op == OpApply {
 			ev.Config = wlConfigs[w.pick("config", len(wlConfigs))]
 		}
@@ -333,7 +339,7 @@ func (w *workload) apply(ev Event) error {
 	case EvSubmitRequest, EvSubmitManager, EvSubmitBulkUnload:
 		kind := map[EventKind]string{EvSubmitRequest: "request", EvSubmitManager: "manager", EvSubmitBulkUnload: "bulk"}[ev.Kind]
 		w.obs[tk] = &observed{kind: kind, model: ev.Model, arrival: w.step, known: known, unknown: unknown, cfg: ev.Config, op: ev.Op,
-			register: ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.reg[ev.Model]}
+			register: ev.Kind == EvSubmitManager && ev.Op == OpApply && !w.reg[ev.Model], tomb: w.tombs[ev.Model]}
 		w.live = append(w.live, tk)
 		if arrival != nil {
 			if err := w.checkArrival(arrival, tk); err != nil {
@@ -465,6 +471,9 @@ func (w *workload) observe() error {
 		return err
 	}
 	if err := w.checkManagers(effs, w.before); err != nil {
+		return err
+	}
+	if err := w.checkUnregister(effs); err != nil {
 		return err
 	}
 	if err := w.checkShutdown(effs); err != nil {
@@ -1151,8 +1160,9 @@ func (w *workload) checkManagers(effs []Effect, before []ModelView) error {
 				if restore && (st.State != Unloaded || st.Loaded) {
 					return fmt.Errorf("step %d: %s restored %s, want unloaded", w.step, o.model, st.State)
 				}
-				if o.register && st.ConfigVersion != max(o.cfg.BaseVersion, 1) {
-					return fmt.Errorf("step %d: %s registered at v%d, want v%d", w.step, o.model, st.ConfigVersion, max(o.cfg.BaseVersion, 1))
+				if o.register && st.ConfigVersion != max(o.cfg.BaseVersion, o.tomb+1) {
+					return fmt.Errorf("step %d: %s registered at v%d, want v%d", w.step, o.model, st.ConfigVersion,
+						max(o.cfg.BaseVersion, o.tomb+1))
 				}
 				if o.op == OpApply && !wlInvalid[o.cfg] {
 					want := *o.cfg
@@ -1236,6 +1246,51 @@ func (w *workload) checkTouched(ev Event, before []ModelStatus) error {
 			was = fmt.Sprintf("%+v", before[h])
 		}
 		return fmt.Errorf("step %d %s: model %s changed from %s to %+v, and Touched does not name it", w.step, ev.Kind, st.ID, was, st)
+	}
+	return nil
+}
+
+// checkUnregister: an unregister's Done leaves its model unregistered (its
+// ID resolves to nothing, its tombstone keeps the version it had), and
+// every request and targeted manager of that model submitted after the
+// unregister and still waiting was answered not_found in the same step
+// (CONTRACT.md unreg.barrier, unreg.404-after, unreg.tombstone). Nothing
+// of the model waits afterwards until it registers again.
+func (w *workload) checkUnregister(effs []Effect) error {
+	answered := map[Ticket]Effect{}
+	for _, e := range effs {
+		if e.Kind == EfReject || e.Kind == EfDone || e.Kind == EfGrant {
+			answered[e.Ticket] = e
+		}
+	}
+	for _, e := range effs {
+		o := w.obs[e.Ticket]
+		if e.Kind != EfDone || o == nil || o.kind != "manager" || o.op != OpUnregister {
+			continue
+		}
+		if _, ok := w.m.Lookup(o.model); ok {
+			// A later registration in the same step is not possible: an
+			// apply queued behind the unregister is answered not_found.
+			return fmt.Errorf("step %d: %s still resolves after its unregister", w.step, o.model)
+		}
+		w.reg[o.model] = false
+		for h := range w.m.Len() {
+			if st := w.m.Status(Handle(h)); st.ID == o.model {
+				if !st.Unregistered || st.Loaded || st.ActiveSlots != 0 || st.QueuedRequests != 0 || st.QueuedManagers != 0 {
+					return fmt.Errorf("step %d: %s's tombstone is %+v", w.step, o.model, st)
+				}
+				w.tombs[o.model] = st.ConfigVersion
+			}
+		}
+		for tk, x := range w.obs {
+			if x.model != o.model || x.kind == "bulk" || x.arrival <= o.arrival || x.ended && answered[tk].Ticket != tk {
+				continue
+			}
+			if a, ok := answered[tk]; !ok || a.Kind != EfReject || a.Code != CodeNotFound {
+				return fmt.Errorf("step %d: %s %s #%d behind the unregister of %s answered %+v, want not_found",
+					w.step, x.kind, x.op, x.arrival, o.model, a)
+			}
+		}
 	}
 	return nil
 }

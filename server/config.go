@@ -53,6 +53,12 @@ type Config struct {
 	// err.max-models.
 	MaxModels int
 
+	// LiveInvariants checks the scheduler's invariants while serving, once
+	// per LiveInvariants scheduler events (more apart with many models and
+	// tickets: runtime.Options.LiveInvariants); violations are counted in
+	// sluice_invariant_violations_total and logged. 0: off.
+	LiveInvariants int
+
 	// StateDir keeps the persistent registry (server/registry.go): every
 	// committed management change, restored at start; "" keeps nothing.
 	StateDir string
@@ -119,6 +125,10 @@ type ModelEntry struct {
 // DefaultMaxModels is the default of --max-models.
 const DefaultMaxModels = 1024
 
+// DefaultLiveInvariants is the default of --live-invariants: one full
+// invariant check per 256 scheduler events (with up to 8 models and tickets).
+const DefaultLiveInvariants = 256
+
 // DefaultConfig returns the defaults of `sluice serve`.
 func DefaultConfig() Config {
 	return Config{
@@ -129,6 +139,7 @@ func DefaultConfig() Config {
 		IdleConnTimeout:    120 * time.Second,
 		ShutdownTimeout:    30 * time.Second,
 		MaxModels:          DefaultMaxModels,
+		LiveInvariants:     DefaultLiveInvariants,
 		WriteTimeout:       30 * time.Second,
 		BodyReadTimeout:    60 * time.Second,
 		MinBodyRate:        1 << 10,

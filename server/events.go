@@ -32,7 +32,8 @@ const (
 // model, when, and the model's status right after the scheduler step that
 // caused it (Status: the model object of GET /v1/models/{id}).
 //
-// Types: registered, queued, admission, rejection, release, manager, done,
+// Types: registered, unregistered (the model was deleted; a later PUT
+// registers it again), queued, admission, rejection, release, manager, done,
 // bulk_unload, load, probe, loaded, load_failed, probe_failed, unload,
 // eviction, unloaded, state (a lifecycle transition From -> To), status (a
 // counter change with no other event), shutdown, shutdown_complete, and

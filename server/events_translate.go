@@ -243,6 +243,13 @@ func (t *translator) flush() {
 	for _, st := range s.status {
 		model := st.ID
 		old, known := t.prev[model]
+		if st.Unregistered { // its tombstone: a later PUT registers it again
+			delete(t.prev, model)
+			if known {
+				t.emit(Event{Type: "unregistered", Model: model})
+			}
+			continue
+		}
 		t.prev[model] = st
 		if !known {
 			continue
@@ -266,7 +273,7 @@ func (t *translator) flush() {
 			}
 		}
 		if ev.Status == nil {
-			if st, ok := t.statusOf(ev.Model); ok {
+			if st, ok := t.statusOf(ev.Model); ok && !st.Unregistered {
 				m := modelOf(st)
 				if t.created != nil {
 					m.Created = t.created(st.ID)

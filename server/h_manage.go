@@ -97,6 +97,30 @@ func (s *Server) handleUnload(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, UnloadResult{ID: id, Loaded: st.Loaded})
 }
 
+// handleDelete answers DELETE /v1/models/{id} (OpenAI's models.delete):
+// 200 {"id","object":"model","deleted":true} once the model is gone, 404
+// for an unknown ID. It is a barrier like an unload: work admitted before
+// it finishes and the pool is torn down; requests and managers that arrive
+// meanwhile queue behind it and then get 404 not_found; the ID's tombstone
+// keeps its last config_version, durable before the answer, so a later PUT
+// registers it at a version it never had (CONTRACT.md unreg.*).
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	id, err := modelID(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.rt.Unregister(r.Context(), id)
+	if err != nil {
+		return fromRuntime(err)
+	}
+	s.created.forget(id)
+	if err := s.recordUnregistered(id, st.ConfigVersion); err != nil { // CONTRACT.md persist.durable-before-200
+		return notDurable(err)
+	}
+	logger(r.Context()).Info("model unregistered", "model", id, "config_version", st.ConfigVersion)
+	return writeJSON(w, DeletedModel{ID: id, Object: "model", Deleted: true})
+}
+
 // handleBulkUnload answers POST /v1/models/unload with {"models":[...]}: 200
 // {"unloaded":[...],"not_found":[...]} when every member has finished;
 // unknown IDs go to not_found and never fail the known ones (CONTRACT.md
@@ -135,7 +159,11 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 // err.max-models): a new ID is admitted only while the registered models
 // plus the registrations in flight are under the cap, so concurrent PUTs
 // of new IDs cannot overshoot it. Reconfiguring a registered model is
-// never refused for the cap.
+// never refused for the cap. An unregistered model frees its place but
+// keeps a tombstone (its last config_version, CONTRACT.md unreg.tombstone),
+// so the scheduler's entries, tombstones included, are bounded too: at
+// most tombstoneFactor times the cap; past it only IDs that have a
+// tombstone register again.
 type registrations struct {
 	mu      sync.Mutex
 	pending map[string]bool // new IDs whose Apply is in flight
@@ -154,6 +182,10 @@ func (g *registrations) count(registered []core.ModelStatus) int {
 	return n
 }
 
+// tombstoneFactor bounds the scheduler's entries, tombstones of
+// unregistered models included, at this many times --max-models.
+const tombstoneFactor = 2
+
 // apply is rt.Apply behind the --max-models cap; its errors are *Error
 // values for the API.
 func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
@@ -165,6 +197,11 @@ func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (
 				g.mu.Unlock()
 				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
 					Message: fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", id, max)}
+			}
+			if !s.rt.Unregistered(id) && s.rt.Entries()+len(g.pending) >= tombstoneFactor*max {
+				g.mu.Unlock()
+				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
+					Message: fmt.Sprintf("model %q not registered: the server keeps the last config_version of every unregistered model, and registered plus unregistered models reached %d (%d times --max-models); re-registering an unregistered ID is allowed", id, tombstoneFactor*max, tombstoneFactor)}
 			}
 			if g.pending == nil {
 				g.pending = map[string]bool{}

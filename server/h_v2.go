@@ -92,6 +92,8 @@ func (s *Server) notReady() (string, string) {
 	for _, id := range ids {
 		st, ok := byID[id]
 		switch {
+		case !ok && s.rt.Unregistered(id):
+			continue // deleted on purpose (DELETE /v1/models/{id}): no longer waited for
 		case !ok:
 			return id, "not registered"
 		case st.LoadFailures > 0:

@@ -270,3 +270,17 @@ func (m *metrics) edge(t *connTracker, l *bodyLimits) {
 		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.limit) }),
 	)
 }
+
+// checks registers the scheduler's self-checks: invariant violations found
+// by the live checks (--live-invariants) and effects the runtime could not
+// carry out as the core said. Both are bugs when they are not 0.
+func (m *metrics) checks(rt *runtime.Runtime) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_invariant_violations_total",
+			Help: "Scheduler events after which a live check (--live-invariants) found the core's invariants broken; not 0 is a bug."},
+			func() float64 { return float64(rt.InvariantViolations()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_core_disagreements_total",
+			Help: "Scheduler effects the runtime could not carry out as the core said; not 0 is a bug."},
+			func() float64 { return float64(rt.Disagreements()) }),
+	)
+}

@@ -70,8 +70,8 @@ func modelOf(s core.ModelStatus) Model {
 // first time), when the state dir restores one, or when the events stream
 // describes the registration, whichever comes first (all within the
 // registration). The registry file does not record it, so a restart
-// restamps restored models; models are never deregistered, so the map
-// holds at most the registered models.
+// restamps restored models; an unregistered model's time is forgotten, so
+// the map holds at most the registered models.
 type createdAt struct {
 	mu sync.Mutex
 	at map[string]int64
@@ -87,6 +87,14 @@ func (c *createdAt) note(id string, now time.Time) {
 	if _, ok := c.at[id]; !ok {
 		c.at[id] = now.Unix()
 	}
+}
+
+// forget drops id's time: the model was unregistered, and a later
+// registration of the ID is stamped afresh.
+func (c *createdAt) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.at, id)
 }
 
 // of returns id's registration second, noting now for an ID registered
@@ -114,6 +122,14 @@ func (s *Server) model(st core.ModelStatus) Model {
 type UnloadResult struct {
 	ID     string `json:"id"`
 	Loaded bool   `json:"loaded"`
+}
+
+// DeletedModel is the answer of DELETE /v1/models/{id}, in the shape of
+// OpenAI's models.delete.
+type DeletedModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "model"
+	Deleted bool   `json:"deleted"`
 }
 
 // BulkUnloadResult is the answer of POST /v1/models/unload.

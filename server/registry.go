@@ -80,6 +80,12 @@ type registryModel struct {
 	// default, 0 unbounded.
 	AdmissionTimeoutNS int64 `json:"admission_timeout_ns"`
 	MaxQueue           int   `json:"max_queue"`
+	// Unregistered marks the tombstone of a model DELETE /v1/models/{id}
+	// removed: ConfigVersion is the last version it had, the config fields
+	// are empty, and a start restores it as a tombstone (never loaded,
+	// never listed), so that a registration of the ID starts past that
+	// version (CONTRACT.md unreg.persisted).
+	Unregistered bool `json:"unregistered,omitempty"`
 }
 
 func recordOf(id string, c *core.Config, version uint64, loaded bool) registryModel {
@@ -91,7 +97,8 @@ func recordOf(id string, c *core.Config, version uint64, loaded bool) registryMo
 func (m *registryModel) equal(o *registryModel) bool {
 	return m.ID == o.ID && m.ConfigVersion == o.ConfigVersion && m.Loaded == o.Loaded && m.Task == o.Task &&
 		m.Engine == o.Engine && m.Checkpoint == o.Checkpoint && bytes.Equal(m.Options, o.Options) &&
-		m.Slots == o.Slots && m.AdmissionTimeoutNS == o.AdmissionTimeoutNS && m.MaxQueue == o.MaxQueue
+		m.Slots == o.Slots && m.AdmissionTimeoutNS == o.AdmissionTimeoutNS && m.MaxQueue == o.MaxQueue &&
+		m.Unregistered == o.Unregistered
 }
 
 // runtimeSpec is the spec that registers the model again, unloaded, at its
@@ -364,6 +371,23 @@ func (s *Server) recordModels(ids []string) error {
 	})
 }
 
+// recordUnregistered makes model id's tombstone durable at config version
+// version, before DELETE /v1/models/{id} is answered (CONTRACT.md
+// unreg.persisted, persist.durable-before-200). A registration of the ID
+// that already committed a later version (a PUT that ran right after the
+// unregister) is left as it is: the record never goes backwards.
+func (s *Server) recordUnregistered(id string, version uint64) error {
+	return s.reg.locked(func(st *registryState) bool {
+		if old, known := st.get(id); known && old.ConfigVersion > version {
+			return false
+		}
+		if _, _, err := s.rt.ConfigOf(id); err == nil {
+			return false // registered again since: recordModels records that
+		}
+		return st.put(registryModel{ID: id, ConfigVersion: version, Unregistered: true, Options: json.RawMessage("{}")})
+	})
+}
+
 // recordModelsRoot makes a new models root durable; it runs inside the
 // root's swap, before the swap (CONTRACT.md persist.models-root).
 func (s *Server) recordModelsRoot(root string) error {
@@ -384,12 +408,20 @@ func notDurable(err error) error {
 }
 
 // restoreRegistry registers every recorded model, unloaded, at its recorded
-// config_version (CONTRACT.md persist.restore). A model that no longer
+// config_version (CONTRACT.md persist.restore), and restores the tombstones
+// of unregistered ones (unreg.persisted). A model that no longer
 // validates (its engine not served, its checkpoint gone) is a startup
 // error naming the state file.
 func (s *Server) restoreRegistry() error {
 	g := s.reg
 	for _, m := range g.st.Models {
+		if m.Unregistered {
+			if err := s.rt.RestoreUnregistered(context.Background(), m.ID, m.ConfigVersion); err != nil {
+				return fmt.Errorf("state file %s: restoring the tombstone of model %q: %w", g.file, m.ID, err)
+			}
+			s.restored[m.ID] = false // known to the state dir: a startup config does not bring it back
+			continue
+		}
 		if _, err := s.rt.Apply(context.Background(), m.ID, m.runtimeSpec()); err != nil {
 			return fmt.Errorf("state file %s: restoring model %q: %w", g.file, m.ID, err)
 		}

@@ -97,6 +97,7 @@ func (s *Server) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(a.apiManage())
 		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
+		r.Delete("/v1/models/{id}", adapt(s.handleDelete))
 		if s.fx != nil {
 			r.Get("/v1/fixture/gates", adapt(s.handleListGates))
 			r.Post("/v1/fixture/gates/{name}/open", adapt(s.handleOpenGate))

@@ -160,7 +160,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
 	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
-		CheckInvariants: opts.CheckInvariants})
+		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants})
 	if err != nil {
 		return fail(err)
 	}
@@ -172,6 +172,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
 	s.met.edge(s.conns, s.limits)
+	s.met.checks(rt)
 	s.refuse = newRefusalSink(s.met)
 	s.feed = startFeed(rt, s.met, log)
 	s.events = newEventHub(rt, epoch, log, s.created.of)
@@ -200,6 +201,8 @@ func (c *Config) validate() error {
 		return errors.New("server: --max-body must be positive")
 	case c.MaxModels < 0:
 		return errors.New("server: --max-models must not be negative")
+	case c.LiveInvariants < 0:
+		return errors.New("server: --live-invariants must not be negative")
 	case c.MaxLoadedModels < 0, c.MemoryBudgetMB < 0:
 		return errors.New("server: residency limits must not be negative")
 	case c.IdleTimeout < 0, c.AdmissionTimeout < 0, c.AdmissionCeiling < 0, c.ShutdownTimeout < 0,
@@ -286,6 +289,10 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 	s.noteStartupModels(models) // CONTRACT.md oip.ready
 	for _, m := range models {
 		if _, ok := s.restored[m.ID]; ok {
+			if s.rt.Unregistered(m.ID) { // CONTRACT.md unreg.persisted, persist.config-merge
+				s.log.Info("startup model not registered: it was deleted (DELETE /v1/models/{id}) and the state dir keeps that; a PUT registers it again", "model", m.ID)
+				continue
+			}
 			s.log.Info("startup model kept as restored from the state dir; its config entry is not applied", "model", m.ID)
 			continue
 		}

@@ -114,6 +114,12 @@ type oracle struct {
 	// pendingUnload lists models whose unload manager answered Done in
 	// this event; they must not be loaded when the event ends.
 	pendingUnload []core.Handle
+	// unregs lists the unregisters answered Done in the current event: the
+	// model and the unregister's submission order. Tickets of that model
+	// submitted after it may be answered not_found in the same event, and
+	// none of them may still wait after it (CONTRACT.md unreg.barrier,
+	// unreg.404-after).
+	unregs []tref
 }
 
 func newOracle(m *core.Machine) oracle {

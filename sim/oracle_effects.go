@@ -168,6 +168,9 @@ func (o *oracle) badCode(ev *core.Event, tk core.Ticket, t *tinfo, code core.Cod
 			return "only a bad config or a load's capacity is invalid"
 		}
 	case core.CodeNotFound:
+		if t.known && t.kind != kBulk && o.behindUnregister(t) {
+			break
+		}
 		if t.known || !submit || t.id != tk {
 			return "the model is registered"
 		}
@@ -216,6 +219,9 @@ func (o *oracle) done(now int64, t *tinfo, e *core.Effect) {
 		}
 		if t.op == core.OpUnload && t.known {
 			o.pendingUnload = append(o.pendingUnload, t.h)
+		}
+		if t.op == core.OpUnregister && t.known {
+			o.unregs = append(o.unregs, tref{id: core.Ticket(t.h), seq: t.seq})
 		}
 	}
 }
@@ -345,6 +351,17 @@ func (o *oracle) postGlobal(now int64) {
 		}
 	}
 	o.pendingUnload = o.pendingUnload[:0]
+	for _, u := range o.unregs {
+		h := core.Handle(u.id)
+		if _, ok := o.m.Lookup(o.m.ID(h)); ok || o.m.Status(h).Loaded {
+			o.failf("unregister-left-model", now, "%s: unregister answered while the model is still registered or loaded", o.m.ID(h))
+		}
+		if md := o.model(h); md.waiting != 0 || md.running != 0 {
+			o.failf("unregister-left-tickets", now, "%s: %d tickets still wait and %d run after its unregister",
+				o.m.ID(h), md.waiting, md.running)
+		}
+	}
+	o.unregs = o.unregs[:0]
 	if o.fail != nil {
 		return
 	}
@@ -379,4 +396,17 @@ func (o *oracle) postGlobal(now int64) {
 type barrierView struct {
 	queued int
 	state  core.State
+}
+
+// behindUnregister reports whether ticket t of a registered model was
+// submitted after an unregister of that model that answered Done in the
+// current event: the tombstone answers it not_found (CONTRACT.md
+// unreg.404-after).
+func (o *oracle) behindUnregister(t *tinfo) bool {
+	for _, u := range o.unregs {
+		if core.Handle(u.id) == t.h && t.seq > u.seq {
+			return true
+		}
+	}
+	return false
 }

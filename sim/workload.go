@@ -95,7 +95,8 @@ func (w *world) planClient(tk core.Ticket) {
 
 // manager sends one management operation: register or reconfigure (often
 // with a changed slot count or options, sometimes invalid), load, unload,
-// or one for an unknown ID.
+// unregister (after which a registration of the ID starts it again past
+// its last version), or one for an unknown ID.
 func (w *world) manager() {
 	if w.stopped {
 		return
@@ -108,7 +109,9 @@ func (w *world) manager() {
 	i := r.IntN(len(w.sc.names))
 	spec := &w.sc.names[i]
 	ev := core.Event{Kind: core.EvSubmitManager, Now: w.now, Model: spec.id, Timeout: core.NoTimeout}
-	switch x := r.IntN(40); {
+	switch x := r.IntN(42); {
+	case x >= 40:
+		ev.Op = core.OpUnregister
 	case x < 18:
 		ev.Op = core.OpApply
 		cur := spec.base

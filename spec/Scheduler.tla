@@ -51,8 +51,10 @@ Reasons == {"timeout", "disconnect"}
 NoEntry == [id |-> 0, kind |-> "none", op |-> "none", cfg |-> "none", bounded |-> FALSE, bulk |-> 0, seq |-> 0]
 
 VARIABLES
-    models,       \* [ModelIds -> model record]; reg = FALSE for unknown IDs
-    order,        \* registered IDs in registration order
+    models,       \* [ModelIds -> model record]; reg = FALSE for unknown IDs and
+                  \* for unregistered ones (tombstones: they keep ver)
+    order,        \* IDs in first-registration order (core's handles; an entry
+                  \* is never erased, a re-registration reuses its place)
     loaders,      \* models waiting for residency or the cold-load guard
     bulks,        \* live bulk parents, in submission order
     shutdown,     \* BeginShutdown happened
@@ -186,6 +188,23 @@ ManagerDone(T, m, kind, code) ==
         U == [T EXCEPT !.models[m].mgr = NoEntry, !.models[m].step = "none", !.models[m].failCode = "none"]
     IN IF e.kind = "member" THEN BulkCheck(U, e.bulk) ELSE Emit(U, Ans(kind, e.id, code))
 
+RECURSIVE BulkCheckAll(_, _)
+BulkCheckAll(T, B) == IF B = {} THEN T ELSE LET b == CHOOSE b \in B : TRUE IN BulkCheckAll(BulkCheck(T, b), B \ {b})
+
+\* CONTRACT unreg.barrier, unreg.404-after, unreg.tombstone: the granted
+\* unregister found the model unloaded and drained, so nothing holds its
+\* pool; the entry becomes a tombstone that keeps only its version (so a
+\* re-registration never repeats one), every ticket queued behind the
+\* barrier is answered not_found in arrival order, and a bulk's barrier on
+\* it ends as if unloaded.
+Tombstone(T, m) ==
+    LET md == T.models[m]
+        q == SelectSeq(md.queue, LAMBDA e : e.kind # "member")
+        hit == {md.queue[i].bulk : i \in {j \in DOMAIN md.queue : md.queue[j].kind = "member"}}
+        U == [T EXCEPT !.models[m] = [Unregistered EXCEPT !.ver = md.ver],
+                       !.out = @ \o [i \in DOMAIN q |-> Ans("Reject", q[i].id, "not_found")]]
+    IN BulkCheckAll(U, hit)
+
 \* CONTRACT state.unloading: logical retirement is not free memory.
 Retire(T, m, cause) ==
     LET md == T.models[m]
@@ -277,6 +296,8 @@ GrantManager(T, m, e) ==
     IF e.op = "load" THEN ManagedLoad(U, m)
     ELSE IF e.op = "unload" /\ U.models[m].life = "unloaded" THEN ManagerDone(U, m, "Done", "ok")
     ELSE IF e.op = "unload" THEN Retire([U EXCEPT !.models[m].step = "unload"], m, "unload")
+    ELSE IF e.op = "unregister" /\ U.models[m].life = "unloaded" THEN Tombstone(ManagerDone(U, m, "Done", "ok"), m)
+    ELSE IF e.op = "unregister" THEN Retire([U EXCEPT !.models[m].step = "unregister"], m, "unload")
     ELSE Apply(U, m, e.cfg)
 
 Admit(T, m, id, sq) ==
@@ -416,19 +437,23 @@ SubmitRequest(m, timeout, overdue) ==
                                                     bounded |-> Bounded(md, timeout), bulk |-> 0, seq |-> T.seq])])
 
 \* CONTRACT reg.new, reg.invalid, time.manager-timeout; registration publishes
-\* one stable entry before its first load.
+\* one stable entry before its first load.  A registration of an ID that was
+\* unregistered reuses its tombstone and starts past its last version
+\* (CONTRACT unreg.re-register); an unregister is a barrier like an unload
+\* (CONTRACT unreg.barrier).
 SubmitManager(m, op, cfg, timeout, overdue, rst) ==
     LET T == NewTicket(Fresh) id == T.nextId md == T.models[m]
         R == IF md.reg THEN T
              ELSE [T EXCEPT !.models[m] = [Unregistered EXCEPT !.reg = TRUE, !.cfg = cfg,
-                                                              !.ver = IF rst.base > 1 THEN rst.base ELSE 1],
-                            !.order = Append(@, m)]
+                                                              !.ver = IF rst.base > md.ver + 1 THEN rst.base
+                                                                      ELSE md.ver + 1],
+                            !.order = IF m \in Range(@) THEN @ ELSE Append(@, m)]
         \* A registration loads; a restored unloaded one is granted like an
         \* unload (nothing to tear down). A reconfigure ignores rst.
         op2 == IF md.reg THEN op ELSE IF rst.only THEN "unload" ELSE "load"
         bnd == Bounded(R.models[m], IF md.reg THEN timeout ELSE 0)
     IN Event(
-      IF (op = "apply" /\ ~ValidConfig(cfg)) \/ op \notin {"apply", "load", "unload"}
+      IF (op = "apply" /\ ~ValidConfig(cfg)) \/ op \notin {"apply", "load", "unload", "unregister"}
       THEN Emit(T, Ans("Reject", id, "invalid_request"))
       ELSE IF T.shutdown THEN Emit(T, Ans("Reject", id, "shutting_down"))
       ELSE IF ~md.reg /\ op # "apply" THEN Emit(T, Ans("Reject", id, "not_found"))
@@ -521,13 +546,15 @@ ProbeDone(m, capacity, failed) ==
                 ELSE IF capacity < cfg.slots THEN ManagerDone(T, m, "Reject", "invalid_request")
                 ELSE Replace(T, m, cfg))
 
-\* A pool is gone and its memory free; an unload finishes, a reconfigure
-\* commits its complete new config and loads it.
+\* A pool is gone and its memory free; an unload finishes, an unregister
+\* leaves a tombstone, a reconfigure commits its complete new config and
+\* loads it.
 TeardownDone(m) ==
     /\ models[m].job = "teardown"
     /\ LET T == [Unresident(ClearJob(Fresh, m), m) EXCEPT !.models[m].life = "unloaded", !.models[m].cause = "none"]
            md == models[m]
        IN Event(CASE HasMgr(md) /\ md.step = "unload" -> ManagerDone(T, m, "Done", "ok")
+                  [] HasMgr(md) /\ md.step = "unregister" -> Tombstone(ManagerDone(T, m, "Done", "ok"), m)
                   [] HasMgr(md) /\ md.step = "fail_teardown" -> ManagerDone(T, m, "Reject", md.failCode)
                   [] HasMgr(md) /\ md.step = "teardown_old" ->
                        [StartLoad([Commit1(T, m, md.mgr.cfg) EXCEPT !.models[m].step = "load"], m)
@@ -568,9 +595,7 @@ BeginShutdown ==
                        !.bulks = [k \in DOMAIN T.bulks |-> IF T.bulks[k].id \in hit /\ T.bulks[k].reason = "none"
                                                           THEN [T.bulks[k] EXCEPT !.reason = "shutdown"]
                                                           ELSE T.bulks[k]]]
-        RECURSIVE CheckAll(_, _)
-        CheckAll(X, B) == IF B = {} THEN X ELSE LET b == CHOOSE b \in B : TRUE IN CheckAll(BulkCheck(X, b), B \ {b})
-    IN Event(IF T.shutdown THEN T ELSE CheckAll(U, {T.bulks[k].id : k \in DOMAIN T.bulks}))
+    IN Event(IF T.shutdown THEN T ELSE BulkCheckAll(U, {T.bulks[k].id : k \in DOMAIN T.bulks}))
 
 -----------------------------------------------------------------------------
 (* The next-state relation, fairness and the specification.               *)
@@ -582,7 +607,7 @@ Timeouts == {NoTimeout, 0, 1}
 
 Next ==
     \/ \E m \in ModelIds, to \in Timeouts, od \in BOOLEAN : SubmitRequest(m, to, od)
-    \/ \E m \in ModelIds, op \in {"apply", "load", "unload"}, c \in Configs, to \in Timeouts, od \in BOOLEAN,
+    \/ \E m \in ModelIds, op \in {"apply", "load", "unload", "unregister"}, c \in Configs, to \in Timeouts, od \in BOOLEAN,
           rs \in Restores :
            SubmitManager(m, op, c, to, od, rs)
     \/ \E sel \in BulkSelections : SubmitBulkUnload(sel)
@@ -691,6 +716,14 @@ LeaseConservation == Quiescent =>
            \E k \in DOMAIN bulks : bulks[k].id = models[x[1]].queue[x[2]].bulk
     /\ \A m \in ModelIds : ~HasMgr(models[m]) => models[m].step = "none"
 
+\* An unregistered entry (unknown, or a tombstone) holds nothing: no
+\* ticket, lease, job, pool or residency charge can point at it (CONTRACT
+\* unreg.tombstone).
+TombstoneEmpty == Quiescent =>
+    \A m \in ModelIds \ Registered(S) : LET md == models[m] IN
+        /\ md.life = "unloaded" /\ ~md.published /\ md.holders = {} /\ md.queue = <<>>
+        /\ ~HasMgr(md) /\ md.job = "none" /\ ~md.resident /\ ~InLoaders(S, m) /\ md.step = "none"
+
 \* Work-conserving: no FIFO head the contract would admit or grant waits,
 \* and the loader head does not wait for residency that is free.
 QueueProgress == Quiescent =>
@@ -710,6 +743,7 @@ Invariants ==
     /\ EvictOnlyIdle
     /\ LeaseConservation
     /\ QueueProgress
+    /\ TombstoneEmpty
 
 -----------------------------------------------------------------------------
 (* Liveness under Fairness (checked by TLC as PROPERTIES; spec/mc checks   *)

@@ -63,6 +63,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	hosts := fs.String("allowed-hosts", "", "comma-separated Host names served besides localhost, 127.0.0.1, [::1] and the --listen host (name or name:port); '*' accepts any Host (unsafe: DNS rebinding)")
 	origins := fs.String("allowed-origins", "", "comma-separated browser origins (scheme://host[:port]) trusted to send state-changing requests from another site")
 	fs.IntVar(&c.MaxModels, "max-models", c.MaxModels, "most registered models (0: unlimited); registering one more is refused with 400 too_many_models")
+	fs.IntVar(&c.LiveInvariants, "live-invariants", c.LiveInvariants, "check the scheduler's invariants once per N scheduler events (N more for every 8 models and queued or running requests), counting violations in sluice_invariant_violations_total (0: off)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that accepts no bytes of its answer for this long, releasing its slot (0: never)")
 	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", c.BodyReadTimeout, "time allowed to receive a whole request body; 408 past it (0: none)")
 	minRate := fs.String("min-body-rate", "1KiB", "slowest request body accepted after --body-rate-grace, per second (bytes, or with a unit; 0: none); 408 below it")
@@ -146,7 +147,7 @@ var serveFlagGroups = []struct {
 	{"Timeouts", []string{"admission-timeout", "admission-ceiling", "read-header-timeout", "idle-conn-timeout",
 		"write-timeout", "body-read-timeout", "min-body-rate", "body-rate-grace", "shutdown-timeout"}},
 	{"Live sessions", []string{"realtime-idle", "realtime-max-session", "realtime-drain", "realtime-buffer", "realtime-max-rate", "realtime-vad-model"}},
-	{"State, logs and tracing", []string{"state-dir", "trace", "log-level"}},
+	{"State, logs and tracing", []string{"state-dir", "trace", "log-level", "live-invariants"}},
 }
 
 // serveHelp writes `sluice serve -h`: the description, the flags by

@@ -97,22 +97,31 @@ func BenchmarkHandoff(b *testing.B) {
 				clockSink.Add(int64(sink))
 			})
 		})
-		b.Run(fmt.Sprintf("slots=%d/runtime-acquire", slots), func(b *testing.B) {
-			rt := benchRuntime(b, slots)
-			b.SetParallelism(benchParallelism)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					l, err := rt.Acquire(bg, "m", nil)
-					if err != nil {
-						b.Error(err)
-						return
+		// runtime-acquire-live is runtime-acquire with the live invariant
+		// checks at the server's default (--live-invariants 256), side by
+		// side: their overhead.
+		for _, live := range []int{0, liveDefault} {
+			name := "runtime-acquire"
+			if live > 0 {
+				name = "runtime-acquire-live"
+			}
+			b.Run(fmt.Sprintf("slots=%d/%s", slots, name), func(b *testing.B) {
+				rt := benchRuntimeLive(b, slots, live)
+				b.SetParallelism(benchParallelism)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						l, err := rt.Acquire(bg, "m", nil)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						l.Release(false)
 					}
-					l.Release(false)
-				}
+				})
 			})
-		})
+		}
 		b.Run(fmt.Sprintf("slots=%d/sessions-infer", slots), func(b *testing.B) {
 			fx := fixture.New()
 			type slotSession struct {
@@ -166,8 +175,14 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-func benchRuntime(b *testing.B, slots int) *Runtime {
-	rt, err := New(Options{Engines: backends.Registry{fixture.Name: fixture.New()}})
+// liveDefault is server.DefaultLiveInvariants (not imported: the server
+// imports this package).
+const liveDefault = 256
+
+func benchRuntime(b *testing.B, slots int) *Runtime { return benchRuntimeLive(b, slots, 0) }
+
+func benchRuntimeLive(b *testing.B, slots, live int) *Runtime {
+	rt, err := New(Options{Engines: backends.Registry{fixture.Name: fixture.New()}, LiveInvariants: live})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -117,15 +117,21 @@ func (r *Runtime) afterLocked(now int64, s *sect, ev *core.Event, tk core.Ticket
 	for i := range effs {
 		r.routeLocked(s, &effs[i], cause)
 	}
-	r.endLocked(now, ev)
+	r.endLocked(now, ev, tk)
 }
 
 // endLocked is the bookkeeping every critical section ends with, also the
-// fast paths that have no effect to route: the invariant check (tests),
-// clearing the machine's effects, and the idle and backoff timers.
-func (r *Runtime) endLocked(now int64, ev *core.Event) {
+// fast paths that have no effect to route: the invariant check (tests: every
+// event; production: live, sampled), clearing the machine's effects, and the
+// idle and backoff timers. tk is the ticket a submission got.
+func (r *Runtime) endLocked(now int64, ev *core.Event, tk core.Ticket) {
 	if r.checkInv {
 		r.checkLocked(ev)
+	} else if l := &r.live; l.every > 0 {
+		l.note(ev, tk) // inlined: a few stores and a compare an event
+		if l.hot++; l.hot >= l.due {
+			r.liveLocked(ev)
+		}
 	}
 	r.m.Advance()
 	r.armTickLocked(now)

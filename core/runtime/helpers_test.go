@@ -51,6 +51,9 @@ func withTrace(w io.Writer) envOpt { return func(c *envConfig) { c.Trace = w } }
 // cleanup checks, for runs with planted bugs.
 func withoutChecks() envOpt { return func(c *envConfig) { c.CheckInvariants = false } }
 
+// withLive turns the live (sampled) invariant checks on, every n client events.
+func withLive(n int) envOpt { return func(c *envConfig) { c.LiveInvariants = n } }
+
 func testLogger() *slog.Logger {
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -164,7 +164,7 @@ func (r *Runtime) release(tk core.Ticket, failed bool) {
 		panic(fmt.Sprintf("runtime: release of ticket %d: %v", uint64(tk), err))
 	}
 	if !r.obs && len(r.m.Effects()) == 0 { // nothing to route or observe
-		r.endLocked(now, &ev)
+		r.endLocked(now, &ev, 0)
 		r.mu.Unlock()
 		return
 	}

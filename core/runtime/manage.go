@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -31,6 +32,53 @@ func (r *Runtime) Load(ctx context.Context, id string) (core.ModelStatus, error)
 // finished the unload (see Apply).
 func (r *Runtime) Unload(ctx context.Context, id string) (core.ModelStatus, error) {
 	return r.manage(ctx, id, core.OpUnload, nil)
+}
+
+// Unregister removes model id from the registry (DELETE /v1/models/{id},
+// CONTRACT.md unreg.*): a barrier like Unload, so work admitted before it
+// drains and its pool is torn down; then the ID is unknown, the tickets
+// queued behind it are answered not found, and a later Apply registers it
+// again past its last config version. An unknown ID is ErrNotFound. It
+// returns the model's last status (unloaded) and its config version.
+func (r *Runtime) Unregister(ctx context.Context, id string) (core.ModelStatus, error) {
+	return r.manage(ctx, id, core.OpUnregister, nil)
+}
+
+// RestoreUnregistered records id as unregistered at config version
+// version (at least 1): the tombstone of a model that was unregistered
+// before a restart, restored from the persistent registry so that a later
+// Apply registers the ID past version (CONTRACT.md unreg.persisted). It
+// registers the ID unloaded with a placeholder config that is never
+// loaded, then unregisters it. An ID that is registered is refused as
+// invalid.
+func (r *Runtime) RestoreUnregistered(ctx context.Context, id string, version uint64) error {
+	if _, err := r.StatusOf(id); err == nil {
+		return &Error{Code: core.CodeInvalid, Msg: fmt.Sprintf("model %q is registered; it has no tombstone to restore", id)}
+	}
+	cfg := &core.Config{Task: "unregistered", Slots: 1, AdmissionTimeout: core.NoTimeout, BaseVersion: max(version, 1),
+		RegisterOnly: true}
+	if _, err := r.manage(ctx, id, core.OpApply, cfg); err != nil {
+		return err
+	}
+	_, err := r.manage(ctx, id, core.OpUnregister, nil)
+	return err
+}
+
+// Entries returns the scheduler's registry entries: the registered models
+// and the tombstones of unregistered ones (the server bounds both).
+func (r *Runtime) Entries() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m.Len()
+}
+
+// Unregistered reports whether id has a tombstone (it was unregistered and
+// not registered again).
+func (r *Runtime) Unregistered(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.m.Entry(id)
+	return ok && r.m.Unregistered(h)
 }
 
 // BulkUnload unloads every registered model of ids (POST /v1/models/unload):

@@ -16,7 +16,7 @@ type managerWatch struct {
 }
 
 // WatchManagers returns a channel that is closed once a targeted manager
-// (apply, load, unload) or a bulk unload naming model id is submitted
+// (apply, load, unload, unregister) or a bulk unload naming model id is submitted
 // after the call, and a stop function that forgets the watch (call it when
 // done; it is safe to call more than once). A manager already queued
 // before the call is seen in the model's status (QueuedManagers).

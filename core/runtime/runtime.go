@@ -33,6 +33,13 @@ type Options struct {
 	// CheckInvariants runs core.CheckInvariants after every event and panics
 	// on a violation, printing it. For tests; it costs a full state walk.
 	CheckInvariants bool
+	// LiveInvariants checks core's invariants in production at a bounded
+	// cost (live.go): once per LiveInvariants events, times one more for
+	// every 8 registry entries and live tickets (a walk's cost grows with
+	// them); a violation is counted (InvariantViolations) and logged with
+	// the events before it, never a panic. 0: off. Ignored with
+	// CheckInvariants, which checks every event.
+	LiveInvariants int
 
 	_ struct{}
 }
@@ -49,6 +56,7 @@ type Runtime struct {
 	idle       int64
 	checkInv   bool
 	trace      io.Writer
+	live       liveCheck // under mu, except violations
 	waitBounds []time.Duration
 
 	// disagreements counts effects the shell could not carry out as the
@@ -128,6 +136,7 @@ func New(opts Options) (*Runtime, error) {
 	r := &Runtime{
 		engines: engines, copts: opts.Core, log: log, start: time.Now(), idle: opts.Core.IdleTimeout,
 		checkInv: opts.CheckInvariants, trace: opts.Trace, m: m, obs: opts.Trace != nil,
+		live:       liveCheck{every: max(opts.LiveInvariants, 0), due: max(opts.LiveInvariants, 0)},
 		waitBounds: append([]time.Duration(nil), opts.WaitBuckets...),
 		workCtx:    workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),
 	}

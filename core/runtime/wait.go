@@ -39,7 +39,7 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 			e := &effs[0]
 			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot]}
 			r.models[h].stats.admit(0, r.waitBounds)
-			r.endLocked(now, ev)
+			r.endLocked(now, ev, tk)
 			r.mu.Unlock()
 			return tk, o, nil
 		}

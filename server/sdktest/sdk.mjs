@@ -2,11 +2,12 @@
 // Go test TestOpenAISDK starts it and runs this script). It prints one
 // JSON line per check: {"check", "ok", "call", "result"}; the Go test
 // requires every check it knows by name. Env: SLUICE_SDK_BASE_URL (the
-// server's /v1 URL), SLUICE_SDK_API_KEY, and NODE_PATH reaching openai.
+// server's /v1 URL), SLUICE_SDK_API_KEY, SLUICE_SDK_MANAGEMENT_KEY (for
+// models.delete) and NODE_PATH reaching openai.
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const { default: OpenAI, toFile, BadRequestError, AuthenticationError } = require('openai');
+const { default: OpenAI, toFile, BadRequestError, AuthenticationError, NotFoundError } = require('openai');
 
 const baseURL = process.env.SLUICE_SDK_BASE_URL;
 const apiKey = process.env.SLUICE_SDK_API_KEY;
@@ -225,6 +226,23 @@ async function main() {
       if (typeof m.created !== 'number' || typeof m.owned_by !== 'string' || m.object !== 'model') ok = false;
     }
     return [ok && ['tts', 'tts-espeak', 'asr', 'vad'].every((id) => ids.includes(id)), `${ids.length} models, each with created and owned_by: ${ids.join(', ')}`];
+  });
+  // models.delete needs the management key (CONTRACT.md unreg.delete).
+  const admin = new OpenAI({ baseURL, apiKey: process.env.SLUICE_SDK_MANAGEMENT_KEY, maxRetries: 0, timeout: 60_000 });
+  await run('models.delete', "models.delete('tts-delete')", async () => {
+    const r = await admin.models.delete('tts-delete');
+    const ids = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    return [r.id === 'tts-delete' && r.object === 'model' && r.deleted === true && !ids.includes('tts-delete'),
+      `${JSON.stringify(r)}; models.list() then has ${ids.join(', ')}`];
+  });
+  await run('models.delete.not_found', "models.delete('tts-delete') again", async () => {
+    try {
+      await admin.models.delete('tts-delete');
+      return [false, '200 (want 404)'];
+    } catch (e) {
+      return [e instanceof NotFoundError && e.status === 404, `${e.constructor.name} ${e.status}: ${e.message}`];
+    }
   });
   await run('auth.wrong_key', "models.list() with apiKey 'wrong'", async () => {
     const bad = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });

@@ -49,6 +49,7 @@ var checks = []string{
 	"transcribe.srt", "transcribe.vtt", "transcribe.verbose_json.words", "transcribe.stream",
 	"speech.stream.sse", "speech.stream.audio",
 	"transcribe.text_file", "translations", "models.list", "auth.wrong_key",
+	"models.delete", "models.delete.not_found",
 }
 
 // result is one line of sdk.mjs.
@@ -124,22 +125,27 @@ func TestOpenAISDK(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(mods, "openai", "package.json")); err != nil {
 		missing(t, "the openai npm package is not under %s: %v", mods, err)
 	}
-	const key = "sdk-test-key"
+	const key, mgmt = "sdk-test-key", "sdk-test-management-key"
 	two := json.RawMessage("2")
-	addr := serveSluice(t, key, func(c *server.Config) { c.ShutdownTimeout = 20 * time.Second },
+	addr := serveSluice(t, key, func(c *server.Config) {
+		c.ShutdownTimeout = 20 * time.Second
+		c.UIManagement, c.ManagementKey = true, mgmt // models.delete is a management call (CONTRACT.md unreg.delete)
+	},
 		[]string{catalogue.FliteSLT, catalogue.EspeakEn, catalogue.PocketsphinxEnUS, catalogue.SileroV5},
 		[]server.ModelEntry{
 			{ID: "tts", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two}},
 			{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1")}},
 			{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two}},
 			{ID: "vad", Spec: server.ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
+			// models.delete removes this one.
+			{ID: "tts-delete", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: json.RawMessage("1")}},
 		})
 
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "sdk.mjs")
 	cmd.Env = append(os.Environ(), "NODE_PATH="+mods,
-		"SLUICE_SDK_BASE_URL=http://"+addr+"/v1", "SLUICE_SDK_API_KEY="+key)
+		"SLUICE_SDK_BASE_URL=http://"+addr+"/v1", "SLUICE_SDK_API_KEY="+key, "SLUICE_SDK_MANAGEMENT_KEY="+mgmt)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second

@@ -130,3 +130,42 @@ func TestInvariantsFire(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestUnregister (TLA+ Tombstone; CONTRACT unreg.barrier, unreg.404-after,
+// unreg.re-register): the unregister waits for the running request, the
+// request behind it gets not_found, the entry keeps its version as a
+// tombstone, and a registration of the ID starts past it.
+func TestUnregister(t *testing.T) {
+	p := &Params{}
+	s := ready(t, p)
+	s, _ = one(t, s, p, Action{Kind: core.EvSubmitRequest, Model: "a", Ticket: 10, Timeout: core.NoTimeout})
+	s, fx := one(t, s, p, Action{Kind: core.EvSubmitManager, Model: "a", Op: core.OpUnregister, Ticket: 11, Timeout: core.NoTimeout})
+	if len(fx) != 0 {
+		t.Fatalf("the unregister did not wait: %s", effects(fx))
+	}
+	s, _ = one(t, s, p, Action{Kind: core.EvSubmitRequest, Model: "a", Ticket: 12, Timeout: core.NoTimeout})
+	s, fx = one(t, s, p, Action{Kind: core.EvRelease, Ticket: 10})
+	if effects(fx) != "StartTeardown" || s.Models[0].Step != SUnregister {
+		t.Fatalf("release: %s %+v", effects(fx), s.Models[0])
+	}
+	s, fx = one(t, s, p, Action{Kind: core.EvTeardownDone, Model: "a"})
+	if effects(fx) != "Done,Reject" || fx[1].Ticket != 12 || fx[1].Code != core.CodeNotFound {
+		t.Fatalf("teardown: %+v", fx)
+	}
+	if md := s.Models[0]; !md.Gone || md.Ver != 1 || s.Lookup("a") >= 0 || s.Entry("a") != 0 {
+		t.Fatalf("tombstone: %+v", md)
+	}
+	s, fx = one(t, s, p, Action{Kind: core.EvSubmitRequest, Model: "a", Ticket: 13, Timeout: core.NoTimeout})
+	if effects(fx) != "Reject" || fx[0].Code != core.CodeNotFound {
+		t.Fatalf("request after: %+v", fx)
+	}
+	s, _ = one(t, s, p, Action{Kind: core.EvSubmitManager, Model: "a", Op: core.OpApply, Cfg: c2, Ticket: 14, Timeout: core.NoTimeout})
+	if md := s.Models[0]; md.Gone || md.Ver != 2 || len(s.Models) != 1 {
+		t.Fatalf("re-registration: %+v", s.Models)
+	}
+	// Breaking the tombstone breaks TombstoneEmpty.
+	s.Models[0].Gone, s.Models[0].Resident = true, true
+	if err := TombstoneEmpty(s, p); err == nil {
+		t.Fatal("TombstoneEmpty passed a tombstone that holds a pool")
+	}
+}

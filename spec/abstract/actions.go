@@ -272,7 +272,8 @@ func (r *run) SubmitManager(a Action) []*run {
 		r.emit(Effect{Kind: core.EfReject, Ticket: id, Code: code, Model: max(i, 0)})
 		return []*run{r}
 	}
-	if (a.Op == core.OpApply && !a.Cfg.valid()) || (a.Op != core.OpApply && a.Op != core.OpLoad && a.Op != core.OpUnload) {
+	if (a.Op == core.OpApply && !a.Cfg.valid()) ||
+		(a.Op != core.OpApply && a.Op != core.OpLoad && a.Op != core.OpUnload && a.Op != core.OpUnregister) {
 		return reject(core.CodeInvalid)
 	}
 	if r.s.Shutdown {
@@ -283,8 +284,15 @@ func (r *run) SubmitManager(a Action) []*run {
 		if op != core.OpApply {
 			return reject(core.CodeNotFound)
 		}
-		r.s.Models = append(r.s.Models, Model{ID: a.Model, Life: core.Unloaded, Cfg: cfg, Ver: max(a.BaseVersion, 1)})
-		i = len(r.s.Models) - 1
+		// A tombstone's entry is reused and its versions continue
+		// (CONTRACT.md unreg.re-register); an unknown ID appends one.
+		if e := r.s.Entry(a.Model); e >= 0 {
+			i = e
+			r.s.Models[i] = Model{ID: a.Model, Life: core.Unloaded, Cfg: cfg, Ver: max(a.BaseVersion, r.s.Models[i].Ver+1)}
+		} else {
+			r.s.Models = append(r.s.Models, Model{ID: a.Model, Life: core.Unloaded, Cfg: cfg, Ver: max(a.BaseVersion, 1)})
+			i = len(r.s.Models) - 1
+		}
 		op, cfg, timeout = core.OpLoad, nil, 0
 		if a.RegisterOnly {
 			op = core.OpUnload // restored unloaded: nothing to load or tear down

@@ -85,8 +85,9 @@ func (r *run) ProbeDone(a Action) ([]*run, error) {
 	return []*run{r}, nil
 }
 
-// TeardownDone: a pool is gone and its memory free; an unload finishes, a
-// reconfigure commits its complete new config and loads it.
+// TeardownDone: a pool is gone and its memory free; an unload finishes, an
+// unregister leaves a tombstone, a reconfigure commits its complete new
+// config and loads it.
 func (r *run) TeardownDone(a Action) ([]*run, error) {
 	i, err := r.jobModel(a, JTeardown)
 	if err != nil {
@@ -100,6 +101,9 @@ func (r *run) TeardownDone(a Action) ([]*run, error) {
 		switch md.Step {
 		case SUnload:
 			r.managerDone(i, core.EfDone, core.CodeOK)
+		case SUnregister:
+			r.managerDone(i, core.EfDone, core.CodeOK)
+			r.tombstone(i)
 		case SFailTeardown:
 			r.managerDone(i, core.EfReject, md.FailCode)
 		case STeardownOld:

@@ -264,6 +264,14 @@ func (r *run) grantManager(i int, e Entry) {
 		}
 		md.Step = SUnload
 		r.retire(i, core.CauseUnload)
+	case core.OpUnregister:
+		if md.Life == core.Unloaded {
+			r.managerDone(i, core.EfDone, core.CodeOK)
+			r.tombstone(i)
+			return
+		}
+		md.Step = SUnregister
+		r.retire(i, core.CauseUnload)
 	case core.OpApply:
 		r.apply(i, e.Cfg)
 	}
@@ -347,6 +355,28 @@ func (r *run) managerDone(i int, kind core.EffectKind, code core.Code) {
 		return
 	}
 	r.emit(Effect{Kind: kind, Ticket: e.ID, Code: code, Model: i})
+}
+
+// tombstone (TLA+ Tombstone; CONTRACT.md unreg.barrier, unreg.404-after,
+// unreg.tombstone): the unregister, granted on a drained model whose pool
+// is gone, has answered; the entry keeps only its ID, version and last
+// config, every ticket queued behind the barrier is answered not_found in
+// arrival order, and a bulk's barrier on it ends as if unloaded.
+func (r *run) tombstone(i int) {
+	md := &r.s.Models[i]
+	q := md.Queue
+	r.s.Models[i] = Model{ID: md.ID, Gone: true, Life: core.Unloaded, Cfg: md.Cfg, Ver: md.Ver}
+	var bulks []uint64
+	for _, e := range q {
+		if e.Kind == KMember {
+			bulks = append(bulks, e.Bulk)
+			continue
+		}
+		r.emit(Effect{Kind: core.EfReject, Ticket: e.ID, Code: core.CodeNotFound, Model: i})
+	}
+	for _, b := range bulks {
+		r.bulkCheck(b)
+	}
 }
 
 // bulkCheck ends bulk id when none of its members is left.

@@ -27,6 +27,7 @@ var invariants = [...]Invariant{
 	{"EvictOnlyIdle", EvictOnlyIdle},
 	{"LeaseConservation", LeaseConservation},
 	{"QueueProgress", QueueProgress},
+	{"TombstoneEmpty", TombstoneEmpty},
 }
 
 // Invariants lists the spec's invariants in core's order. It returns a
@@ -319,6 +320,23 @@ func QueueProgress(s *State, p *Params) error {
 	h := s.Loaders[0]
 	if r.fits(s.Models[h].Cfg.MemoryMB, false, nil) {
 		return fmt.Errorf("%s: waits for residency that is free", s.Models[h].ID)
+	}
+	return nil
+}
+
+// TombstoneEmpty: an unregistered entry holds nothing, so no ticket, lease,
+// job, pool or residency charge points at it (CONTRACT.md unreg.tombstone).
+func TombstoneEmpty(s *State, _ *Params) error {
+	for i := range s.Models {
+		md := &s.Models[i]
+		if !md.Gone {
+			continue
+		}
+		if md.Life != core.Unloaded || md.Published || len(md.Holders) > 0 || len(md.Queue) > 0 || md.HasMgr ||
+			md.Job != JNone || md.Resident || md.ResMB != 0 || s.InLoaders(i) || md.Step != SNone {
+			return fmt.Errorf("%s: tombstone holds life=%s published=%v holders=%d queued=%d manager=%v job=%s resident=%v",
+				md.ID, md.Life, md.Published, len(md.Holders), len(md.Queue), md.HasMgr, md.Job, md.Resident)
+		}
 	}
 	return nil
 }

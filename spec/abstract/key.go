@@ -120,7 +120,7 @@ func (s *State) appendModelKey(b []byte, i int, ids bool) []byte {
 	}
 	b = append(b, byte(md.Life), byte(md.Cfg.id), b2b(md.Published), byte(md.Sessions), byte(md.Capacity),
 		byte(md.Built), byte(md.Step), byte(md.FailCode), byte(md.Job), byte(cause), b2b(md.Resident), lpos,
-		b2b(md.Backoff))
+		b2b(md.Backoff), b2b(md.Gone))
 	b = binary.AppendUvarint(b, md.Ver)
 	b = binary.AppendUvarint(b, md.PoolVer)
 	b = binary.AppendUvarint(b, uint64(md.ResMB))

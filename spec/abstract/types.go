@@ -29,9 +29,10 @@ const (
 	SLoad
 	SUnload
 	SFailTeardown // waits for the private sessions of its failed load to go
+	SUnregister   // waits for the unregister's teardown, then leaves a tombstone
 )
 
-var stepNames = [...]string{"none", "probe", "teardown_old", "load", "unload", "fail_teardown"}
+var stepNames = [...]string{"none", "probe", "teardown_old", "load", "unload", "fail_teardown", "unregister"}
 
 // String returns the step's name as core.ModelView.ManagerStep spells it.
 func (s MStep) String() string { return stepNames[s] }
@@ -212,7 +213,12 @@ const ReasonShutdown core.Reason = 255
 
 // Model is one registry entry (TLA+ models[m]).
 type Model struct {
-	ID        string
+	ID string
+	// Gone marks a tombstone (TLA+ reg = FALSE for an ID once registered):
+	// the model was unregistered, holds nothing, and keeps Ver (and its
+	// last Cfg) so that a re-registration of the ID reuses the entry and
+	// starts past Ver (CONTRACT.md unreg.tombstone, unreg.re-register).
+	Gone      bool
 	Life      core.State
 	Cfg       *Config // committed config
 	Ver       uint64  // committed version
@@ -333,8 +339,17 @@ func (s *State) Clone() *State {
 	return &c
 }
 
-// Lookup returns the index of model id, or -1.
+// Lookup returns the index of registered model id, or -1 (also for a
+// tombstone).
 func (s *State) Lookup(id string) int {
+	if i := s.Entry(id); i >= 0 && !s.Models[i].Gone {
+		return i
+	}
+	return -1
+}
+
+// Entry returns the index of id's registry entry, a tombstone included, or -1.
+func (s *State) Entry(id string) int {
 	for i := range s.Models {
 		if s.Models[i].ID == id {
 			return i

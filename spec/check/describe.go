@@ -17,6 +17,10 @@ func Describe(s *abstract.State) string {
 	for i := range s.Models {
 		md := &s.Models[i]
 		var b strings.Builder
+		if md.Gone {
+			parts = append(parts, fmt.Sprintf("%s unregistered v%d", md.ID, md.Ver))
+			continue
+		}
 		fmt.Fprintf(&b, "%s %s v%d slots=%d", md.ID, md.Life, md.Ver, md.Cfg.Slots)
 		if md.Published {
 			fmt.Fprintf(&b, " pool=v%d/%d", md.PoolVer, md.Sessions)

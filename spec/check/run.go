@@ -158,8 +158,8 @@ func Summary(b *env.Bound) string {
 		req += fmt.Sprintf(" (at most %d in flight)", b.MaxLiveRequests)
 	}
 	parts = append(parts, req)
-	parts = append(parts, fmt.Sprintf("managers=apply:%d load:%d unload:%d any:%d bulk:%d", b.Applies, b.Loads,
-		b.Unloads, b.AnyManagers, b.Bulks))
+	parts = append(parts, fmt.Sprintf("managers=apply:%d load:%d unload:%d unregister:%d any:%d bulk:%d", b.Applies,
+		b.Loads, b.Unloads, b.Unregisters, b.AnyManagers, b.Bulks))
 	parts = append(parts, fmt.Sprintf("cancels=%d failures=%d ticks=%d shutdown=%v", b.Cancels, b.Failures, b.Ticks,
 		b.Shutdown))
 	o := b.MachineOptions()

@@ -87,7 +87,8 @@ func (d *Driver) AbstractIn(buf *AbsBuf, vs []core.ModelView) *abstract.State {
 		step, _ := abstract.ParseStep(v.ManagerStep)
 		*md = abstract.Model{ID: v.ID, Life: v.State, Cfg: d.B.Table.FromCore(v.Config), Ver: v.Version,
 			Published: v.Published, Sessions: v.Sessions, Capacity: v.Capacity, Step: step, Job: job,
-			Resident: v.Resident, ResMB: v.ResidentMB, LastUse: v.LastUsed, Backoff: v.BackoffUntil != 0}
+			Resident: v.Resident, ResMB: v.ResidentMB, LastUse: v.LastUsed, Backoff: v.BackoffUntil != 0,
+			Gone: v.Unregistered}
 		if job != abstract.JNone {
 			md.JobID = uint64(v.Job)
 		}
@@ -248,7 +249,7 @@ func (d *Driver) Key(b []byte, vs []core.ModelView, class func(id string) byte, 
 		}
 		k = append(k, byte(v.State), byte(d.B.Table.FromCore(v.Config).ID()), boolByte(v.Published), byte(v.Capacity),
 			byte(v.Sessions), byte(v.Built), byte(v.Active), byte(v.WaitInit), byte(step), fail, byte(job), byte(v.Cause),
-			boolByte(v.InLoaders), boolByte(v.Resident), boolByte(v.BackoffUntil != 0))
+			boolByte(v.InLoaders), boolByte(v.Resident), boolByte(v.BackoffUntil != 0), boolByte(v.Unregistered))
 		k = binary.AppendUvarint(k, v.Version)
 		lag := v.Version - v.PoolVersion
 		if !v.Published && !keepDead {

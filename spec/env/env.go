@@ -79,6 +79,10 @@ type Bound struct {
 	Options     core.Options // limits and guard; IdleTimeout is set when Ticks > 0
 
 	Requests, Applies, Loads, Unloads, AnyManagers int
+	// Unregisters bounds the OpUnregister managers (DELETE /v1/models/{id});
+	// AnyManagers never spends on one. A re-registration of a tombstone is
+	// an apply with the model's initial config (Applies or AnyManagers).
+	Unregisters int
 	// RequestModels, when set, are the only models requests go to (indexes
 	// into Models); managers and bulk unloads still reach every model.
 	RequestModels []int
@@ -115,21 +119,21 @@ type Bound struct {
 
 // Budget is what the environment may still do.
 type Budget struct {
-	Requests, Applies, Loads, Unloads, AnyManagers, Bulks, Cancels, Failures, Ticks int8
-	Shutdown                                                                        bool
+	Requests, Applies, Loads, Unloads, AnyManagers, Unregisters, Bulks, Cancels, Failures, Ticks int8
+	Shutdown                                                                                     bool
 }
 
 // Start returns the full budget of b.
 func (b *Bound) Start() Budget {
 	return Budget{Requests: int8(b.Requests), Applies: int8(b.Applies), Loads: int8(b.Loads), Unloads: int8(b.Unloads),
-		AnyManagers: int8(b.AnyManagers), Bulks: int8(b.Bulks), Cancels: int8(b.Cancels), Failures: int8(b.Failures),
+		AnyManagers: int8(b.AnyManagers), Unregisters: int8(b.Unregisters), Bulks: int8(b.Bulks), Cancels: int8(b.Cancels), Failures: int8(b.Failures),
 		Ticks: int8(b.Ticks), Shutdown: b.Shutdown}
 }
 
 // AppendKey appends the budget to a state key.
 func (u Budget) AppendKey(k []byte) []byte {
 	return append(k, byte(u.Requests), byte(u.Applies), byte(u.Loads), byte(u.Unloads), byte(u.AnyManagers),
-		byte(u.Bulks), byte(u.Cancels), byte(u.Failures), byte(u.Ticks), boolByte(u.Shutdown))
+		byte(u.Unregisters), byte(u.Bulks), byte(u.Cancels), byte(u.Failures), byte(u.Ticks), boolByte(u.Shutdown))
 }
 
 func boolByte(v bool) byte {
@@ -159,6 +163,11 @@ func (b *Bound) Config(k uint8) *abstract.Config { return b.Table.FromCore(b.Con
 
 func (b *Bound) mgrBudget(u *Budget, op core.Op) bool {
 	switch {
+	case op == core.OpUnregister:
+		if u.Unregisters <= 0 {
+			return false
+		}
+		u.Unregisters--
 	case op == core.OpApply && u.Applies > 0:
 		u.Applies--
 	case op == core.OpLoad && u.Loads > 0:
@@ -214,7 +223,7 @@ func (b *Bound) Enabled(s *abstract.State, u Budget, out []Label) []Label {
 		if canRequest && i >= 0 && b.requestsTo(mi) {
 			out = append(out, Label{Kind: core.EvSubmitRequest, Model: uint8(mi), Bounded: b.BoundedRequests})
 		}
-		for _, op := range []core.Op{core.OpApply, core.OpLoad, core.OpUnload} {
+		for _, op := range []core.Op{core.OpApply, core.OpLoad, core.OpUnload, core.OpUnregister} {
 			if probe := u; !b.mgrBudget(&probe, op) {
 				continue
 			}

@@ -45,6 +45,7 @@ func RandomBound(seed uint64) *env.Bound {
 		Options:         core.Options{MaxLoadedModels: rng.IntN(3), SerializeColdLoads: rng.IntN(2) == 0},
 		Requests:        40,
 		AnyManagers:     8,
+		Unregisters:     3,
 		Bulks:           3,
 		Selections:      [][]int{{0, 1}, {1, 0, n}, {n - 1}},
 		Cancels:         12,

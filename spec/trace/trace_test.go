@@ -14,12 +14,19 @@ import (
 // TestRandomTracesAccepted: traces of the real core under random events
 // are behaviours of the spec, with and without their options file.
 func TestRandomTracesAccepted(t *testing.T) {
+	unregisters := 0
+	defer func() {
+		if !t.Failed() && unregisters == 0 {
+			t.Error("no random trace unregisters a model (CONTRACT.md unreg.*)")
+		}
+	}()
 	for seed := uint64(1); seed <= 40; seed++ {
 		var buf bytes.Buffer
 		o, err := Generate(&buf, GenOptions{Seed: seed, Steps: 150})
 		if err != nil {
 			t.Fatal(err)
 		}
+		unregisters += bytes.Count(buf.Bytes(), []byte(`"op":"unregister"`))
 		if _, err := Validate(bytes.NewReader(buf.Bytes()), &o); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
