@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -90,4 +94,75 @@ func TestBodyRateDeadlineMovesWithBytes(t *testing.T) {
 			t.Fatalf("the read deadline stays after the body's end: start+%v", last.Sub(start))
 		}
 	})
+}
+
+// A multipart upload that fails after its file part was spooled (a later
+// field over its limit, a second file) leaves no spool file behind
+// (edge.upload-spool; edgemutants spool-kept-on-multipart-error).
+func TestUploadSpoolRemovedOnMultipartError(t *testing.T) {
+	ts, eng := startBlobServer(t, nil)
+	payload := bytes.Repeat([]byte{1}, 2<<20) // over the spool threshold
+	for _, tc := range []struct {
+		name  string
+		after func(*multipart.Writer)
+	}{
+		{"field over its limit", func(mw *multipart.Writer) {
+			_ = mw.WriteField("language", strings.Repeat("x", maxFormField+1))
+		}},
+		{"a second file", func(mw *multipart.Writer) {
+			fw, _ := mw.CreateFormFile("file", "b.wav")
+			_, _ = fw.Write([]byte("RIFF"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			mw := multipart.NewWriter(&buf)
+			_ = mw.WriteField("model", "asr")
+			fw, err := mw.CreateFormFile("file", "a.wav")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = fw.Write(payload)
+			tc.after(mw)
+			_ = mw.Close()
+			ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions", buf.String(), "Content-Type", mw.FormDataContentType())
+			if ents, _ := os.ReadDir(eng.dir); len(ents) != 0 {
+				t.Fatalf("spool files left: %v", ents)
+			}
+		})
+	}
+}
+
+// A budget admits reservations up to its limit exactly, and not one byte
+// more; what is given back can be taken again (edge.body-budget;
+// edgemutants budget-limit-off-by-one).
+func TestBudgetEdges(t *testing.T) {
+	b := &budget{limit: 10}
+	steps := []struct {
+		take, give int64
+		ok         bool
+		used       int64
+	}{
+		{take: 4, ok: true, used: 4},
+		{take: 6, ok: true, used: 10}, // exactly the limit
+		{take: 1, ok: false, used: 10},
+		{give: 3, used: 7},
+		{take: 4, ok: false, used: 7}, // one byte past the limit
+		{take: 3, ok: true, used: 10},
+		{take: 0, ok: true, used: 10}, // nothing to reserve
+		{give: 10, used: 0},
+	}
+	for i, s := range steps {
+		if s.give > 0 {
+			b.give(s.give)
+		} else if got := b.take(s.take); got != s.ok {
+			t.Fatalf("step %d: take(%d) = %v, want %v", i, s.take, got, s.ok)
+		}
+		if got := b.inUse(); got != s.used {
+			t.Fatalf("step %d: %d bytes in use, want %d", i, got, s.used)
+		}
+	}
+	if !(&budget{}).take(1 << 40) {
+		t.Fatal("a budget without a limit refused a reservation")
+	}
 }
