@@ -47,6 +47,12 @@ func (s *Server) handleRealtime(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "websocket_required",
 			Message: "GET /v1/realtime is a WebSocket endpoint: send a WebSocket upgrade (version 13)"}
 	}
+	// The handshake is a GET, which the Origin middleware lets through: a
+	// foreign origin is refused here, before a lease (and perhaps a load)
+	// is taken for it (CONTRACT.md err.origin).
+	if err := s.checkWSOrigin(r); err != nil {
+		return err
+	}
 	if err := validModelID(id); err != nil {
 		return err
 	}
@@ -147,6 +153,30 @@ func (ls *liveSession) run() (failed bool) {
 	}
 	ls.cut(errors.New("server: realtime session closed"))
 	return err != nil
+}
+
+// checkWSOrigin refuses a WebSocket handshake from a browser page of
+// another origin with 403 origin_not_allowed: the Origin's host must be
+// the request's own Host (a same-host page, whatever its scheme, as
+// coder/websocket's own check has it), or the Origin must be one of
+// --allowed-origins exactly, scheme included (as the state-changing
+// routes' net/http.CrossOriginProtection has it). A handshake without an
+// Origin (not a browser) passes.
+func (s *Server) checkWSOrigin(r *http.Request) error {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return nil
+	}
+	if u, err := url.Parse(o); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
+		return nil
+	}
+	for _, t := range s.cfg.AllowedOrigins {
+		if strings.EqualFold(strings.TrimSuffix(strings.TrimSpace(t), "/"), o) {
+			return nil
+		}
+	}
+	return &Error{Status: http.StatusForbidden, Type: "permission_error", Code: "origin_not_allowed",
+		Message: fmt.Sprintf("origin %q is not allowed: start the server with --allowed-origins to trust it", o)}
 }
 
 // wsOrigins are --allowed-origins as coder/websocket's origin patterns
