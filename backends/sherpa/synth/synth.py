@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Synthetic sherpa-onnx checkpoints for Sluice's tests (backends/sherpa).
+
+Writes, for one family, the files of sherpa-onnx's release layout with the
+ONNX input and output names, shapes and metadata the library's model class
+reads, and seeded random weights: the library loads them and runs them, the
+audio or transcript they produce means nothing. Nothing is downloaded; it
+needs Debian's python3-onnx and python3-numpy (make deps).
+
+usage: synth.py FAMILY OUTDIR SEED
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+
+# Piper's phoneme alphabet is eSpeak NG's IPA output; this is a subset with
+# the specials sherpa-onnx's Piper front end requires (_ pad, ^ bos, $ eos).
+PIPER_SYMBOLS = (["_", "^", "$", " "] + list("!'(),-.:;?") + list("abcdefghijklmnopqrstuvwxyz")
+                 + list("æçðøħŋœǀǁǂǃɐɑɒɓɔɕɖɗɘəɚɛɜɝɞɟɠɡɢɣɤɥɦɧɨɪɫɬɭɮɯɰɱɲɳɴɵɶɸɹɺɻɽɾʀʁʂʃʄʈʉʊʋʌʍʎʏʐʑʒʔʕʘʙʛʜʝʟʡʢʲˈˌːˑ˞βθχᵻⱱ")
+                 + ["\u0303", "\u0329", "\u032a", "\u032f", "\u0361"])
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.ascontiguousarray(arr), name)
+
+
+def const_i64(name, vals):
+    return init(name, np.array(vals, dtype=np.int64))
+
+
+def const_f32(name, vals):
+    return init(name, np.array(vals, dtype=np.float32))
+
+
+def save(graph, path, meta):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="sluice-synth")
+    model.ir_version = 8
+    for k, v in meta.items():
+        e = model.metadata_props.add()
+        e.key, e.value = k, str(v)
+    onnx.checker.check_model(model)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(model.SerializeToString())
+    os.replace(tmp, path)
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def vits_piper(out, seed, speakers):
+    """Piper VITS: input [1,T] int64, input_lengths [1], scales [3]
+    (noise, length, noise_w), sid [1] when multi-speaker; output [1,1,N]
+    audio at 22050 Hz, N = T * hop * length_scale."""
+    r = rng(seed)
+    hop = 256
+    vocab = len(PIPER_SYMBOLS)
+    inits = [init("emb", (r.standard_normal((vocab, hop)) * 0.8).astype(np.float32)),
+             init("mix", (r.standard_normal((hop, hop)) / np.sqrt(hop)).astype(np.float32)),
+             const_i64("flat_shape", [1, 1, -1]), const_i64("s1", [1]), const_i64("s2", [2]),
+             const_i64("ax0", [0]), const_f32("ones2", [1.0, 1.0]), const_f32("half", [0.5])]
+    nodes = [helper.make_node("Gather", ["emb", "input"], ["e"], axis=0)]
+    inputs = [helper.make_tensor_value_info("input", TensorProto.INT64, [1, "T"]),
+              helper.make_tensor_value_info("input_lengths", TensorProto.INT64, [1]),
+              helper.make_tensor_value_info("scales", TensorProto.FLOAT, [3])]
+    x = "e"
+    if speakers > 1:
+        inputs.append(helper.make_tensor_value_info("sid", TensorProto.INT64, [1]))
+        inits.append(init("spk", (r.standard_normal((speakers, hop)) * 0.8).astype(np.float32)))
+        nodes += [helper.make_node("Gather", ["spk", "sid"], ["sv"], axis=0),
+                  helper.make_node("Add", ["e", "sv"], ["es"])]
+        x = "es"
+    nodes += [helper.make_node("MatMul", [x, "mix"], ["m"]),
+              helper.make_node("Tanh", ["m"], ["t"]),
+              helper.make_node("Mul", ["t", "half"], ["th"]),
+              helper.make_node("Reshape", ["th", "flat_shape"], ["flat"]),
+              helper.make_node("Slice", ["scales", "s1", "s2", "ax0"], ["ls"]),
+              helper.make_node("Concat", ["ones2", "ls"], ["rs"], axis=0),
+              helper.make_node("Resize", ["flat", "", "rs"], ["output"], mode="linear")]
+    g = helper.make_graph(nodes, "piper", inputs,
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1, "N"])], inits)
+    save(g, os.path.join(out, "model.onnx"), {
+        "model_type": "vits", "comment": "piper", "language": "English", "voice": "en-us",
+        "has_espeak": 1, "n_speakers": speakers, "sample_rate": 22050,
+    })
+    lines = []
+    for i, s in enumerate(PIPER_SYMBOLS):
+        lines.append(("%d" % i) if s == " " else "%s %d" % (s, i))
+    write(os.path.join(out, "tokens.txt"), "\n".join(lines) + "\n")
+
+
+FAMILIES = {
+    "vits-piper": lambda out, seed: vits_piper(out, seed, 1),
+    "vits-piper-multi": lambda out, seed: vits_piper(out, seed, 3),
+}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in FAMILIES:
+        sys.exit("usage: synth.py {%s} OUTDIR SEED" % ",".join(sorted(FAMILIES)))
+    fam, out, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    os.makedirs(out, exist_ok=True)
+    FAMILIES[fam](out, seed)
+
+
+if __name__ == "__main__":
+    main()
