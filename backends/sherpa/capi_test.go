@@ -15,7 +15,7 @@ import (
 // cLayouts pairs each Go mirror with the C struct of testdata/capi_layout.h
 // it stands for.
 var cLayouts = []struct {
-	c  string
+	c     string
 	goVal any
 }{
 	{"SherpaOnnxOfflineTtsVitsModelConfig", ttsVits{}},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -132,9 +133,12 @@ func load() (*lib, error) {
 // cstrings owns the C strings of one config; free releases them all.
 type cstrings []unsafe.Pointer
 
-// of returns s as C memory owned by cs ("" gives a valid empty string,
-// which the library reads as unset).
+// of returns s as C memory owned by cs; "" gives NULL, which the library
+// reads as unset (its defaults apply).
 func (cs *cstrings) of(s string) cstr {
+	if s == "" {
+		return 0
+	}
 	p := native.CString(s)
 	*cs = append(*cs, p)
 	return uintptr(p)
@@ -152,3 +156,10 @@ func cAlloc[T any]() *T {
 	var zero T
 	return (*T)(native.Malloc(int(unsafe.Sizeof(zero))))
 }
+
+func freeMem(p unsafe.Pointer) { native.Free(p) }
+
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) Add(d int64) { c.n.Add(d) }
+func (c *atomicCounter) Load() int64 { return c.n.Load() }

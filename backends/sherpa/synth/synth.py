@@ -101,7 +101,51 @@ def vits_piper(out, seed, speakers):
     write(os.path.join(out, "tokens.txt"), "\n".join(lines) + "\n")
 
 
+# A recognizer's vocabulary: SentencePiece-like pieces ("▁" starts a word).
+ASR_PIECES = ["<unk>"] + ["\u2581" + w for w in
+                          "the a of to and in is it you that he was for on are with as i his they be at one have this".split()] + \
+    list("abcdefghijklmnopqrstuvwxyz'")
+
+
+def asr_tokens(out, blank_last):
+    toks = list(ASR_PIECES)
+    toks = toks + ["<blk>"] if blank_last else ["<blk>"] + toks
+    write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+    return len(toks)
+
+
+def nemo_ctc(out, seed):
+    """NeMo EncDecCTCModelBPE (Parakeet CTC and others): audio_signal
+    [N, 80, T] float features, length [N] int64; logprobs [N, T', V] with
+    T' = ceil(T / 4) (sherpa-onnx takes length / subsampling_factor), the
+    blank last (NeMo's convention)."""
+    r = rng(seed)
+    vocab = len(ASR_PIECES) + 1
+    hidden = 192
+    inits = [init("w1", (r.standard_normal((80, hidden)) / np.sqrt(80)).astype(np.float32)),
+             init("w2", (r.standard_normal((hidden, vocab)) * 2 / np.sqrt(hidden)).astype(np.float32)),
+             init("bias", np.concatenate([np.zeros(vocab - 1), [1.5]]).astype(np.float32)),
+             const_i64("st", [0]), const_i64("en", [1 << 30]), const_i64("ax1", [1]), const_i64("step", [4])]
+    nodes = [helper.make_node("Transpose", ["audio_signal"], ["x"], perm=[0, 2, 1]),
+             helper.make_node("Slice", ["x", "st", "en", "ax1", "step"], ["xs"]),
+             helper.make_node("MatMul", ["xs", "w1"], ["h"]),
+             helper.make_node("Tanh", ["h"], ["ht"]),
+             helper.make_node("MatMul", ["ht", "w2"], ["l"]),
+             helper.make_node("Add", ["l", "bias"], ["lb"]),
+             helper.make_node("LogSoftmax", ["lb"], ["logprobs"], axis=-1)]
+    g = helper.make_graph(nodes, "nemo_ctc",
+                          [helper.make_tensor_value_info("audio_signal", TensorProto.FLOAT, ["N", 80, "T"]),
+                           helper.make_tensor_value_info("length", TensorProto.INT64, ["N"])],
+                          [helper.make_tensor_value_info("logprobs", TensorProto.FLOAT, ["N", "T4", vocab])], inits)
+    save(g, os.path.join(out, "model.onnx"), {
+        "vocab_size": vocab, "subsampling_factor": 4, "normalize_type": "per_feature",
+        "model_type": "EncDecCTCModelBPE", "is_giga_am": 0,
+    })
+    asr_tokens(out, blank_last=True)
+
+
 FAMILIES = {
+    "nemo-ctc": nemo_ctc,
     "vits-piper": lambda out, seed: vits_piper(out, seed, 1),
     "vits-piper-multi": lambda out, seed: vits_piper(out, seed, 3),
 }
