@@ -3,12 +3,15 @@ package sherpa
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/internal/native"
 	"github.com/sluice-dev/sluice/backends/sherpa/synth"
@@ -58,21 +61,104 @@ func specOf(t *testing.T, root, name string, slots int, opts string) backends.Sp
 	return backends.Spec{Model: name, Task: cp.Task, Engine: Name, Checkpoint: cp.Dir, Options: json.RawMessage(opts), Slots: slots}
 }
 
-func TestPiperSpeaks(t *testing.T) {
-	root := testRoot(t)
-	e := New(Config{})
-	spec := specOf(t, root, PiperSynthetic, 1, "")
+// open opens a pool's primary session of name (one slot unless slots).
+func open(t *testing.T, e *Engine, root, name, opts string) backends.Session {
+	t.Helper()
+	spec := specOf(t, root, name, 1, opts)
 	if err := e.Validate(spec); err != nil {
 		t.Fatal(err)
 	}
-	s, n, err := e.Open(context.Background(), spec)
+	s, _, err := e.Open(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
-	out, err := s.Infer(context.Background(), backends.Request{Input: []byte(`{"text":"Hello world. This is a test."}`)}, nil)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func speak(t *testing.T, s backends.Session, in string) []int16 {
+	t.Helper()
+	out, err := s.Infer(context.Background(), backends.Request{Input: []byte(in)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("capacity %d, %d bytes %s, children %d", n, len(out.Data), out.ContentType, childLoads.Load())
+	a, err := audio.ParseWAV(out.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Samples
+}
+
+// TestPiperSpeaks: the voice answers with audio whose length follows the
+// text and the speed (length scale), each speaker of the multi-speaker
+// model sounds different, sample_rate resamples, and a stream's chunks
+// (one per sentence, from the library's callback) are the whole answer.
+func TestPiperSpeaks(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{})
+	s := open(t, e, root, PiperSynthetic, "")
+	one := speak(t, s, `{"text":"Hello world."}`)
+	slow := speak(t, s, `{"text":"Hello world.","speed":0.5}`)
+	if len(one) == 0 || len(slow) < len(one)*19/10 || len(slow) > len(one)*21/10 {
+		t.Errorf("speed 0.5 gave %d samples, speed 1 %d: want about twice", len(slow), len(one))
+	}
+	resampled := speak(t, s, `{"text":"Hello world.","sample_rate":44100}`)
+	if d := len(resampled) - 2*len(one); d < -4 || d > 4 {
+		t.Errorf("44.1 kHz gave %d samples, 22.05 kHz %d", len(resampled), len(one))
+	}
+	if _, err := s.Infer(context.Background(), backends.Request{Input: []byte(`{"text":"Hi.","voice":"nobody"}`)}, nil); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("unknown voice: %v, want invalid", err)
+	}
+	var chunks []int16
+	n := 0
+	text := `{"text":"First sentence. Second one here. And a third."}`
+	_, err := s.Infer(context.Background(), backends.Request{Input: []byte(text), Stream: true}, func(c json.RawMessage) error {
+		b, _, err := audio.DecodeChunk(c)
+		if err != nil {
+			return err
+		}
+		p, _ := audio.PCM16(b)
+		chunks = append(chunks, p...)
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := speak(t, s, `{"text":"First sentence. Second one here. And a third."}`)
+	if n != 3 || !slices.Equal(chunks, whole) {
+		t.Errorf("stream: %d chunks, %d samples; whole %d samples (equal %v)", n, len(chunks), len(whole), slices.Equal(chunks, whole))
+	}
+
+	m := open(t, e, root, PiperMultiSynthetic, "")
+	voices, err := e.Voices(specOf(t, root, PiperMultiSynthetic, 1, ""))
+	if err != nil || len(voices) != 3 || voices[1].ID != "bob" || voices[0].SampleRate != 22050 || !voices[0].Default {
+		t.Fatalf("voices %+v, %v", voices, err)
+	}
+	a := speak(t, m, `{"text":"Same words.","voice":"amy"}`)
+	b := speak(t, m, `{"text":"Same words.","voice":"bob"}`)
+	if len(a) != len(b) || slices.Equal(a, b) {
+		t.Errorf("amy and bob: %d and %d samples, equal %v: want the same length, different audio", len(a), len(b), slices.Equal(a, b))
+	}
+}
+
+// TestCancelStopsGeneration: a context ended during synthesis stops the
+// library at the next sentence (the progress callback returns 0).
+func TestCancelStopsGeneration(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, PiperSynthetic, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	pieces := 0
+	_, err := s.Infer(ctx, backends.Request{Stream: true, Input: []byte(`{"text":"One. Two. Three. Four. Five. Six.","format":"pcm"}`)}, func(json.RawMessage) error {
+		pieces++
+		cancel() // the client goes away after the first sentence
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || pieces != 1 {
+		t.Errorf("got %v after %d pieces, want context.Canceled after 1", err, pieces)
+	}
+	// The session serves the next request whole.
+	if got := speak(t, s, `{"text":"Hello world."}`); len(got) == 0 {
+		t.Error("no audio after a cancelled request")
+	}
 }
