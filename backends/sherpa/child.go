@@ -113,8 +113,8 @@ func childCheck(ctx context.Context, spec backends.Spec, c config) error {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(sj))
-	var stderr bytes.Buffer
-	cmd.Stderr = &tail{buf: &stderr, max: 4096}
+	stderr := &headTail{max: 1024}
+	cmd.Stderr = stderr
 	start := time.Now()
 	err = cmd.Run()
 	childLoads.Add(1)
@@ -122,25 +122,43 @@ func childCheck(ctx context.Context, spec backends.Spec, c config) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return backends.Invalidf("sherpa: checkpoint %s failed to load in a child process (%v), so it is not loaded here: %s", c.name, err, bytes.TrimSpace(stderr.Bytes()))
+		return backends.Invalidf("sherpa: checkpoint %s failed to load in a child process (%v), so it is not loaded here: %s", c.name, err, stderr)
 	}
 	slog.Debug("sherpa child load", slog.String("checkpoint", c.name), slog.Duration("took", time.Since(start)))
 	childPassed.Store(key, true)
 	return nil
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
-	buf *bytes.Buffer
-	max int
+// headTail keeps the first and the last max bytes written to it (a
+// crash's first lines name the signal, its last ones the C frames).
+type headTail struct {
+	max        int
+	head, tail bytes.Buffer
+	cut        bool
 }
 
-func (t *tail) Write(p []byte) (int, error) {
-	t.buf.Write(p)
-	if over := t.buf.Len() - t.max; over > 0 {
-		t.buf.Next(over)
+func (t *headTail) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := t.max - t.head.Len(); room > 0 {
+		k := min(room, len(p))
+		t.head.Write(p[:k])
+		p = p[k:]
 	}
-	return len(p), nil
+	t.tail.Write(p)
+	if over := t.tail.Len() - t.max; over > 0 {
+		t.tail.Next(over)
+		t.cut = true
+	}
+	return n, nil
+}
+
+// String returns what was kept, trimmed.
+func (t *headTail) String() string {
+	sep := ""
+	if t.cut {
+		sep = " [...] "
+	}
+	return string(bytes.TrimSpace([]byte(t.head.String() + sep + t.tail.String())))
 }
 
 // childLoads counts the child processes started (tests and benchmarks).

@@ -110,6 +110,9 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
+	if spec.Task != fam.task {
+		return config{}, backends.Invalidf("sherpa: family %s serves task %s, the model is task %s", fam.name, fam.task, spec.Task)
+	}
 	cp, err := catalogue.EngineOptions(spec, Name, fam.task, &o)
 	if err != nil {
 		return config{}, err

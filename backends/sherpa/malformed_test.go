@@ -1,0 +1,234 @@
+package sherpa
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+)
+
+// copyCheckpoint copies root/name into a fresh root and returns the copy's
+// folder.
+func copyCheckpoint(t *testing.T, root, name string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), name)
+	src := filepath.Join(root, name)
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// remanifest rewrites dir's manifest for the files now in it (sizes and
+// hashes), with opts merged over its options, so that only the engine's
+// own checks can refuse the checkpoint.
+func remanifest(t *testing.T, dir, opts string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, catalogue.ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := catalogue.ParseManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []catalogue.File
+	for _, f := range m.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		st, err := os.Stat(p)
+		if err != nil {
+			continue // removed by the case
+		}
+		f.Size = st.Size()
+		if st.Size() < 1<<30 {
+			if f.SHA256, err = catalogue.HashFile(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		files = append(files, f)
+	}
+	m.Files = files
+	if opts != "" {
+		if m.Options, err = catalogue.MergeOptions(m.Options, []byte(opts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, catalogue.ManifestName), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setMeta returns the ONNX model b with metadata key set to value, or
+// removed when value is "".
+func setMeta(t *testing.T, b []byte, key, value string) []byte {
+	t.Helper()
+	var out []byte
+	err := wireFields(b, func(num, wt int, x uint64, v []byte) error {
+		if num == modelMetadata && wt == 2 {
+			var k string
+			_ = wireFields(v, func(n, w int, _ uint64, v []byte) error {
+				if n == entryKey {
+					k = string(v)
+				}
+				return nil
+			})
+			if k == key {
+				return nil
+			}
+		}
+		out = appendField(out, num, wt, x, v)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if value != "" {
+		var e []byte
+		e = appendField(e, entryKey, 2, 0, []byte(key))
+		e = appendField(e, entryValue, 2, 0, []byte(value))
+		out = appendField(out, modelMetadata, 2, 0, e)
+	}
+	return out
+}
+
+func appendField(out []byte, num, wt int, x uint64, v []byte) []byte {
+	out = binary.AppendUvarint(out, uint64(num)<<3|uint64(wt))
+	switch wt {
+	case 0:
+		return binary.AppendUvarint(out, x)
+	case 2:
+		out = binary.AppendUvarint(out, uint64(len(v)))
+	}
+	return append(out, v...)
+}
+
+// TestMalformedRefused: a malformed checkpoint of every family is refused
+// (as invalid, naming what is wrong) while a loaded model of the same
+// family keeps serving. The cases that Go's checks catch never reach the
+// library; the espeak-ng-data case passes them and is caught by the load
+// in the child process, which the library ends with exit().
+func TestMalformedRefused(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{MaxModelBytes: 1 << 30})
+	type mut func(t *testing.T, dir string) string // returns option overrides
+	modify := func(file string, f func([]byte) []byte) mut {
+		return func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, file)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, f(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}
+	}
+	remove := func(file string) mut {
+		return func(t *testing.T, dir string) string {
+			if err := os.Remove(filepath.Join(dir, file)); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}
+	}
+	truncate := modify("model.onnx", func(b []byte) []byte { return b[:len(b)*2/3] })
+	meta := func(k, v string) mut {
+		return func(t *testing.T, dir string) string {
+			return modify("model.onnx", func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
+		}
+	}
+	opts := func(o string) mut { return func(*testing.T, string) string { return o } }
+	sparse := func(size int64) mut {
+		return func(t *testing.T, dir string) string {
+			f, err := os.Create(filepath.Join(dir, "model.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(size); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}
+	}
+	cases := []struct {
+		name, ckpt string
+		mut        mut
+		want       string // in the error
+	}{
+		{"piper/truncated", PiperSynthetic, truncate, "not a valid ONNX model"},
+		{"piper/no-tokens", PiperSynthetic, remove("tokens.txt"), "tokens"},
+		{"piper/tokens-without-pad", PiperSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "_ 0\n", "", 1)) }), `no "_"`},
+		{"piper/no-sample-rate", PiperSynthetic, meta("sample_rate", ""), `no metadata "sample_rate"`},
+		{"piper/not-piper", PiperSynthetic, meta("comment", "coqui"), `"comment"`},
+		{"piper/rate", PiperSynthetic, meta("sample_rate", "900"), "sample_rate 900"},
+		{"piper/speakers-without-sid", PiperSynthetic, meta("n_speakers", "4"), "no sid input"},
+		{"piper/wrong-family", PiperSynthetic, opts(`{"family":"nemo-ctc"}`), "family nemo-ctc serves task asr"},
+		{"piper/oversized-sparse", PiperSynthetic, sparse(64 << 30), "more than 1073741824 bytes"},
+		{"piper/sparse", PiperSynthetic, sparse(512 << 20), "is sparse"},
+		{"piper/espeak-data", PiperSynthetic, modify("espeak-ng-data/phontab", func(b []byte) []byte { return b[:16] }), "child process"},
+		{"ctc/truncated", NemoCTCSynthetic, truncate, "not a valid ONNX model"},
+		{"ctc/no-tokens", NemoCTCSynthetic, remove("tokens.txt"), "tokens"},
+		{"ctc/vocab", NemoCTCSynthetic, meta("vocab_size", "7"), "vocab_size 7"},
+		{"ctc/no-subsampling", NemoCTCSynthetic, meta("subsampling_factor", ""), "subsampling_factor"},
+		{"ctc/tokens-gap", NemoCTCSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<unk> 0\n", "<unk> 99\n", 1)) }), "IDs are not"},
+		{"ctc/wrong-family", NemoCTCSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
+	}
+	good := map[string]backends.Session{
+		PiperSynthetic:   open(t, e, root, PiperSynthetic, ""),
+		NemoCTCSynthetic: open(t, e, root, NemoCTCSynthetic, ""),
+	}
+	serve := func(name string) {
+		t.Helper()
+		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
+		if name == NemoCTCSynthetic {
+			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
+		}
+		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
+			t.Fatalf("the loaded %s stopped serving: %v", name, err)
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyCheckpoint(t, root, c.ckpt)
+			o := c.mut(t, dir)
+			remanifest(t, dir, o)
+			spec := backends.Spec{Model: "bad", Task: families[map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC}[c.ckpt]].task,
+				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
+			err := e.Validate(spec)
+			if err == nil {
+				_, _, err = e.Open(context.Background(), spec)
+			}
+			if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an invalid error containing %q", err, c.want)
+			}
+			t.Log(err)
+			serve(c.ckpt)
+		})
+	}
+}
