@@ -1,0 +1,194 @@
+package sherpa_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/engines"
+	"github.com/sluice-dev/sluice/backends/sherpa"
+	"github.com/sluice-dev/sluice/server"
+)
+
+// TestHTTP drives the synthetic checkpoints through the server's OpenAI
+// routes: /v1/audio/speech (WAV, and stream_format sse whose deltas are
+// the same audio), /v1/audio/voices (the multi-speaker voice's speakers),
+// /v1/audio/transcriptions (NeMo CTC with word timestamps); a broken
+// checkpoint is refused at registration while the loaded models serve.
+func TestHTTP(t *testing.T) {
+	sherpa.TestRoot(t) // skips or fails when the library or the generator is missing
+	root := t.TempDir()
+	src := catalogue.DefaultSources("")
+	var recipes []catalogue.Recipe
+	for _, n := range []string{sherpa.PiperSynthetic, sherpa.PiperMultiSynthetic, sherpa.NemoCTCSynthetic} {
+		r, err := sherpa.SyntheticRecipe(src, n, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recipes = append(recipes, r)
+	}
+	broken, err := sherpa.SyntheticRecipe(src, sherpa.PiperSynthetic, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken.Manifest.Name = "sherpa-broken"
+	for i, f := range broken.Files {
+		if f.Dest == "tokens.txt" {
+			broken.Files[i].Content = []byte(strings.Replace(string(f.Content), "^ 1\n", "", 1))
+		}
+	}
+	if _, err := catalogue.Build(root, append(recipes, broken)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.ParallelJobs, cfg.ModelsRoot = true, root
+	s, err := server.New(cfg, server.Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer func() {
+		client.CloseIdleConnections()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+	two, over := json.RawMessage("2"), json.RawMessage(`{"oversubscribe":true}`)
+	if err := s.RegisterModels(context.Background(), []server.ModelEntry{
+		{ID: "piper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.PiperSynthetic, Slots: two, Options: over}},
+		{ID: "piper-multi", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.PiperMultiSynthetic, Slots: two, Options: over}},
+		{ID: "ctc", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.NemoCTCSynthetic, Slots: two, Options: over}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path string, body any) (int, http.Header, []byte) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, err := client.Post(base+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, out
+	}
+	code, h, wav := post("/v1/audio/speech", map[string]any{"model": "piper", "input": "Hello from Piper. Second sentence."})
+	a, err := audio.ParseWAV(wav)
+	if code != 200 || h.Get("Content-Type") != "audio/wav" || err != nil || a.Rate != 22050 || len(a.Samples) == 0 {
+		t.Fatalf("speech: %d %s %v rate %d", code, h.Get("Content-Type"), err, a.Rate)
+	}
+	code, _, sse := post("/v1/audio/speech", map[string]any{"model": "piper", "input": "Hello from Piper. Second sentence.", "stream_format": "sse", "response_format": "pcm", "sample_rate": 22050})
+	var pcm []byte
+	deltas := 0
+	sc := bufio.NewScanner(bytes.NewReader(sse))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct{ Type, Audio string }
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "speech.audio.delta" {
+			b, err := decodeB64(ev.Audio)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcm = append(pcm, b...)
+			deltas++
+		}
+	}
+	if code != 200 || deltas != 2 || !bytes.Equal(pcm, audio.PCM16Bytes(a.Samples)) {
+		t.Fatalf("sse: %d, %d deltas, %d bytes of PCM, want 2 deltas and the WAV's %d bytes", code, deltas, len(pcm), 2*len(a.Samples))
+	}
+	resp, err := client.Get(base + "/v1/audio/voices?model=piper-multi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var vl struct {
+		Data []struct {
+			Voices []struct{ ID string }
+		}
+	}
+	if json.Unmarshal(vb, &vl) != nil || len(vl.Data) != 1 || len(vl.Data[0].Voices) != 3 || vl.Data[0].Voices[2].ID != "cleo" {
+		t.Fatalf("voices: %s", vb)
+	}
+	if code, _, b := post("/v1/audio/speech", map[string]any{"model": "piper-multi", "input": "Hi.", "voice": "cleo"}); code != 200 {
+		t.Fatalf("voice cleo: %d %s", code, b)
+	}
+	if code, _, b := post("/v1/audio/speech", map[string]any{"model": "piper-multi", "input": "Hi.", "voice": "zed"}); code != 400 || !strings.Contains(string(b), "zed") {
+		t.Fatalf("unknown voice: %d %s", code, b)
+	}
+
+	jfk, err := os.ReadFile(src.JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	transcribe := func(fields ...string) (int, []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", "jfk.wav")
+		_, _ = fw.Write(jfk)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = mw.WriteField(fields[i], fields[i+1])
+		}
+		_ = mw.Close()
+		resp, err := client.Post(base+"/v1/audio/transcriptions", mw.FormDataContentType(), &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, body := transcribe("model", "ctc", "response_format", "verbose_json", "timestamp_granularities[]", "word")
+	var v struct {
+		Text     string
+		Duration float64
+		Words    []struct {
+			Word       string
+			Start, End float64
+		}
+	}
+	if code != 200 || json.Unmarshal(body, &v) != nil || v.Text == "" || len(v.Words) < 10 || v.Duration != 11 {
+		t.Fatalf("transcription: %d %s", code, body)
+	}
+	if code, b := transcribe("model", "ctc", "response_format", "srt"); code != 200 || !strings.HasPrefix(string(b), "1\n00:00:00,") {
+		t.Fatalf("srt: %d %q", code, b)
+	}
+	err = s.RegisterModels(context.Background(), []server.ModelEntry{
+		{ID: "broken", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: "sherpa-broken", Slots: json.RawMessage("1")}},
+	})
+	if err == nil || !strings.Contains(err.Error(), `no "^"`) {
+		t.Fatalf("broken checkpoint: %v, want an error naming the missing token", err)
+	}
+	if code, b := transcribe("model", "ctc"); code != 200 || !strings.Contains(string(b), v.Text) {
+		t.Fatalf("after the broken checkpoint: %d %s", code, b)
+	}
+}
+
+func decodeB64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
