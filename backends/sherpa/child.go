@@ -60,7 +60,8 @@ func childMain(specJSON string) int {
 		fmt.Fprintln(os.Stderr, "sherpa child: open:", err)
 		return 3
 	}
-	if _, err := s.Infer(context.Background(), childRequest(s.(*session).m.kind), nil); err != nil {
+	discard := func(json.RawMessage) error { return nil }
+	if _, err := s.Infer(context.Background(), childRequest(s.(*session).m.kind), discard); err != nil {
 		fmt.Fprintln(os.Stderr, "sherpa child: request:", err)
 		return 4
 	}

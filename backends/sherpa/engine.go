@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/catalogue"
@@ -213,9 +214,47 @@ func (c *config) checkFamily() error {
 		if s := metaInt(m, "subsampling_factor"); s < 1 || s > 64 {
 			return backends.Invalidf("sherpa: model: metadata subsampling_factor %d outside 1..64", s)
 		}
-		c.rate = 16000
+		c.rate = SampleRate
+	case FamilyOnlineTransducer:
+		enc, dec := c.infos["encoder"], c.infos["decoder"]
+		if v := metaInt(dec, "vocab_size"); v != c.nTokens {
+			return backends.Invalidf("sherpa: decoder: metadata vocab_size %d but tokens has %d", v, c.nTokens)
+		}
+		if cs := metaInt(dec, "context_size"); cs < 1 || cs > 8 {
+			return backends.Invalidf("sherpa: decoder: metadata context_size %d outside 1..8", cs)
+		}
+		if t, ch := metaInt(enc, "T"), metaInt(enc, "decode_chunk_len"); ch < 1 || t < ch || t > 4096 {
+			return backends.Invalidf("sherpa: encoder: metadata T %d and decode_chunk_len %d: want 1 <= decode_chunk_len <= T <= 4096", t, ch)
+		}
+		// The per-stack lists must be comma-separated integers of one
+		// length: the library indexes each by the stack without checking.
+		stacks := -1
+		for _, k := range []string{"num_encoder_layers", "encoder_dims", "cnn_module_kernels", "left_context_len", "query_head_dims", "value_head_dims", "num_heads"} {
+			n, err := intList(enc.Meta[k])
+			if err != nil {
+				return backends.Invalidf("sherpa: encoder: metadata %s = %q: %v", k, enc.Meta[k], err)
+			}
+			if stacks >= 0 && n != stacks {
+				return backends.Invalidf("sherpa: encoder: metadata %s has %d entries, num_encoder_layers %d", k, n, stacks)
+			}
+			stacks = n
+		}
+		c.rate = SampleRate
 	}
 	return nil
+}
+
+// intList parses "a,b,c" (positive integers below 1<<16) and returns
+// their count.
+func intList(s string) (int, error) {
+	parts := strings.Split(s, ",")
+	for _, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 1 || v >= 1<<16 {
+			return 0, fmt.Errorf("not a list of positive integers")
+		}
+	}
+	return len(parts), nil
 }
 
 func hasInput(info onnxInfo, n string) bool {

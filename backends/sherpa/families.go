@@ -59,6 +59,20 @@ var families = map[string]family{
 			meta: []string{"vocab_size", "subsampling_factor", "normalize_type", "model_type"}, intMeta: []string{"vocab_size", "subsampling_factor"},
 		}},
 	},
+	FamilyOnlineTransducer: {
+		name: FamilyOnlineTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{
+			"encoder": {
+				inputs: []string{"x"}, outputs: []string{"encoder_out"},
+				meta: []string{"model_type", "decode_chunk_len", "T", "num_encoder_layers", "encoder_dims", "cnn_module_kernels",
+					"left_context_len", "query_head_dims", "value_head_dims", "num_heads"},
+				intMeta: []string{"decode_chunk_len", "T"},
+				metaHas: map[string]string{"model_type": "zipformer2"},
+			},
+			"decoder": {inputs: []string{"y"}, outputs: []string{"decoder_out"}, meta: []string{"vocab_size", "context_size"}, intMeta: []string{"vocab_size", "context_size"}},
+			"joiner":  {inputs: []string{"encoder_out", "decoder_out"}, outputs: []string{"logit"}},
+		},
+	},
 }
 
 // familyOf returns the named family.

@@ -199,14 +199,34 @@ func TestMalformedRefused(t *testing.T) {
 		{"ctc/tokens-gap", NemoCTCSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<unk> 0\n", "<unk> 99\n", 1)) }), "IDs are not"},
 		{"ctc/wrong-family", NemoCTCSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
 	}
+	encMeta := func(k, v string) mut {
+		return func(t *testing.T, dir string) string {
+			return modify("encoder.onnx", func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
+		}
+	}
+	cases = append(cases, []struct {
+		name, ckpt string
+		mut        mut
+		want       string
+	}{
+		{"streaming/truncated-joiner", StreamingSynthetic, modify("joiner.onnx", func(b []byte) []byte { return b[:len(b)/2] }), "not a valid ONNX model"},
+		{"streaming/no-decoder", StreamingSynthetic, remove("decoder.onnx"), "decoder"},
+		{"streaming/not-zipformer2", StreamingSynthetic, encMeta("model_type", "conformer"), `"model_type"`},
+		{"streaming/layers", StreamingSynthetic, encMeta("num_encoder_layers", "1,1"), "has 1 entries, num_encoder_layers 2"},
+		{"streaming/chunk", StreamingSynthetic, encMeta("T", "3"), "decode_chunk_len"},
+		{"streaming/no-left-context", StreamingSynthetic, encMeta("left_context_len", ""), "left_context_len"},
+		{"streaming/vocab", StreamingSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "vocab_size", "9") }), "vocab_size 9"},
+		{"streaming/wrong-family", StreamingSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
+	}...)
 	good := map[string]backends.Session{
-		PiperSynthetic:   open(t, e, root, PiperSynthetic, ""),
-		NemoCTCSynthetic: open(t, e, root, NemoCTCSynthetic, ""),
+		PiperSynthetic:     open(t, e, root, PiperSynthetic, ""),
+		NemoCTCSynthetic:   open(t, e, root, NemoCTCSynthetic, ""),
+		StreamingSynthetic: open(t, e, root, StreamingSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
 		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
-		if name == NemoCTCSynthetic {
+		if name != PiperSynthetic {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
 		}
 		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
@@ -218,7 +238,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: families[map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC}[c.ckpt]].task,
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -170,12 +170,18 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err
 	}
+	if req.Live != nil && s.m.kind != "online" {
+		return backends.Output{}, backends.Invalidf("sherpa: %s is not a streaming model (family %s): live sessions need a streaming family such as %s", s.m.cfg.name, s.m.cfg.fam.name, FamilyOnlineTransducer)
+	}
 	switch s.m.kind {
 	case "tts":
 		return s.m.speak(ctx, req, emit)
 	case "offline":
 		return s.m.transcribe(ctx, req)
 	case "online":
+		if req.Live == nil {
+			return s.m.transcribeStreaming(ctx, req)
+		}
 		return s.m.live(ctx, req, emit)
 	}
 	return backends.Output{}, fmt.Errorf("sherpa: unknown model kind %q", s.m.kind)

@@ -144,7 +144,76 @@ def nemo_ctc(out, seed):
     asr_tokens(out, blank_last=True)
 
 
+def transducer_decoder_joiner(out, r, vocab, dim, context=2, decoder_name="decoder.onnx", joiner_name="joiner.onnx"):
+    """icefall's stateless decoder (y [N, context] int64 -> decoder_out
+    [N, dim]) and joiner (encoder_out [N, dim], decoder_out [N, dim] ->
+    logit [N, vocab]), as sherpa-onnx's transducer models run them; the
+    blank is token 0."""
+    emb = (r.standard_normal((vocab, dim)) * 0.5).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["emb", "y"], ["e"], axis=0),
+         helper.make_node("ReduceSum", ["e", "ax1"], ["decoder_out"], keepdims=0)],
+        "decoder", [helper.make_tensor_value_info("y", TensorProto.INT64, ["N", context])],
+        [helper.make_tensor_value_info("decoder_out", TensorProto.FLOAT, ["N", dim])],
+        [init("emb", emb), const_i64("ax1", [1])])
+    save(g, os.path.join(out, decoder_name), {"vocab_size": vocab, "context_size": context})
+    w = (r.standard_normal((dim, vocab)) * 2 / np.sqrt(dim)).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[0] = 2.0  # blank often enough that words come out separated
+    g = helper.make_graph(
+        [helper.make_node("Add", ["encoder_out", "decoder_out"], ["s"]),
+         helper.make_node("Tanh", ["s"], ["t"]),
+         helper.make_node("MatMul", ["t", "w"], ["l"]),
+         helper.make_node("Add", ["l", "bias"], ["logit"])],
+        "joiner", [helper.make_tensor_value_info("encoder_out", TensorProto.FLOAT, ["N", dim]),
+                   helper.make_tensor_value_info("decoder_out", TensorProto.FLOAT, ["N", dim])],
+        [helper.make_tensor_value_info("logit", TensorProto.FLOAT, ["N", vocab])],
+        [init("w", w), init("bias", bias)])
+    save(g, os.path.join(out, joiner_name), {"joiner_dim": dim})
+
+
+def online_zipformer2(out, seed):
+    """Streaming Zipformer2 transducer (icefall's export, as
+    online-zipformer2-transducer-model.cc runs it): the encoder takes x
+    [N, T, 80] and the 6 caches of each layer plus the embedding cache and
+    processed_lens, and returns encoder_out [N, T', dim] and the new
+    caches in the same order. One stack of one layer here; the caches pass
+    through unchanged (the synthetic encoder has no memory: each chunk's
+    output depends on the chunk's frames alone)."""
+    r = rng(seed)
+    dim, T, chunk, left = 64, 45, 32, 64
+    enc_dim, heads, qd, vd, kernel = 16, 2, 4, 4, 7
+    inits = [init("w", (r.standard_normal((80, dim)) / np.sqrt(80)).astype(np.float32)),
+             const_i64("st", [0]), const_i64("en", [chunk]), const_i64("ax1", [1]), const_i64("step", [4])]
+    states = [("cached_key_0", [left, "N", qd * heads]), ("cached_nonlin_attn_0", [1, "N", left, 3 * enc_dim // 4]),
+              ("cached_val1_0", [left, "N", vd * heads]), ("cached_val2_0", [left, "N", vd * heads]),
+              ("cached_conv1_0", ["N", enc_dim, kernel // 2]), ("cached_conv2_0", ["N", enc_dim, kernel // 2]),
+              ("embed_states", ["N", 128, 3, 19])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", T, 80])]
+    outputs = [helper.make_tensor_value_info("encoder_out", TensorProto.FLOAT, ["N", chunk // 4, dim])]
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax1", "step"], ["xs"]),
+             helper.make_node("MatMul", ["xs", "w"], ["encoder_out"])]
+    for name, shape in states:
+        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+        outputs.append(helper.make_tensor_value_info("new_" + name, TensorProto.FLOAT, shape))
+        nodes.append(helper.make_node("Identity", [name], ["new_" + name]))
+    inputs.append(helper.make_tensor_value_info("processed_lens", TensorProto.INT64, ["N"]))
+    outputs.append(helper.make_tensor_value_info("new_processed_lens", TensorProto.INT64, ["N"]))
+    inits.append(const_i64("chunk_len", [chunk // 2]))
+    nodes.append(helper.make_node("Add", ["processed_lens", "chunk_len"], ["new_processed_lens"]))
+    g = helper.make_graph(nodes, "encoder", inputs, outputs, inits)
+    save(g, os.path.join(out, "encoder.onnx"), {
+        "model_type": "zipformer2", "version": 1, "model_author": "k2-fsa", "comment": "streaming zipformer2",
+        "decode_chunk_len": chunk, "T": T, "num_encoder_layers": "1", "encoder_dims": str(enc_dim),
+        "cnn_module_kernels": str(kernel), "left_context_len": str(left), "query_head_dims": str(qd),
+        "value_head_dims": str(vd), "num_heads": str(heads),
+    })
+    vocab = asr_tokens(out, blank_last=False)
+    transducer_decoder_joiner(out, r, vocab, dim)
+
+
 FAMILIES = {
+    "online-zipformer2": online_zipformer2,
     "nemo-ctc": nemo_ctc,
     "vits-piper": lambda out, seed: vits_piper(out, seed, 1),
     "vits-piper-multi": lambda out, seed: vits_piper(out, seed, 3),
