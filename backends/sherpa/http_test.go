@@ -3,8 +3,8 @@ package sherpa_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,6 +14,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
@@ -32,7 +35,7 @@ func TestHTTP(t *testing.T) {
 	root := t.TempDir()
 	src := catalogue.DefaultSources("")
 	var recipes []catalogue.Recipe
-	for _, n := range []string{sherpa.PiperSynthetic, sherpa.PiperMultiSynthetic, sherpa.NemoCTCSynthetic} {
+	for _, n := range []string{sherpa.PiperSynthetic, sherpa.PiperMultiSynthetic, sherpa.NemoCTCSynthetic, sherpa.StreamingSynthetic} {
 		r, err := sherpa.SyntheticRecipe(src, n, 4)
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +57,7 @@ func TestHTTP(t *testing.T) {
 	}
 	cfg := server.DefaultConfig()
 	cfg.ParallelJobs, cfg.ModelsRoot = true, root
+	cfg.RealtimeMaxRate = 0 // the test sends 22 s of audio at once
 	s, err := server.New(cfg, server.Options{Engines: engines.Registry(engines.Config{}), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +84,7 @@ func TestHTTP(t *testing.T) {
 		{ID: "piper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.PiperSynthetic, Slots: two, Options: over}},
 		{ID: "piper-multi", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.PiperMultiSynthetic, Slots: two, Options: over}},
 		{ID: "ctc", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.NemoCTCSynthetic, Slots: two, Options: over}},
+		{ID: "stream", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.StreamingSynthetic, Slots: two, Options: over}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +193,90 @@ func TestHTTP(t *testing.T) {
 	}
 	if code, b := transcribe("model", "ctc"); code != 200 || !strings.Contains(string(b), v.Text) {
 		t.Fatalf("after the broken checkpoint: %d %s", code, b)
+	}
+	realtime(t, client, ln.Addr().String(), jfk, func(fields ...string) (int, []byte) {
+		a, err := audio.ParseWAV(jfk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jfk = audio.WAV(24000, a.To(24000).Samples) // the same audio the session sends
+		return transcribe(fields...)
+	})
+}
+
+// realtime streams jfk.wav at 24 kHz in 20 ms appends into a live
+// transcription session on the streaming model, twice: the deltas of each
+// turn arrive before its completed event and concatenate to a prefix of
+// its transcript (the server sends stable words only, CONTRACT.md
+// live.transcribe), and the transcript equals the file route's.
+func realtime(t *testing.T, client *http.Client, addr string, jfk []byte, transcribe func(...string) (int, []byte)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/realtime?intent=transcription&model=stream", &websocket.DialOptions{HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 22)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() map[string]any {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	if ev := next(); ev["type"] != "transcription_session.created" {
+		t.Fatalf("first event %v", ev)
+	}
+	send(map[string]any{"type": "transcription_session.update", "session": map[string]any{
+		"input_audio_format": "pcm16", "input_audio_transcription": map[string]any{"model": "stream"}, "turn_detection": nil}})
+	if ev := next(); ev["type"] != "transcription_session.updated" {
+		t.Fatalf("update answered %v", ev)
+	}
+	a, err := audio.ParseWAV(jfk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcm := a.To(24000).Samples
+	_, fb := transcribe("model", "stream", "response_format", "text")
+	want := strings.TrimSpace(string(fb))
+	for turn := range 2 {
+		for off := 0; off < len(pcm); off += 480 {
+			b := audio.PCM16Bytes(pcm[off:min(off+480, len(pcm))])
+			send(map[string]string{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(b)})
+		}
+		send(map[string]string{"type": "input_audio_buffer.commit"})
+		deltas, n := "", 0
+		for {
+			ev := next()
+			if ev["type"] == "conversation.item.input_audio_transcription.delta" {
+				deltas += ev["delta"].(string)
+				n++
+				continue
+			}
+			if ev["type"] != "conversation.item.input_audio_transcription.completed" {
+				continue
+			}
+			text, _ := ev["transcript"].(string)
+			if n < 3 || !strings.HasPrefix(text, deltas) || text != want {
+				t.Fatalf("turn %d: %d deltas %q, transcript %q, file route %q", turn, n, deltas, text, want)
+			}
+			t.Logf("turn %d: %d deltas said %d of the transcript's %d bytes", turn, n, len(deltas), len(text))
+			break
+		}
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
 	}
 }
 
