@@ -19,10 +19,11 @@ const (
 	PiperMultiSynthetic = "sherpa-piper-multi-synthetic"
 	NemoCTCSynthetic    = "sherpa-nemo-ctc-synthetic"
 	StreamingSynthetic  = "sherpa-zipformer-streaming-synthetic"
+	TransducerSynthetic = "sherpa-zipformer-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, NemoCTCSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, NemoCTCSynthetic, TransducerSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -38,6 +39,8 @@ var synthetic = map[string]struct {
 			"speakers": []string{"amy", "bob", "cleo"}}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",
 		map[string]any{"family": FamilyNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
+	TransducerSynthetic: {"offline-transducer", 35, "synthetic offline Zipformer transducer (encoder, decoder, joiner, tokens.txt)",
+		map[string]any{"family": FamilyTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

@@ -215,13 +215,25 @@ func (c *config) checkFamily() error {
 			return backends.Invalidf("sherpa: model: metadata subsampling_factor %d outside 1..64", s)
 		}
 		c.rate = SampleRate
-	case FamilyOnlineTransducer:
+	case FamilyTransducer, FamilyOnlineTransducer:
 		enc, dec := c.infos["encoder"], c.infos["decoder"]
 		if v := metaInt(dec, "vocab_size"); v != c.nTokens {
 			return backends.Invalidf("sherpa: decoder: metadata vocab_size %d but tokens has %d", v, c.nTokens)
 		}
 		if cs := metaInt(dec, "context_size"); cs < 1 || cs > 8 {
 			return backends.Invalidf("sherpa: decoder: metadata context_size %d outside 1..8", cs)
+		}
+		c.rate = SampleRate
+		if c.fam.name == FamilyTransducer {
+			switch mt := enc.Meta["model_type"]; {
+			case mt == "conformer" || mt == "zipformer" || mt == "zipformer2":
+			default:
+				return backends.Invalidf("sherpa: encoder: metadata model_type %q: the offline transducer takes conformer, zipformer or zipformer2 (icefall's exports)", mt)
+			}
+			if _, ok := enc.Meta["decode_chunk_len"]; ok {
+				return backends.Invalidf("sherpa: encoder: a streaming export (it has decode_chunk_len): use family %s", FamilyOnlineTransducer)
+			}
+			break
 		}
 		if t, ch := metaInt(enc, "T"), metaInt(enc, "decode_chunk_len"); ch < 1 || t < ch || t > 4096 {
 			return backends.Invalidf("sherpa: encoder: metadata T %d and decode_chunk_len %d: want 1 <= decode_chunk_len <= T <= 4096", t, ch)

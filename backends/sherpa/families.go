@@ -59,6 +59,14 @@ var families = map[string]family{
 			meta: []string{"vocab_size", "subsampling_factor", "normalize_type", "model_type"}, intMeta: []string{"vocab_size", "subsampling_factor"},
 		}},
 	},
+	FamilyTransducer: {
+		name: FamilyTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{
+			"encoder": {inputs: []string{"x", "x_lens"}, outputs: []string{"encoder_out", "encoder_out_lens"}, meta: []string{"model_type"}},
+			"decoder": {inputs: []string{"y"}, outputs: []string{"decoder_out"}, meta: []string{"vocab_size", "context_size"}, intMeta: []string{"vocab_size", "context_size"}},
+			"joiner":  {inputs: []string{"encoder_out", "decoder_out"}, outputs: []string{"logit"}},
+		},
+	},
 	FamilyOnlineTransducer: {
 		name: FamilyOnlineTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",
 		onnx: map[string]onnxReq{

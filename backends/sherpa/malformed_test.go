@@ -217,11 +217,18 @@ func TestMalformedRefused(t *testing.T) {
 		{"streaming/no-left-context", StreamingSynthetic, encMeta("left_context_len", ""), "left_context_len"},
 		{"streaming/vocab", StreamingSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "vocab_size", "9") }), "vocab_size 9"},
 		{"streaming/wrong-family", StreamingSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
+		{"transducer/truncated-encoder", TransducerSynthetic, modify("encoder.onnx", func(b []byte) []byte { return b[:len(b)-9] }), "not a valid ONNX model"},
+		{"transducer/no-joiner", TransducerSynthetic, remove("joiner.onnx"), "joiner"},
+		{"transducer/unknown-type", TransducerSynthetic, encMeta("model_type", "lstm7"), "model_type"},
+		{"transducer/streaming-export", TransducerSynthetic, encMeta("decode_chunk_len", "32"), "streaming export"},
+		{"transducer/context", TransducerSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "context_size", "0") }), "context_size 0"},
+		{"transducer/as-streaming", TransducerSynthetic, opts(`{"family":"online-transducer"}`), "no metadata"},
 	}...)
 	good := map[string]backends.Session{
-		PiperSynthetic:     open(t, e, root, PiperSynthetic, ""),
-		NemoCTCSynthetic:   open(t, e, root, NemoCTCSynthetic, ""),
-		StreamingSynthetic: open(t, e, root, StreamingSynthetic, ""),
+		PiperSynthetic:      open(t, e, root, PiperSynthetic, ""),
+		NemoCTCSynthetic:    open(t, e, root, NemoCTCSynthetic, ""),
+		StreamingSynthetic:  open(t, e, root, StreamingSynthetic, ""),
+		TransducerSynthetic: open(t, e, root, TransducerSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -238,7 +245,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

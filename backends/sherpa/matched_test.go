@@ -65,6 +65,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.PiperSynthetic, ttsRequests()},
 		{sherpa.PiperMultiSynthetic, ttsRequests("amy", "bob", "cleo")},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
+		{sherpa.TransducerSynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 	}
 	for _, c := range cases {

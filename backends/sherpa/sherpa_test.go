@@ -162,3 +162,37 @@ func TestCancelStopsGeneration(t *testing.T) {
 		t.Error("no audio after a cancelled request")
 	}
 }
+
+// TestOfflineTranscribes: each offline recognizer family transcribes
+// jfk.wav with words in time order inside the audio (the transducer and
+// the CTC model give token times).
+func TestOfflineTranscribes(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{})
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic} {
+		s := open(t, e, root, name, "")
+		out, err := s.Infer(context.Background(), backends.Request{Data: wav}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r audio.ASRResult
+		if err := json.Unmarshal(out.JSON, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Text == "" || r.Duration != 11 || len(r.Words) < 10 || len(r.Segments) == 0 {
+			t.Fatalf("%s: %s", name, out.JSON)
+		}
+		prev := 0.0
+		for _, w := range r.Words {
+			if w.Start < prev || w.End < w.Start || w.End > r.Duration {
+				t.Fatalf("%s: word %+v out of order or outside the audio", name, w)
+			}
+			prev = w.Start
+		}
+		t.Logf("%s: %d words, %.60q...", name, len(r.Words), r.Text)
+	}
+}

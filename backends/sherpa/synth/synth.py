@@ -212,7 +212,34 @@ def online_zipformer2(out, seed):
     transducer_decoder_joiner(out, r, vocab, dim)
 
 
+def offline_transducer(out, seed):
+    """Offline Zipformer transducer (icefall's export, as
+    offline-transducer-model.cc runs it; Parakeet's NeMo transducers have
+    the same three files with other inputs): the encoder maps x [N, T, 80]
+    and x_lens [N] to encoder_out [N, ceil(T/4), dim] and
+    encoder_out_lens [N]."""
+    r = rng(seed)
+    dim = 64
+    inits = [init("w", (r.standard_normal((80, dim)) / np.sqrt(80)).astype(np.float32)),
+             const_i64("st", [0]), const_i64("en", [1 << 30]), const_i64("ax1", [1]), const_i64("step", [4]),
+             const_i64("three", [3]), const_i64("four", [4])]
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax1", "step"], ["xs"]),
+             helper.make_node("MatMul", ["xs", "w"], ["encoder_out"]),
+             helper.make_node("Add", ["x_lens", "three"], ["l3"]),
+             helper.make_node("Div", ["l3", "four"], ["encoder_out_lens"])]
+    g = helper.make_graph(nodes, "encoder",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", 80]),
+                           helper.make_tensor_value_info("x_lens", TensorProto.INT64, ["N"])],
+                          [helper.make_tensor_value_info("encoder_out", TensorProto.FLOAT, ["N", "T4", dim]),
+                           helper.make_tensor_value_info("encoder_out_lens", TensorProto.INT64, ["N"])], inits)
+    save(g, os.path.join(out, "encoder.onnx"), {
+        "model_type": "zipformer2", "version": 1, "model_author": "k2-fsa", "comment": "non-streaming zipformer2"})
+    vocab = asr_tokens(out, blank_last=False)
+    transducer_decoder_joiner(out, r, vocab, dim)
+
+
 FAMILIES = {
+    "offline-transducer": offline_transducer,
     "online-zipformer2": online_zipformer2,
     "nemo-ctc": nemo_ctc,
     "vits-piper": lambda out, seed: vits_piper(out, seed, 1),
