@@ -30,7 +30,18 @@ func main() {
 	npm := flag.String("npm", "", "npm prefix holding node_modules (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
 	withWhisper := flag.Bool("whisper", false, "also build the synthetic Whisper checkpoint "+whisperName)
 	withSherpa := flag.Bool("sherpa", false, "build only the synthetic sherpa-onnx checkpoints into -root")
+	importDir := flag.String("import", "", "write the manifest of `DIR`, a sherpa-onnx model folder in its release layout (family detected from its files), and exit")
+	importName := flag.String("name", "", "with -import: the checkpoint name (default: the folder's name, which a models root requires)")
 	flag.Parse()
+	if *importDir != "" {
+		m, err := sherpa.Import(*importDir, *importName, catalogue.MaxSlots)
+		if err != nil {
+			slog.Error("sluice-models", "err", err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s: wrote %s: task=%s engine=%s options=%s files=%d\n", *importDir, catalogue.ManifestName, m.Task, m.Engine, m.Options, len(m.Files))
+		return
+	}
 	if *withSherpa {
 		if err := sherpa.BuildSynthetic(*root, catalogue.DefaultSources(*npm), catalogue.MaxSlots, sherpa.SyntheticNames...); err != nil {
 			slog.Error("sluice-models", "err", err)

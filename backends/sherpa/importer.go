@@ -1,0 +1,186 @@
+package sherpa
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+)
+
+// Import writes the manifest of a folder in sherpa-onnx's release layout
+// (an archive from its releases unpacked into the models root), so that
+// a user who downloaded a model elsewhere registers it as it is: every
+// regular file with its size and SHA-256, the family detected from the
+// file names and the ONNX metadata, the options naming the files. It
+// returns the manifest it wrote. A folder whose family it cannot tell, or
+// that holds a symlink or a file outside it, is refused; the engine's
+// Validate checks the rest when the model is registered.
+//
+// Detection (release layouts of sherpa-onnx's archives):
+//   - one *.onnx with metadata comment "piper", tokens.txt, espeak-ng-data/:
+//     vits (Piper; vits-piper-* archives);
+//   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
+//     transducer, streaming (online-transducer) when the encoder's
+//     metadata has decode_chunk_len, else offline (transducer);
+//   - model*.onnx with metadata vocab_size and subsampling_factor and a
+//     NeMo model_type (EncDecCTCModel*, EncDecHybridRNNTCTC*), tokens.txt:
+//     nemo-ctc.
+//
+// When a file comes as float and int8 exports (model.onnx and
+// model.int8.onnx), the float one is named; the option overrides the
+// choice.
+func Import(dir, name string, maxSlots int) (catalogue.Manifest, error) {
+	if name == "" {
+		name = filepath.Base(filepath.Clean(dir))
+	}
+	if !catalogue.ValidName(name) {
+		return catalogue.Manifest{}, fmt.Errorf("import: %q is not a valid checkpoint name", name)
+	}
+	var files []catalogue.File
+	var onnxFiles []string
+	hasEspeak := false
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".") || rel == catalogue.ManifestName {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("import: %s is a symlink (copy the file into the folder)", rel)
+		}
+		if d.IsDir() {
+			if rel == "espeak-ng-data" {
+				hasEspeak = true
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("import: %s is not a regular file", rel)
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		sum, err := catalogue.HashFile(p)
+		if err != nil {
+			return err
+		}
+		files = append(files, catalogue.File{Path: rel, Size: st.Size(), SHA256: sum})
+		if !strings.Contains(rel, "/") && strings.HasSuffix(rel, ".onnx") {
+			onnxFiles = append(onnxFiles, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return catalogue.Manifest{}, err
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	opts, fam, err := detect(dir, onnxFiles, hasEspeak)
+	if err != nil {
+		return catalogue.Manifest{}, err
+	}
+	ob, err := json.Marshal(opts)
+	if err != nil {
+		return catalogue.Manifest{}, err
+	}
+	m := catalogue.Manifest{
+		Schema: catalogue.Schema, Name: name, Task: families[fam].task, Engine: Name,
+		Description: "sherpa-onnx " + fam + " (imported by sluice-models -import)",
+		Source:      "sherpa-onnx release layout", Files: files, Options: ob,
+		Parallel: catalogue.Parallel{MaxSlots: maxSlots},
+	}
+	if rate, ok := opts["sample_rate"]; ok {
+		m.SampleRate = rate.(int)
+		delete(opts, "sample_rate")
+		if m.Options, err = json.Marshal(opts); err != nil {
+			return catalogue.Manifest{}, err
+		}
+	} else if m.Task == "asr" {
+		m.SampleRate = SampleRate
+	}
+	if err := m.Check(); err != nil {
+		return catalogue.Manifest{}, err
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		return catalogue.Manifest{}, err
+	}
+	return m, os.WriteFile(filepath.Join(dir, catalogue.ManifestName), b, 0o644)
+}
+
+// pick returns the file of names (top-level *.onnx) whose name starts with
+// prefix, preferring a float export to an int8 one; "" when none.
+func pick(names []string, prefix string) string {
+	var best string
+	for _, n := range names {
+		if !strings.HasPrefix(n, prefix) {
+			continue
+		}
+		if best == "" || strings.Contains(best, "int8") && !strings.Contains(n, "int8") {
+			best = n
+		}
+	}
+	return best
+}
+
+func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, string, error) {
+	read := func(f string) (onnxInfo, error) {
+		return readONNX(filepath.Join(dir, f), 1<<40)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokens.txt")); err != nil {
+		return nil, "", backends.Invalidf("import: no tokens.txt: not a sherpa-onnx model folder this engine serves")
+	}
+	if enc, dec, join := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"), pick(onnxFiles, "joiner"); enc != "" && dec != "" && join != "" {
+		info, err := read(enc)
+		if err != nil {
+			return nil, "", err
+		}
+		fam := FamilyTransducer
+		if _, ok := info.Meta["decode_chunk_len"]; ok {
+			fam = FamilyOnlineTransducer
+		}
+		return map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}, fam, nil
+	}
+	for _, f := range onnxFiles {
+		info, err := read(f)
+		if err != nil {
+			return nil, "", err
+		}
+		if strings.Contains(info.Meta["comment"], "piper") {
+			if !hasEspeak {
+				return nil, "", backends.Invalidf("import: %s is a Piper voice but the folder has no espeak-ng-data", f)
+			}
+			o := map[string]any{"family": FamilyVITS, "model": f, "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
+				o["sample_rate"] = r
+			}
+			return o, FamilyVITS, nil
+		}
+		if mt := info.Meta["model_type"]; strings.HasPrefix(mt, "EncDecCTC") || strings.HasPrefix(mt, "EncDecHybridRNNTCTC") {
+			if _, ok := info.Meta["subsampling_factor"]; ok {
+				f = pick(onnxFiles, strings.SplitN(f, ".", 2)[0])
+				return map[string]any{"family": FamilyNemoCTC, "model": f, "tokens": "tokens.txt"}, FamilyNemoCTC, nil
+			}
+		}
+	}
+	return nil, "", backends.Invalidf("import: cannot tell the family of %s from its files (%s) and their metadata; write its manifest by hand (README)", dir, strings.Join(onnxFiles, ", "))
+}
