@@ -25,7 +25,7 @@ var (
 
 // testRoot builds every synthetic checkpoint once per test binary into a
 // temporary models root (removed by TestMain).
-func testRoot(t *testing.T) string {
+func testRoot(t testing.TB) string {
 	t.Helper()
 	native.SkipUnavailable(t, Available())
 	native.SkipUnavailable(t, synth.Available())
@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func specOf(t *testing.T, root, name string, slots int, opts string) backends.Spec {
+func specOf(t testing.TB, root, name string, slots int, opts string) backends.Spec {
 	t.Helper()
 	cp, err := catalogue.Load(filepath.Join(root, name))
 	if err != nil {
