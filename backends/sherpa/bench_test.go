@@ -16,7 +16,7 @@ import (
 
 // benchRequest is each family's request in the benchmarks: a two-sentence
 // text for TTS, jfk.wav (11 s) for the recognizers.
-func benchRequest(b *testing.B, name string) backends.Request {
+func benchRequest(b testing.TB, name string) backends.Request {
 	if strings.Contains(name, "piper") {
 		return backends.Request{Input: []byte(`{"text":"The quick brown fox jumps over the lazy dog. Sluice serves speech models."}`)}
 	}
