@@ -28,9 +28,9 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
-	lang, err := audio.CheckLanguage(r.Language, []string{m.cfg.language()})
+	lang, err := m.cfg.requestLanguage(r.Language)
 	if err != nil {
-		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
+		return backends.Output{}, err
 	}
 	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: r.SampleRate})
 	if err != nil {
@@ -59,12 +59,41 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	defer m.lib.destroyOffRes(rp)
 	res := (*offResult)(native.Ptr(rp))
 	text := strings.TrimSpace(native.GoString(native.Ptr(res.Text)))
+	if l := strings.Trim(native.GoString(native.Ptr(res.Lang)), "<|>"); lang == "" && len(l) >= 2 && len(l) <= 3 {
+		lang = l // SenseVoice's detected language tag, <|en|>
+	}
 	words := tokenWords(cStrings(res.TokensArr, int(res.Count)), cFloats(res.Timestamps, int(res.Count)), dur)
 	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
 	if err != nil {
 		return backends.Output{}, err
 	}
 	return backends.Output{JSON: b}, nil
+}
+
+// requestLanguage resolves a request's language against the model's. A
+// SenseVoice recognizer is created for one language (option language),
+// and the library has no per-request choice: a request may name only
+// that one, and none when the model detects it (the answer then carries
+// the detected one, "" here).
+func (c *config) requestLanguage(asked string) (string, error) {
+	if c.fam.name == FamilySenseVoice {
+		if c.opts.Language == "auto" {
+			if asked != "" {
+				return "", backends.Invalidf("sherpa: language %q: this SenseVoice model detects the language itself (option language auto); send none, or register the checkpoint with option language %s", asked, strings.Join(senseVoiceLangs, ", "))
+			}
+			return "", nil
+		}
+		l, err := audio.CheckLanguage(asked, []string{c.opts.Language})
+		if err != nil {
+			return "", fmt.Errorf("sherpa: %w", err)
+		}
+		return l, nil
+	}
+	l, err := audio.CheckLanguage(asked, []string{c.language()})
+	if err != nil {
+		return "", fmt.Errorf("sherpa: %w", err)
+	}
+	return l, nil
 }
 
 // language is the transcript language a recognizer reports ("en" unless

@@ -20,10 +20,11 @@ const (
 	NemoCTCSynthetic    = "sherpa-nemo-ctc-synthetic"
 	StreamingSynthetic  = "sherpa-zipformer-streaming-synthetic"
 	TransducerSynthetic = "sherpa-zipformer-synthetic"
+	SenseVoiceSynthetic = "sherpa-sense-voice-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, NemoCTCSynthetic, TransducerSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -41,6 +42,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
 	TransducerSynthetic: {"offline-transducer", 35, "synthetic offline Zipformer transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
+	SenseVoiceSynthetic: {"sense-voice", 36, "synthetic SenseVoice recognizer (model.onnx, tokens.txt)",
+		map[string]any{"family": FamilySenseVoice, "model": "model.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

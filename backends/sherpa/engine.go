@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,10 @@ type Options struct {
 	// ModelType is passed to the recognizer (e.g. nemo_transducer for
 	// Parakeet TDT); "" lets the library read it from the model.
 	ModelType string `json:"model_type,omitempty"`
+	// Language is SenseVoice's language: auto (default: the model
+	// detects it), zh, en, ja, ko or yue. One recognizer serves one
+	// language, so a request may name only this one.
+	Language string `json:"language,omitempty"`
 	// Threads is ONNX Runtime's intra-op threads per slot (1..16, default
 	// 1): slots run in parallel, each on its own threads.
 	Threads int `json:"threads,omitempty"`
@@ -213,6 +218,39 @@ func (c *config) checkFamily() error {
 		}
 		if s := metaInt(m, "subsampling_factor"); s < 1 || s > 64 {
 			return backends.Invalidf("sherpa: model: metadata subsampling_factor %d outside 1..64", s)
+		}
+		c.rate = SampleRate
+	case FamilySenseVoice:
+		m := c.infos["model"]
+		if v := metaInt(m, "vocab_size"); v != c.nTokens {
+			return backends.Invalidf("sherpa: model: metadata vocab_size %d but tokens has %d", v, c.nTokens)
+		}
+		win, shift := metaInt(m, "lfr_window_size"), metaInt(m, "lfr_window_shift")
+		if win < 1 || win > 32 || shift < 1 || shift > win {
+			return backends.Invalidf("sherpa: model: metadata lfr_window_size %d and lfr_window_shift %d: want 1 <= shift <= size <= 32", win, shift)
+		}
+		// The library applies CMVN with these over 80 x lfr_window_size
+		// dimensions without checking their length.
+		for _, k := range []string{"neg_mean", "inv_stddev"} {
+			if n := len(strings.Split(m.Meta[k], ",")); n != 80*win {
+				return backends.Invalidf("sherpa: model: metadata %s has %d values, want 80 x lfr_window_size = %d", k, n, 80*win)
+			}
+			for _, f := range strings.Split(m.Meta[k], ",") {
+				if _, err := strconv.ParseFloat(strings.TrimSpace(f), 32); err != nil {
+					return backends.Invalidf("sherpa: model: metadata %s: %q is not a number", k, f)
+				}
+			}
+		}
+		for _, k := range []string{"with_itn", "without_itn", "lang_auto", "lang_zh", "lang_en", "lang_ja", "lang_ko", "lang_yue"} {
+			if v := metaInt(m, k); v >= c.nTokens {
+				return backends.Invalidf("sherpa: model: metadata %s = %d is not a token ID (%d tokens)", k, v, c.nTokens)
+			}
+		}
+		switch l := c.opts.Language; {
+		case l == "" || l == "auto":
+			c.opts.Language = "auto"
+		case !slices.Contains(senseVoiceLangs, l):
+			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
 		}
 		c.rate = SampleRate
 	case FamilyTransducer, FamilyOnlineTransducer:

@@ -41,7 +41,12 @@ const (
 	FamilyNemoCTC          = "nemo-ctc"
 	FamilyTransducer       = "transducer"
 	FamilyOnlineTransducer = "online-transducer"
+	FamilySenseVoice       = "sense-voice"
 )
+
+// senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
+// in sherpa-onnx's option spelling.
+var senseVoiceLangs = []string{"zh", "en", "ja", "ko", "yue"}
 
 var families = map[string]family{
 	FamilyVITS: {
@@ -57,6 +62,16 @@ var families = map[string]family{
 		onnx: map[string]onnxReq{"model": {
 			inputs: []string{"audio_signal", "length"}, outputs: []string{"logprobs"},
 			meta: []string{"vocab_size", "subsampling_factor", "normalize_type", "model_type"}, intMeta: []string{"vocab_size", "subsampling_factor"},
+		}},
+	},
+	FamilySenseVoice: {
+		name: FamilySenseVoice, task: "asr", files: []string{"model", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{"model": {
+			inputs: []string{"x", "x_length", "language", "text_norm"},
+			meta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "normalize_samples", "with_itn", "without_itn",
+				"lang_auto", "lang_zh", "lang_en", "lang_ja", "lang_ko", "lang_yue", "neg_mean", "inv_stddev"},
+			intMeta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "normalize_samples", "with_itn", "without_itn",
+				"lang_auto", "lang_zh", "lang_en", "lang_ja", "lang_ko", "lang_yue"},
 		}},
 	},
 	FamilyTransducer: {

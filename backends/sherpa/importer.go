@@ -29,6 +29,8 @@ import (
 //   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
 //     transducer, streaming (online-transducer) when the encoder's
 //     metadata has decode_chunk_len, else offline (transducer);
+//   - model*.onnx with SenseVoice's metadata (lfr_window_size, with_itn),
+//     tokens.txt: sense-voice;
 //   - model*.onnx with metadata vocab_size and subsampling_factor and a
 //     NeMo model_type (EncDecCTCModel*, EncDecHybridRNNTCTC*), tokens.txt:
 //     nemo-ctc.
@@ -174,6 +176,9 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 				o["sample_rate"] = r
 			}
 			return o, FamilyVITS, nil
+		}
+		if _, ok := info.Meta["lfr_window_size"]; ok && info.Meta["with_itn"] != "" {
+			return map[string]any{"family": FamilySenseVoice, "model": pick(onnxFiles, strings.SplitN(f, ".", 2)[0]), "tokens": "tokens.txt"}, FamilySenseVoice, nil
 		}
 		if mt := info.Meta["model_type"]; strings.HasPrefix(mt, "EncDecCTC") || strings.HasPrefix(mt, "EncDecHybridRNNTCTC") {
 			if _, ok := info.Meta["subsampling_factor"]; ok {

@@ -222,6 +222,11 @@ func TestMalformedRefused(t *testing.T) {
 		{"transducer/unknown-type", TransducerSynthetic, encMeta("model_type", "lstm7"), "model_type"},
 		{"transducer/streaming-export", TransducerSynthetic, encMeta("decode_chunk_len", "32"), "streaming export"},
 		{"transducer/context", TransducerSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "context_size", "0") }), "context_size 0"},
+		{"sense-voice/neg-mean", SenseVoiceSynthetic, meta("neg_mean", "-8,-8"), "neg_mean has 2 values"},
+		{"sense-voice/lang-id", SenseVoiceSynthetic, meta("lang_en", "5000"), "not a token ID"},
+		{"sense-voice/no-itn", SenseVoiceSynthetic, meta("with_itn", ""), `no metadata "with_itn"`},
+		{"sense-voice/lfr", SenseVoiceSynthetic, meta("lfr_window_shift", "9"), "lfr_window_shift 9"},
+		{"sense-voice/language", SenseVoiceSynthetic, opts(`{"language":"fr"}`), `option language "fr"`},
 		{"transducer/as-streaming", TransducerSynthetic, opts(`{"family":"online-transducer"}`), "no metadata"},
 	}...)
 	good := map[string]backends.Session{
@@ -229,6 +234,7 @@ func TestMalformedRefused(t *testing.T) {
 		NemoCTCSynthetic:    open(t, e, root, NemoCTCSynthetic, ""),
 		StreamingSynthetic:  open(t, e, root, StreamingSynthetic, ""),
 		TransducerSynthetic: open(t, e, root, TransducerSynthetic, ""),
+		SenseVoiceSynthetic: open(t, e, root, SenseVoiceSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -245,7 +251,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

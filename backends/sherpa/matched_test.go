@@ -66,6 +66,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.PiperMultiSynthetic, ttsRequests("amy", "bob", "cleo")},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},
+		{sherpa.SenseVoiceSynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 	}
 	for _, c := range cases {

@@ -45,7 +45,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1 // one callback per sentence (stream_format)
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer:
+	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -54,9 +54,12 @@ func create(l *lib, c config) (*model, error) {
 		mc.NumThreads = int32(c.opts.Threads)
 		mc.Provider = cs.of("cpu")
 		mc.ModelType = cs.of(c.opts.ModelType)
-		if c.fam.name == FamilyNemoCTC {
+		switch c.fam.name {
+		case FamilyNemoCTC:
 			mc.NemoCtc.Model = cs.of(c.files["model"])
-		} else {
+		case FamilySenseVoice:
+			mc.SenseVoice = offSenseVoice{Model: cs.of(c.files["model"]), Language: cs.of(c.opts.Language)}
+		default:
 			mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
 		}
 		cfg.DecodingMethod = cs.of("greedy_search")

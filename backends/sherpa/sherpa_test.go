@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -173,7 +174,7 @@ func TestOfflineTranscribes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic} {
+	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic} {
 		s := open(t, e, root, name, "")
 		out, err := s.Infer(context.Background(), backends.Request{Data: wav}, nil)
 		if err != nil {
@@ -193,6 +194,19 @@ func TestOfflineTranscribes(t *testing.T) {
 			}
 			prev = w.Start
 		}
+		if name == SenseVoiceSynthetic && r.Language != "en" {
+			t.Errorf("SenseVoice: language %q, want the detected en (its <|en|> tag)", r.Language)
+		}
 		t.Logf("%s: %d words, %.60q...", name, len(r.Words), r.Text)
+	}
+	// One SenseVoice recognizer serves one language: naming one on a model
+	// that detects it is refused, naming the field.
+	s := open(t, e, root, SenseVoiceSynthetic, "")
+	if _, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(`{"language":"en"}`)}, nil); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "language") {
+		t.Errorf("language on an auto model: %v", err)
+	}
+	s = open(t, e, root, SenseVoiceSynthetic, `{"language":"en"}`)
+	if _, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(`{"language":"english"}`)}, nil); err != nil {
+		t.Errorf("language english on an en model: %v", err)
 	}
 }

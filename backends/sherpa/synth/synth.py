@@ -238,7 +238,53 @@ def offline_transducer(out, seed):
     transducer_decoder_joiner(out, r, vocab, dim)
 
 
+SENSE_VOICE_TAGS = ["<|zh|>", "<|en|>", "<|yue|>", "<|ja|>", "<|ko|>", "<|nospeech|>", "<|HAPPY|>", "<|NEUTRAL|>",
+                    "<|Speech|>", "<|BGM|>", "<|withitn|>", "<|woitn|>"]
+
+
+def sense_voice(out, seed):
+    """SenseVoice (FunASR's, as offline-sense-voice-model.cc runs it): x
+    [N, T, 560] (80-dim fbank stacked 7 frames every 6: LFR), x_length,
+    language and text_norm [N] int32; logits [N, T + 4, vocab], the first
+    4 frames the language, emotion, event and ITN tags. CTC with blank 0."""
+    r = rng(seed)
+    toks = ["<blk>"] + SENSE_VOICE_TAGS + ASR_PIECES[1:]
+    vocab = len(toks)
+    w = (r.standard_normal((560, vocab)) * 2 / np.sqrt(560)).astype(np.float32)
+    w[:, 1:1 + len(SENSE_VOICE_TAGS)] -= 4  # the tags only where the prompt puts them
+    prefix = np.full((1, 4, vocab), -8.0, dtype=np.float32)
+    for i, tag in enumerate(["<|en|>", "<|NEUTRAL|>", "<|Speech|>", "<|woitn|>"]):
+        prefix[0, i, toks.index(tag)] = 8.0
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[0] = 1.5
+    inits = [init("w", w), init("bias", bias), init("prefix", prefix), const_i64("zero", [0]), const_i64("one", [1]),
+             const_i64("rest", [4, vocab])]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["l"]),
+             helper.make_node("Add", ["l", "bias"], ["lb"]),
+             helper.make_node("Shape", ["x"], ["xshape"]),
+             helper.make_node("Slice", ["xshape", "zero", "one"], ["n"]),
+             helper.make_node("Concat", ["n", "rest"], ["pshape"], axis=0),
+             helper.make_node("Expand", ["prefix", "pshape"], ["p"]),
+             helper.make_node("Concat", ["p", "lb"], ["logits"], axis=1)]
+    g = helper.make_graph(nodes, "sense_voice",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", 560]),
+                           helper.make_tensor_value_info("x_length", TensorProto.INT32, ["N"]),
+                           helper.make_tensor_value_info("language", TensorProto.INT32, ["N"]),
+                           helper.make_tensor_value_info("text_norm", TensorProto.INT32, ["N"])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "T4", vocab])], inits)
+    ids = {t: toks.index("<|%s|>" % t) for t in ["zh", "en", "yue", "ja", "ko"]}
+    save(g, os.path.join(out, "model.onnx"), {
+        "model_type": "sense_voice_ctc", "comment": "synthetic SenseVoice", "vocab_size": vocab, "blank_id": 0,
+        "lfr_window_size": 7, "lfr_window_shift": 6, "normalize_samples": 0,
+        "with_itn": toks.index("<|withitn|>"), "without_itn": toks.index("<|woitn|>"),
+        "lang_auto": 0, "lang_zh": ids["zh"], "lang_en": ids["en"], "lang_ja": ids["ja"], "lang_ko": ids["ko"], "lang_yue": ids["yue"],
+        "neg_mean": ",".join(["-8.0"] * 560), "inv_stddev": ",".join(["0.25"] * 560),
+    })
+    write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+
+
 FAMILIES = {
+    "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
     "online-zipformer2": online_zipformer2,
     "nemo-ctc": nemo_ctc,
