@@ -21,10 +21,11 @@ const (
 	StreamingSynthetic  = "sherpa-zipformer-streaming-synthetic"
 	TransducerSynthetic = "sherpa-zipformer-synthetic"
 	SenseVoiceSynthetic = "sherpa-sense-voice-synthetic"
+	KokoroSynthetic     = "sherpa-kokoro-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -38,6 +39,8 @@ var synthetic = map[string]struct {
 	PiperMultiSynthetic: {"vits-piper-multi", 32, "synthetic Piper VITS voice (three speakers, 22.05 kHz)",
 		map[string]any{"family": FamilyVITS, "model": "model.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data",
 			"speakers": []string{"amy", "bob", "cleo"}}},
+	KokoroSynthetic: {"kokoro", 37, "synthetic Kokoro voice (v0.19 layout: model.onnx, voices.bin, tokens.txt; two speakers, 24 kHz)",
+		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",
 		map[string]any{"family": FamilyNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
 	TransducerSynthetic: {"offline-transducer", 35, "synthetic offline Zipformer transducer (encoder, decoder, joiner, tokens.txt)",
@@ -73,6 +76,9 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 	rate := SampleRate
 	if _, ok := s.opts["data_dir"]; ok {
 		rate = 22050
+		if s.gen == "kokoro" {
+			rate = 24000
+		}
 		es, err := catalogue.DefaultRecipe(src, catalogue.EspeakEn)
 		if err != nil {
 			return catalogue.Recipe{}, err

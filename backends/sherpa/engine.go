@@ -28,6 +28,7 @@ type Options struct {
 	Model   string `json:"model,omitempty"`
 	Tokens  string `json:"tokens,omitempty"`
 	DataDir string `json:"data_dir,omitempty"` // espeak-ng-data (Piper, Kokoro)
+	Voices  string `json:"voices,omitempty"`   // Kokoro's voices.bin (style vectors)
 	Encoder string `json:"encoder,omitempty"`
 	Decoder string `json:"decoder,omitempty"`
 	Joiner  string `json:"joiner,omitempty"`
@@ -147,7 +148,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("sherpa: noise_scale, noise_scale_w in 0..2 and length_scale in 0.1..10")
 	}
 	c := config{name: cp.Name, dir: cp.Dir, fam: fam, opts: o, files: map[string]string{}, infos: map[string]onnxInfo{}}
-	named := map[string]string{"model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
+	named := map[string]string{"voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
 	for _, k := range fam.files {
 		if named[k] == "" {
 			return config{}, backends.Invalidf("sherpa: family %s needs option %s (a file of the checkpoint)", fam.name, k)
@@ -210,6 +211,46 @@ func (c *config) checkFamily() error {
 		}
 		if len(c.opts.Speakers) > 0 && len(c.opts.Speakers) != c.speakers {
 			return backends.Invalidf("sherpa: option speakers names %d speakers, the model has %d", len(c.opts.Speakers), c.speakers)
+		}
+	case FamilyKokoro:
+		m := c.infos["model"]
+		c.rate = metaInt(m, "sample_rate")
+		if c.rate < 8000 || c.rate > 48000 {
+			return backends.Invalidf("sherpa: model: metadata sample_rate %d outside 8000..48000", c.rate)
+		}
+		if v := metaInt(m, "version"); v > 1 {
+			return backends.Invalidf("sherpa: model: Kokoro metadata version %d (multi-language, lexicons and jieba): not served yet; version 1 (kokoro-en-v0_19) is", v)
+		}
+		c.speakers = metaInt(m, "n_speakers")
+		if c.speakers < 1 || c.speakers > 4096 {
+			return backends.Invalidf("sherpa: model: metadata n_speakers %d outside 1..4096", c.speakers)
+		}
+		dims := strings.Split(m.Meta["style_dim"], ",")
+		var d [3]int
+		for i := range d {
+			if len(dims) != 3 {
+				break
+			}
+			d[i], _ = strconv.Atoi(strings.TrimSpace(dims[i]))
+		}
+		if len(dims) != 3 || d[0] < 2 || d[0] > 4096 || d[1] != 1 || d[2] < 1 || d[2] > 4096 {
+			return backends.Invalidf("sherpa: model: metadata style_dim %q: want max_tokens,1,dim", m.Meta["style_dim"])
+		}
+		st, err := os.Stat(c.files["voices"])
+		if err != nil {
+			return backends.Invalidf("sherpa: voices: %v", err)
+		}
+		if want := int64(4 * d[0] * d[2] * c.speakers); st.Size() != want {
+			return backends.Invalidf("sherpa: voices %s is %d bytes; style_dim %s x %d speakers is %d", c.opts.Voices, st.Size(), m.Meta["style_dim"], c.speakers, want)
+		}
+		if names := m.Meta["speaker_names"]; names != "" && len(c.opts.Speakers) == 0 {
+			c.opts.Speakers = strings.Split(names, ",")
+		}
+		if len(c.opts.Speakers) > 0 && len(c.opts.Speakers) != c.speakers {
+			return backends.Invalidf("sherpa: %d speaker names for %d speakers", len(c.opts.Speakers), c.speakers)
+		}
+		if c.files["data_dir"] == "" {
+			return backends.Invalidf("sherpa: family kokoro needs option data_dir (espeak-ng-data)")
 		}
 	case FamilyNemoCTC:
 		m := c.infos["model"]
@@ -382,7 +423,7 @@ func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
 	if c.fam.task != "tts" {
 		return nil, backends.Invalidf("sherpa: checkpoint %s is not a speech model", c.name)
 	}
-	lang := c.infos["model"].Meta["voice"]
+	lang := c.infos["model"].Meta["voice"] // espeak's voice: en-us
 	if lang == "" {
 		lang = c.infos["model"].Meta["language"]
 	}

@@ -42,6 +42,7 @@ const (
 	FamilyTransducer       = "transducer"
 	FamilyOnlineTransducer = "online-transducer"
 	FamilySenseVoice       = "sense-voice"
+	FamilyKokoro           = "kokoro"
 )
 
 // senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
@@ -55,6 +56,13 @@ var families = map[string]family{
 			inputs: []string{"input", "input_lengths", "scales"},
 			meta:   []string{"sample_rate", "n_speakers", "language", "comment"}, intMeta: []string{"sample_rate", "n_speakers"},
 			metaHas: map[string]string{"comment": "piper"},
+		}},
+	},
+	FamilyKokoro: {
+		name: FamilyKokoro, task: "tts", files: []string{"model", "voices", "tokens"}, tokens: "kokoro",
+		onnx: map[string]onnxReq{"model": {
+			inputs: []string{"tokens", "style", "speed"},
+			meta:   []string{"sample_rate", "n_speakers", "has_espeak", "style_dim"}, intMeta: []string{"sample_rate", "n_speakers", "has_espeak"},
 		}},
 	},
 	FamilyNemoCTC: {
@@ -183,7 +191,7 @@ func checkTokens(path, kind string) (int, error) {
 		line++
 		text := strings.TrimRight(sc.Text(), "\r")
 		if strings.TrimSpace(text) == "" {
-			if kind == "piper" {
+			if kind != "asr" {
 				return 0, backends.Invalidf("sherpa: tokens line %d is empty", line)
 			}
 			continue
@@ -202,7 +210,7 @@ func checkTokens(path, kind string) (int, error) {
 		if err != nil || id < 0 || id > 1<<20 {
 			return 0, backends.Invalidf("sherpa: tokens line %d: ID %q is not an integer in 0..%d", line, idText, 1<<20)
 		}
-		if kind == "piper" && utf8.RuneCountInString(sym) != 1 {
+		if (kind == "piper" || kind == "kokoro") && utf8.RuneCountInString(sym) != 1 {
 			return 0, backends.Invalidf("sherpa: tokens line %d: symbol %q is not one character", line, sym)
 		}
 		if seen[sym] {
@@ -222,6 +230,10 @@ func checkTokens(path, kind string) (int, error) {
 				return 0, backends.Invalidf("sherpa: tokens %s has no %q (Piper's pad, start and end symbols are required)", path, s)
 			}
 		}
+	}
+	if kind == "kokoro" && !seen[" "] {
+		// Kokoro's front end looks the space up after every '.'.
+		return 0, backends.Invalidf("sherpa: tokens %s has no space token (a line with the ID alone)", path)
 	}
 	if kind == "asr" {
 		for i := range len(ids) {

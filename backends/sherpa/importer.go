@@ -26,6 +26,8 @@ import (
 // Detection (release layouts of sherpa-onnx's archives):
 //   - one *.onnx with metadata comment "piper", tokens.txt, espeak-ng-data/:
 //     vits (Piper; vits-piper-* archives);
+//   - one *.onnx with metadata style_dim, voices.bin, tokens.txt,
+//     espeak-ng-data/: kokoro (kokoro-en-v0_19);
 //   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
 //     transducer, streaming (online-transducer) when the encoder's
 //     metadata has decode_chunk_len, else offline (transducer);
@@ -166,6 +168,19 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		info, err := read(f)
 		if err != nil {
 			return nil, "", err
+		}
+		if _, ok := info.Meta["style_dim"]; ok {
+			if !hasEspeak {
+				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no espeak-ng-data", f)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "voices.bin")); err != nil {
+				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no voices.bin", f)
+			}
+			o := map[string]any{"family": FamilyKokoro, "model": f, "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
+				o["sample_rate"] = r
+			}
+			return o, FamilyKokoro, nil
 		}
 		if strings.Contains(info.Meta["comment"], "piper") {
 			if !hasEspeak {

@@ -222,6 +222,12 @@ func TestMalformedRefused(t *testing.T) {
 		{"transducer/unknown-type", TransducerSynthetic, encMeta("model_type", "lstm7"), "model_type"},
 		{"transducer/streaming-export", TransducerSynthetic, encMeta("decode_chunk_len", "32"), "streaming export"},
 		{"transducer/context", TransducerSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "context_size", "0") }), "context_size 0"},
+		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
+		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
+		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
+		{"kokoro/no-space", KokoroSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
+		{"kokoro/names", KokoroSynthetic, meta("speaker_names", "a,b,c"), "3 speaker names for 2 speakers"},
+		{"kokoro/no-voices", KokoroSynthetic, remove("voices.bin"), "voices"},
 		{"sense-voice/neg-mean", SenseVoiceSynthetic, meta("neg_mean", "-8,-8"), "neg_mean has 2 values"},
 		{"sense-voice/lang-id", SenseVoiceSynthetic, meta("lang_en", "5000"), "not a token ID"},
 		{"sense-voice/no-itn", SenseVoiceSynthetic, meta("with_itn", ""), `no metadata "with_itn"`},
@@ -235,11 +241,12 @@ func TestMalformedRefused(t *testing.T) {
 		StreamingSynthetic:  open(t, e, root, StreamingSynthetic, ""),
 		TransducerSynthetic: open(t, e, root, TransducerSynthetic, ""),
 		SenseVoiceSynthetic: open(t, e, root, SenseVoiceSynthetic, ""),
+		KokoroSynthetic:     open(t, e, root, KokoroSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
 		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
-		if name != PiperSynthetic {
+		if name != PiperSynthetic && name != KokoroSynthetic {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
 		}
 		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
@@ -251,7 +258,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

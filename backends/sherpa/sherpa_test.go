@@ -210,3 +210,25 @@ func TestOfflineTranscribes(t *testing.T) {
 		t.Errorf("language english on an en model: %v", err)
 	}
 }
+
+// TestKokoroSpeaks: the Kokoro voice lists its speakers from the model's
+// speaker_names, answers at 24 kHz, each speaker sounds different, and
+// speed shortens the audio.
+func TestKokoroSpeaks(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{})
+	voices, err := e.Voices(specOf(t, root, KokoroSynthetic, 1, ""))
+	if err != nil || len(voices) != 2 || voices[0].ID != "af_synth" || voices[1].ID != "am_synth" || voices[0].SampleRate != 24000 {
+		t.Fatalf("voices %+v, %v", voices, err)
+	}
+	s := open(t, e, root, KokoroSynthetic, "")
+	a := speak(t, s, `{"text":"Hello there. How are you?","voice":"af_synth"}`)
+	b := speak(t, s, `{"text":"Hello there. How are you?","voice":"am_synth"}`)
+	fast := speak(t, s, `{"text":"Hello there. How are you?","voice":"af_synth","speed":2}`)
+	if len(a) == 0 || len(a) != len(b) || slices.Equal(a, b) {
+		t.Errorf("two speakers: %d and %d samples, equal %v", len(a), len(b), slices.Equal(a, b))
+	}
+	if len(fast) > len(a)*11/20 || len(fast) < len(a)*9/20 {
+		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
+	}
+}

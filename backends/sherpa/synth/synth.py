@@ -283,7 +283,49 @@ def sense_voice(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
 
 
+def kokoro(out, seed):
+    """Kokoro v0.19 (English, metadata version 1, as
+    offline-tts-kokoro-model.cc runs it): tokens [1, T] int64 (0 pads both
+    ends), style [1, D] float (the speaker's row of voices.bin for this
+    length), speed [1]; audio [N] at 24 kHz, N = T * hop / speed. voices.bin
+    is float32 [n_speakers, max_token_len, 1, D] (metadata style_dim)."""
+    r = rng(seed)
+    hop, dim, max_len = 300, 32, 64
+    speakers = ["af_synth", "am_synth"]
+    symbols = ["$"] + [s for s in PIPER_SYMBOLS if s not in ("_", "^", "$")]
+    vocab = len(symbols)
+    inits = [init("emb", (r.standard_normal((vocab, hop)) * 0.8).astype(np.float32)),
+             init("proj", (r.standard_normal((dim, hop)) * 0.8).astype(np.float32)),
+             const_i64("flat_shape", [1, 1, -1]), const_i64("out_shape", [-1]), const_f32("ones2", [1.0, 1.0]),
+             const_f32("one", [1.0]), const_f32("half", [0.5])]
+    nodes = [helper.make_node("Gather", ["emb", "tokens"], ["e"], axis=0),
+             helper.make_node("MatMul", ["style", "proj"], ["sv"]),
+             helper.make_node("Add", ["e", "sv"], ["es"]),
+             helper.make_node("Tanh", ["es"], ["t"]),
+             helper.make_node("Mul", ["t", "half"], ["th"]),
+             helper.make_node("Reshape", ["th", "flat_shape"], ["flat"]),
+             helper.make_node("Div", ["one", "speed"], ["ls"]),
+             helper.make_node("Concat", ["ones2", "ls"], ["rs"], axis=0),
+             helper.make_node("Resize", ["flat", "", "rs"], ["res"], mode="linear"),
+             helper.make_node("Reshape", ["res", "out_shape"], ["audio"])]
+    g = helper.make_graph(nodes, "kokoro",
+                          [helper.make_tensor_value_info("tokens", TensorProto.INT64, [1, "T"]),
+                           helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, dim]),
+                           helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("audio", TensorProto.FLOAT, ["N"])], inits)
+    save(g, os.path.join(out, "model.onnx"), {
+        "model_type": "style_text_to_speech_2", "version": 1, "sample_rate": 24000, "n_speakers": len(speakers),
+        "has_espeak": 1, "voice": "en-us", "style_dim": "%d,1,%d" % (max_len, dim),
+        "speaker_names": ",".join(speakers), "language": "English",
+    })
+    voices = (r.standard_normal((len(speakers), max_len, 1, dim)) * 0.5).astype(np.float32)
+    with open(os.path.join(out, "voices.bin"), "wb") as f:
+        f.write(voices.tobytes())
+    write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(symbols)))
+
+
 FAMILIES = {
+    "kokoro": kokoro,
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
     "online-zipformer2": online_zipformer2,
