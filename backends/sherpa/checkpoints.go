@@ -22,10 +22,11 @@ const (
 	TransducerSynthetic = "sherpa-zipformer-synthetic"
 	SenseVoiceSynthetic = "sherpa-sense-voice-synthetic"
 	KokoroSynthetic     = "sherpa-kokoro-synthetic"
+	ParaformerSynthetic = "sherpa-paraformer-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -47,6 +48,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 	SenseVoiceSynthetic: {"sense-voice", 36, "synthetic SenseVoice recognizer (model.onnx, tokens.txt)",
 		map[string]any{"family": FamilySenseVoice, "model": "model.onnx", "tokens": "tokens.txt"}},
+	ParaformerSynthetic: {"paraformer", 38, "synthetic Paraformer recognizer (model.onnx, tokens.txt)",
+		map[string]any{"family": FamilyParaformer, "model": "model.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

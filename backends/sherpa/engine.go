@@ -266,21 +266,8 @@ func (c *config) checkFamily() error {
 		if v := metaInt(m, "vocab_size"); v != c.nTokens {
 			return backends.Invalidf("sherpa: model: metadata vocab_size %d but tokens has %d", v, c.nTokens)
 		}
-		win, shift := metaInt(m, "lfr_window_size"), metaInt(m, "lfr_window_shift")
-		if win < 1 || win > 32 || shift < 1 || shift > win {
-			return backends.Invalidf("sherpa: model: metadata lfr_window_size %d and lfr_window_shift %d: want 1 <= shift <= size <= 32", win, shift)
-		}
-		// The library applies CMVN with these over 80 x lfr_window_size
-		// dimensions without checking their length.
-		for _, k := range []string{"neg_mean", "inv_stddev"} {
-			if n := len(strings.Split(m.Meta[k], ",")); n != 80*win {
-				return backends.Invalidf("sherpa: model: metadata %s has %d values, want 80 x lfr_window_size = %d", k, n, 80*win)
-			}
-			for _, f := range strings.Split(m.Meta[k], ",") {
-				if _, err := strconv.ParseFloat(strings.TrimSpace(f), 32); err != nil {
-					return backends.Invalidf("sherpa: model: metadata %s: %q is not a number", k, f)
-				}
-			}
+		if err := checkLFR(m); err != nil {
+			return err
 		}
 		for _, k := range []string{"with_itn", "without_itn", "lang_auto", "lang_zh", "lang_en", "lang_ja", "lang_ko", "lang_yue"} {
 			if v := metaInt(m, k); v >= c.nTokens {
@@ -292,6 +279,23 @@ func (c *config) checkFamily() error {
 			c.opts.Language = "auto"
 		case !slices.Contains(senseVoiceLangs, l):
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
+		}
+		c.rate = SampleRate
+	case FamilyParaformer:
+		m := c.infos["model"]
+		if v := metaInt(m, "vocab_size"); v != c.nTokens {
+			return backends.Invalidf("sherpa: model: metadata vocab_size %d but tokens has %d", v, c.nTokens)
+		}
+		if err := checkLFR(m); err != nil {
+			return err
+		}
+		if len(m.Outputs) < 2 {
+			return backends.Invalidf("sherpa: model: Paraformer's graph has %d outputs, want logits and token_num", len(m.Outputs))
+		}
+		// The greedy search looks </s> up unchecked.
+		b, err := os.ReadFile(c.files["tokens"])
+		if err != nil || !strings.Contains("\n"+string(b), "\n</s> ") {
+			return backends.Invalidf("sherpa: tokens has no </s> (Paraformer's end of sentence)")
 		}
 		c.rate = SampleRate
 	case FamilyTransducer, FamilyOnlineTransducer:
@@ -331,6 +335,28 @@ func (c *config) checkFamily() error {
 			stacks = n
 		}
 		c.rate = SampleRate
+	}
+	return nil
+}
+
+// checkLFR checks the low-frame-rate and CMVN metadata of SenseVoice and
+// Paraformer: the library stacks lfr_window_size frames every
+// lfr_window_shift and applies neg_mean and inv_stddev over 80 x
+// lfr_window_size dimensions without checking their length.
+func checkLFR(m onnxInfo) error {
+	win, shift := metaInt(m, "lfr_window_size"), metaInt(m, "lfr_window_shift")
+	if win < 1 || win > 32 || shift < 1 || shift > win {
+		return backends.Invalidf("sherpa: model: metadata lfr_window_size %d and lfr_window_shift %d: want 1 <= shift <= size <= 32", win, shift)
+	}
+	for _, k := range []string{"neg_mean", "inv_stddev"} {
+		if n := len(strings.Split(m.Meta[k], ",")); n != 80*win {
+			return backends.Invalidf("sherpa: model: metadata %s has %d values, want 80 x lfr_window_size = %d", k, n, 80*win)
+		}
+		for _, f := range strings.Split(m.Meta[k], ",") {
+			if _, err := strconv.ParseFloat(strings.TrimSpace(f), 32); err != nil {
+				return backends.Invalidf("sherpa: model: metadata %s: %q is not a number", k, f)
+			}
+		}
 	}
 	return nil
 }

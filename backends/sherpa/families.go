@@ -43,6 +43,7 @@ const (
 	FamilyOnlineTransducer = "online-transducer"
 	FamilySenseVoice       = "sense-voice"
 	FamilyKokoro           = "kokoro"
+	FamilyParaformer       = "paraformer"
 )
 
 // senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
@@ -80,6 +81,14 @@ var families = map[string]family{
 				"lang_auto", "lang_zh", "lang_en", "lang_ja", "lang_ko", "lang_yue", "neg_mean", "inv_stddev"},
 			intMeta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "normalize_samples", "with_itn", "without_itn",
 				"lang_auto", "lang_zh", "lang_en", "lang_ja", "lang_ko", "lang_yue"},
+		}},
+	},
+	FamilyParaformer: {
+		name: FamilyParaformer, task: "asr", files: []string{"model", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{"model": {
+			inputs:  []string{"speech", "speech_lengths"},
+			meta:    []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "neg_mean", "inv_stddev"},
+			intMeta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift"},
 		}},
 	},
 	FamilyTransducer: {

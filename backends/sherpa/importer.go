@@ -33,6 +33,8 @@ import (
 //     metadata has decode_chunk_len, else offline (transducer);
 //   - model*.onnx with SenseVoice's metadata (lfr_window_size, with_itn),
 //     tokens.txt: sense-voice;
+//   - model*.onnx with metadata model_type paraformer, tokens.txt:
+//     paraformer;
 //   - model*.onnx with metadata vocab_size and subsampling_factor and a
 //     NeMo model_type (EncDecCTCModel*, EncDecHybridRNNTCTC*), tokens.txt:
 //     nemo-ctc.
@@ -194,6 +196,9 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		}
 		if _, ok := info.Meta["lfr_window_size"]; ok && info.Meta["with_itn"] != "" {
 			return map[string]any{"family": FamilySenseVoice, "model": pick(onnxFiles, strings.SplitN(f, ".", 2)[0]), "tokens": "tokens.txt"}, FamilySenseVoice, nil
+		}
+		if info.Meta["model_type"] == "paraformer" {
+			return map[string]any{"family": FamilyParaformer, "model": pick(onnxFiles, strings.SplitN(f, ".", 2)[0]), "tokens": "tokens.txt"}, FamilyParaformer, nil
 		}
 		if mt := info.Meta["model_type"]; strings.HasPrefix(mt, "EncDecCTC") || strings.HasPrefix(mt, "EncDecHybridRNNTCTC") {
 			if _, ok := info.Meta["subsampling_factor"]; ok {

@@ -228,6 +228,9 @@ func TestMalformedRefused(t *testing.T) {
 		{"kokoro/no-space", KokoroSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
 		{"kokoro/names", KokoroSynthetic, meta("speaker_names", "a,b,c"), "3 speaker names for 2 speakers"},
 		{"kokoro/no-voices", KokoroSynthetic, remove("voices.bin"), "voices"},
+		{"paraformer/no-eos", ParaformerSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "</s> 2\n", "</S> 2\n", 1)) }), "no </s>"},
+		{"paraformer/inv-stddev", ParaformerSynthetic, meta("inv_stddev", "x"), "inv_stddev has 1 values"},
+		{"paraformer/no-lfr", ParaformerSynthetic, meta("lfr_window_size", ""), "lfr_window_size"},
 		{"sense-voice/neg-mean", SenseVoiceSynthetic, meta("neg_mean", "-8,-8"), "neg_mean has 2 values"},
 		{"sense-voice/lang-id", SenseVoiceSynthetic, meta("lang_en", "5000"), "not a token ID"},
 		{"sense-voice/no-itn", SenseVoiceSynthetic, meta("with_itn", ""), `no metadata "with_itn"`},
@@ -242,6 +245,7 @@ func TestMalformedRefused(t *testing.T) {
 		TransducerSynthetic: open(t, e, root, TransducerSynthetic, ""),
 		SenseVoiceSynthetic: open(t, e, root, SenseVoiceSynthetic, ""),
 		KokoroSynthetic:     open(t, e, root, KokoroSynthetic, ""),
+		ParaformerSynthetic: open(t, e, root, ParaformerSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -258,7 +262,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

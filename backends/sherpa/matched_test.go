@@ -68,6 +68,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},
 		{sherpa.SenseVoiceSynthetic, asrRequests(t)},
+		{sherpa.ParaformerSynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 	}
 	for _, c := range cases {

@@ -57,7 +57,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice:
+	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice, FamilyParaformer:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -69,6 +69,8 @@ func create(l *lib, c config) (*model, error) {
 		switch c.fam.name {
 		case FamilyNemoCTC:
 			mc.NemoCtc.Model = cs.of(c.files["model"])
+		case FamilyParaformer:
+			mc.Paraformer.Model = cs.of(c.files["model"])
 		case FamilySenseVoice:
 			mc.SenseVoice = offSenseVoice{Model: cs.of(c.files["model"]), Language: cs.of(c.opts.Language)}
 		default:

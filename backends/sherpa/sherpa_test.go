@@ -174,7 +174,7 @@ func TestOfflineTranscribes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic} {
+	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic} {
 		s := open(t, e, root, name, "")
 		out, err := s.Infer(context.Background(), backends.Request{Data: wav}, nil)
 		if err != nil {
@@ -183,6 +183,13 @@ func TestOfflineTranscribes(t *testing.T) {
 		var r audio.ASRResult
 		if err := json.Unmarshal(out.JSON, &r); err != nil {
 			t.Fatal(err)
+		}
+		if name == ParaformerSynthetic { // no token times without us_cif_peak (the synthetic model has none)
+			if r.Text == "" || r.Duration != 11 {
+				t.Fatalf("%s: %s", name, out.JSON)
+			}
+			t.Logf("%s: %.60q...", name, r.Text)
+			continue
 		}
 		if r.Text == "" || r.Duration != 11 || len(r.Words) < 10 || len(r.Segments) == 0 {
 			t.Fatalf("%s: %s", name, out.JSON)

@@ -324,7 +324,40 @@ def kokoro(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(symbols)))
 
 
+def paraformer(out, seed):
+    """Paraformer (FunASR's, as offline-paraformer-model.cc runs it):
+    speech [N, T, 560] (LFR 7/6 features after CMVN), speech_lengths [N]
+    int32; logits [N, U, vocab] and token_num [N]. Greedy search stops at
+    </s>, which tokens.txt must hold."""
+    r = rng(seed)
+    toks = ["<blank>", "<s>", "</s>"] + ASR_PIECES[1:] + ["<unk>"]
+    vocab = len(toks)
+    w = (r.standard_normal((560, vocab)) * 2 / np.sqrt(560)).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[:3] = -30  # <blank>, <s> and </s> never win: every frame a token
+    inits = [init("w", w), init("bias", bias), const_i64("st", [0]), const_i64("en", [1 << 30]), const_i64("ax1", [1]), const_i64("step", [2]),
+             const_i64("ax0", [0])]
+    nodes = [helper.make_node("Slice", ["speech", "st", "en", "ax1", "step"], ["xs"]),
+             helper.make_node("MatMul", ["xs", "w"], ["lw"]),
+             helper.make_node("Add", ["lw", "bias"], ["logits"]),
+             helper.make_node("Shape", ["logits"], ["ls"]),
+             helper.make_node("Slice", ["ls", "ax1", "step"], ["u"]),  # [U] (dims 1..1)
+             helper.make_node("Shape", ["speech_lengths"], ["n"]),
+             helper.make_node("Expand", ["u", "n"], ["token_num"])]
+    g = helper.make_graph(nodes, "paraformer",
+                          [helper.make_tensor_value_info("speech", TensorProto.FLOAT, ["N", "T", 560]),
+                           helper.make_tensor_value_info("speech_lengths", TensorProto.INT32, ["N"])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "U", vocab]),
+                           helper.make_tensor_value_info("token_num", TensorProto.INT64, ["N"])], inits)
+    save(g, os.path.join(out, "model.onnx"), {
+        "model_type": "paraformer", "version": 1, "vocab_size": vocab, "lfr_window_size": 7, "lfr_window_shift": 6,
+        "neg_mean": ",".join(["-8.0"] * 560), "inv_stddev": ",".join(["0.25"] * 560),
+    })
+    write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+
+
 FAMILIES = {
+    "paraformer": paraformer,
     "kokoro": kokoro,
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
