@@ -35,7 +35,7 @@ func TestHTTP(t *testing.T) {
 	root := t.TempDir()
 	src := catalogue.DefaultSources("")
 	var recipes []catalogue.Recipe
-	for _, n := range []string{sherpa.PiperSynthetic, sherpa.PiperMultiSynthetic, sherpa.NemoCTCSynthetic, sherpa.StreamingSynthetic} {
+	for _, n := range sherpa.SyntheticNames {
 		r, err := sherpa.SyntheticRecipe(src, n, 4)
 		if err != nil {
 			t.Fatal(err)
@@ -85,6 +85,10 @@ func TestHTTP(t *testing.T) {
 		{ID: "piper-multi", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.PiperMultiSynthetic, Slots: two, Options: over}},
 		{ID: "ctc", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.NemoCTCSynthetic, Slots: two, Options: over}},
 		{ID: "stream", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.StreamingSynthetic, Slots: two, Options: over}},
+		{ID: "kokoro", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KokoroSynthetic, Slots: two, Options: over}},
+		{ID: "zipformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerSynthetic, Slots: two, Options: over}},
+		{ID: "sense-voice", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.SenseVoiceSynthetic, Slots: two, Options: over}},
+		{ID: "paraformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.ParaformerSynthetic, Slots: two, Options: over}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +188,38 @@ func TestHTTP(t *testing.T) {
 	}
 	if code, b := transcribe("model", "ctc", "response_format", "srt"); code != 200 || !strings.HasPrefix(string(b), "1\n00:00:00,") {
 		t.Fatalf("srt: %d %q", code, b)
+	}
+	// Every other recognizer answers through the route; those with token
+	// times give words.
+	for _, id := range []string{"zipformer", "sense-voice", "paraformer", "stream"} {
+		code, body := transcribe("model", id, "response_format", "verbose_json", "timestamp_granularities[]", "word")
+		var r struct {
+			Text     string
+			Language string
+			Words    []struct{ Word string }
+		}
+		if code != 200 || json.Unmarshal(body, &r) != nil || r.Text == "" || r.Language == "" {
+			t.Fatalf("%s: %d %s", id, code, body)
+		}
+		if (id == "zipformer" || id == "sense-voice") && len(r.Words) < 10 {
+			t.Fatalf("%s: %d words", id, len(r.Words))
+		}
+	}
+	if code, b := transcribe("model", "sense-voice", "language", "en"); code != 400 || !strings.Contains(string(b), "language") {
+		t.Fatalf("sense-voice with a language: %d %s", code, b)
+	}
+	code, h, kw := post("/v1/audio/speech", map[string]any{"model": "kokoro", "input": "Hello from Kokoro.", "voice": "am_synth", "sample_rate": 16000})
+	if ka, err := audio.ParseWAV(kw); code != 200 || h.Get("Content-Type") != "audio/wav" || err != nil || ka.Rate != 16000 || len(ka.Samples) == 0 {
+		t.Fatalf("kokoro: %d %s %v", code, h.Get("Content-Type"), err)
+	}
+	resp, err = client.Get(base + "/v1/audio/voices?model=kokoro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(vb), `"af_synth"`) || !strings.Contains(string(vb), `"am_synth"`) {
+		t.Fatalf("kokoro voices: %s", vb)
 	}
 	err = s.RegisterModels(context.Background(), []server.ModelEntry{
 		{ID: "broken", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: "sherpa-broken", Slots: json.RawMessage("1")}},
