@@ -23,10 +23,11 @@ const (
 	SenseVoiceSynthetic = "sherpa-sense-voice-synthetic"
 	KokoroSynthetic     = "sherpa-kokoro-synthetic"
 	ParaformerSynthetic = "sherpa-paraformer-synthetic"
+	MatchaSynthetic     = "sherpa-matcha-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -42,6 +43,8 @@ var synthetic = map[string]struct {
 			"speakers": []string{"amy", "bob", "cleo"}}},
 	KokoroSynthetic: {"kokoro", 37, "synthetic Kokoro voice (v0.19 layout: model.onnx, voices.bin, tokens.txt; two speakers, 24 kHz)",
 		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	MatchaSynthetic: {"matcha", 39, "synthetic Matcha-TTS voice with a HiFi-GAN vocoder (model-steps-3.onnx, hifigan_v2.onnx, tokens.txt; 22.05 kHz)",
+		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "hifigan_v2.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",
 		map[string]any{"family": FamilyNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
 	TransducerSynthetic: {"offline-transducer", 35, "synthetic offline Zipformer transducer (encoder, decoder, joiner, tokens.txt)",

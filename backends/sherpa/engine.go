@@ -29,9 +29,12 @@ type Options struct {
 	Tokens  string `json:"tokens,omitempty"`
 	DataDir string `json:"data_dir,omitempty"` // espeak-ng-data (Piper, Kokoro)
 	Voices  string `json:"voices,omitempty"`   // Kokoro's voices.bin (style vectors)
-	Encoder string `json:"encoder,omitempty"`
-	Decoder string `json:"decoder,omitempty"`
-	Joiner  string `json:"joiner,omitempty"`
+	// AcousticModel and Vocoder are Matcha's two models.
+	AcousticModel string `json:"acoustic_model,omitempty"`
+	Vocoder       string `json:"vocoder,omitempty"`
+	Encoder       string `json:"encoder,omitempty"`
+	Decoder       string `json:"decoder,omitempty"`
+	Joiner        string `json:"joiner,omitempty"`
 	// ModelType is passed to the recognizer (e.g. nemo_transducer for
 	// Parakeet TDT); "" lets the library read it from the model.
 	ModelType string `json:"model_type,omitempty"`
@@ -148,7 +151,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("sherpa: noise_scale, noise_scale_w in 0..2 and length_scale in 0.1..10")
 	}
 	c := config{name: cp.Name, dir: cp.Dir, fam: fam, opts: o, files: map[string]string{}, infos: map[string]onnxInfo{}}
-	named := map[string]string{"voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
+	named := map[string]string{"acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
 	for _, k := range fam.files {
 		if named[k] == "" {
 			return config{}, backends.Invalidf("sherpa: family %s needs option %s (a file of the checkpoint)", fam.name, k)
@@ -211,6 +214,25 @@ func (c *config) checkFamily() error {
 		}
 		if len(c.opts.Speakers) > 0 && len(c.opts.Speakers) != c.speakers {
 			return backends.Invalidf("sherpa: option speakers names %d speakers, the model has %d", len(c.opts.Speakers), c.speakers)
+		}
+	case FamilyMatcha:
+		m := c.infos["acoustic_model"]
+		c.rate = metaInt(m, "sample_rate")
+		if c.rate < 8000 || c.rate > 48000 {
+			return backends.Invalidf("sherpa: acoustic_model: metadata sample_rate %d outside 8000..48000", c.rate)
+		}
+		if metaInt(m, "has_espeak") != 1 || m.Meta["voice"] == "zh en-us" || metaInt(m, "jieba") != 0 {
+			return backends.Invalidf("sherpa: acoustic_model: only Matcha voices phonemized by espeak-ng (has_espeak 1) are served; lexicon and jieba ones are not yet")
+		}
+		if metaInt(m, "n_speakers") > 1 {
+			return backends.Invalidf("sherpa: acoustic_model: multi-speaker Matcha models are not served")
+		}
+		c.speakers = 1
+		if c.files["data_dir"] == "" {
+			return backends.Invalidf("sherpa: family matcha needs option data_dir (espeak-ng-data)")
+		}
+		if len(c.infos["vocoder"].Inputs) != 1 {
+			return backends.Invalidf("sherpa: vocoder: %d inputs, want the mel spectrogram alone", len(c.infos["vocoder"].Inputs))
 		}
 	case FamilyKokoro:
 		m := c.infos["model"]
@@ -449,9 +471,13 @@ func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
 	if c.fam.task != "tts" {
 		return nil, backends.Invalidf("sherpa: checkpoint %s is not a speech model", c.name)
 	}
-	lang := c.infos["model"].Meta["voice"] // espeak's voice: en-us
+	meta := c.infos["model"].Meta
+	if c.fam.name == FamilyMatcha {
+		meta = c.infos["acoustic_model"].Meta
+	}
+	lang := meta["voice"] // espeak's voice: en-us
 	if lang == "" {
-		lang = c.infos["model"].Meta["language"]
+		lang = meta["language"]
 	}
 	var out []backends.Voice
 	for i := range c.speakers {

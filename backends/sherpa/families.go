@@ -44,6 +44,7 @@ const (
 	FamilySenseVoice       = "sense-voice"
 	FamilyKokoro           = "kokoro"
 	FamilyParaformer       = "paraformer"
+	FamilyMatcha           = "matcha"
 )
 
 // senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
@@ -65,6 +66,16 @@ var families = map[string]family{
 			inputs: []string{"tokens", "style", "speed"},
 			meta:   []string{"sample_rate", "n_speakers", "has_espeak", "style_dim"}, intMeta: []string{"sample_rate", "n_speakers", "has_espeak"},
 		}},
+	},
+	FamilyMatcha: {
+		name: FamilyMatcha, task: "tts", files: []string{"acoustic_model", "vocoder", "tokens"}, tokens: "matcha",
+		onnx: map[string]onnxReq{
+			"acoustic_model": {
+				inputs: []string{"x", "x_length"},
+				meta:   []string{"sample_rate", "n_speakers", "use_eos_bos", "pad_id", "has_espeak"}, intMeta: []string{"sample_rate", "n_speakers", "use_eos_bos", "pad_id", "has_espeak"},
+			},
+			"vocoder": {meta: []string{"model_type"}, metaHas: map[string]string{"model_type": "hifigan"}},
+		},
 	},
 	FamilyNemoCTC: {
 		name: FamilyNemoCTC, task: "asr", files: []string{"model", "tokens"}, tokens: "asr",
@@ -219,7 +230,7 @@ func checkTokens(path, kind string) (int, error) {
 		if err != nil || id < 0 || id > 1<<20 {
 			return 0, backends.Invalidf("sherpa: tokens line %d: ID %q is not an integer in 0..%d", line, idText, 1<<20)
 		}
-		if (kind == "piper" || kind == "kokoro") && utf8.RuneCountInString(sym) != 1 {
+		if kind != "asr" && utf8.RuneCountInString(sym) != 1 {
 			return 0, backends.Invalidf("sherpa: tokens line %d: symbol %q is not one character", line, sym)
 		}
 		if seen[sym] {
@@ -232,6 +243,13 @@ func checkTokens(path, kind string) (int, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return 0, backends.Invalidf("sherpa: tokens %s: %v", path, err)
+	}
+	if kind == "matcha" {
+		for _, s := range []string{"^", "$"} { // looked up unchecked by the Matcha front end
+			if !seen[s] {
+				return 0, backends.Invalidf("sherpa: tokens %s has no %q (Matcha's start and end symbols are required)", path, s)
+			}
+		}
 	}
 	if kind == "piper" {
 		for _, s := range []string{"_", "^", "$"} {

@@ -88,6 +88,7 @@ func TestHTTP(t *testing.T) {
 		{ID: "kokoro", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KokoroSynthetic, Slots: two, Options: over}},
 		{ID: "zipformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerSynthetic, Slots: two, Options: over}},
 		{ID: "sense-voice", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.SenseVoiceSynthetic, Slots: two, Options: over}},
+		{ID: "matcha", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaSynthetic, Slots: two, Options: over}},
 		{ID: "paraformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.ParaformerSynthetic, Slots: two, Options: over}},
 	}); err != nil {
 		t.Fatal(err)
@@ -211,6 +212,10 @@ func TestHTTP(t *testing.T) {
 	code, h, kw := post("/v1/audio/speech", map[string]any{"model": "kokoro", "input": "Hello from Kokoro.", "voice": "am_synth", "sample_rate": 16000})
 	if ka, err := audio.ParseWAV(kw); code != 200 || h.Get("Content-Type") != "audio/wav" || err != nil || ka.Rate != 16000 || len(ka.Samples) == 0 {
 		t.Fatalf("kokoro: %d %s %v", code, h.Get("Content-Type"), err)
+	}
+	code, _, mw := post("/v1/audio/speech", map[string]any{"model": "matcha", "input": "Hello from Matcha.", "response_format": "flac"})
+	if code != 200 || len(mw) < 100 || string(mw[:4]) != "fLaC" {
+		t.Fatalf("matcha: %d, %d bytes", code, len(mw))
 	}
 	resp, err = client.Get(base + "/v1/audio/voices?model=kokoro")
 	if err != nil {

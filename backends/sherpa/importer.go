@@ -26,6 +26,9 @@ import (
 // Detection (release layouts of sherpa-onnx's archives):
 //   - one *.onnx with metadata comment "piper", tokens.txt, espeak-ng-data/:
 //     vits (Piper; vits-piper-* archives);
+//   - model-steps-*.onnx (Matcha, metadata model_type matcha-tts) with a
+//     vocoder whose model_type is hifigan, tokens.txt, espeak-ng-data/:
+//     matcha (copy the vocoder, released apart, into the folder);
 //   - one *.onnx with metadata style_dim, voices.bin, tokens.txt,
 //     espeak-ng-data/: kokoro (kokoro-en-v0_19);
 //   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
@@ -167,9 +170,28 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		return map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}, fam, nil
 	}
 	for _, f := range onnxFiles {
+		if info, err := read(f); err == nil && info.Meta["model_type"] == "hifigan" {
+			continue // Matcha's vocoder, found with its acoustic model below
+		}
 		info, err := read(f)
 		if err != nil {
 			return nil, "", err
+		}
+		if info.Meta["model_type"] == "matcha-tts" || strings.HasPrefix(f, "model-steps") {
+			voc := ""
+			for _, g := range onnxFiles {
+				if vi, err := read(g); err == nil && vi.Meta["model_type"] == "hifigan" {
+					voc = g
+				}
+			}
+			if voc == "" || !hasEspeak {
+				return nil, "", backends.Invalidf("import: %s is a Matcha acoustic model; the folder needs a HiFi-GAN vocoder (*.onnx with model_type hifigan) and espeak-ng-data", f)
+			}
+			o := map[string]any{"family": FamilyMatcha, "acoustic_model": f, "vocoder": voc, "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
+				o["sample_rate"] = r
+			}
+			return o, FamilyMatcha, nil
 		}
 		if _, ok := info.Meta["style_dim"]; ok {
 			if !hasEspeak {

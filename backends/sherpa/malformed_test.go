@@ -222,6 +222,11 @@ func TestMalformedRefused(t *testing.T) {
 		{"transducer/unknown-type", TransducerSynthetic, encMeta("model_type", "lstm7"), "model_type"},
 		{"transducer/streaming-export", TransducerSynthetic, encMeta("decode_chunk_len", "32"), "streaming export"},
 		{"transducer/context", TransducerSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "context_size", "0") }), "context_size 0"},
+		{"matcha/vocos", MatchaSynthetic, modify("hifigan_v2.onnx", func(b []byte) []byte { return setMeta(t, b, "model_type", "vocos") }), `"model_type" = "vocos"`},
+		{"matcha/no-vocoder", MatchaSynthetic, remove("hifigan_v2.onnx"), "vocoder"},
+		{"matcha/lexicon", MatchaSynthetic, modify("model-steps-3.onnx", func(b []byte) []byte { return setMeta(t, b, "has_espeak", "0") }), "has_espeak 1"},
+		{"matcha/no-bos", MatchaSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "^ 1\n", "", 1)) }), `no "^"`},
+		{"matcha/truncated", MatchaSynthetic, modify("model-steps-3.onnx", func(b []byte) []byte { return b[:100] }), "not a valid ONNX model"},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
 		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
@@ -246,11 +251,12 @@ func TestMalformedRefused(t *testing.T) {
 		SenseVoiceSynthetic: open(t, e, root, SenseVoiceSynthetic, ""),
 		KokoroSynthetic:     open(t, e, root, KokoroSynthetic, ""),
 		ParaformerSynthetic: open(t, e, root, ParaformerSynthetic, ""),
+		MatchaSynthetic:     open(t, e, root, MatchaSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
 		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
-		if name != PiperSynthetic && name != KokoroSynthetic {
+		if name != PiperSynthetic && name != KokoroSynthetic && name != MatchaSynthetic {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
 		}
 		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
@@ -262,7 +268,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -65,6 +65,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.PiperSynthetic, ttsRequests()},
 		{sherpa.PiperMultiSynthetic, ttsRequests("amy", "bob", "cleo")},
 		{sherpa.KokoroSynthetic, ttsRequests("af_synth", "am_synth")},
+		{sherpa.MatchaSynthetic, ttsRequests()},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},
 		{sherpa.SenseVoiceSynthetic, asrRequests(t)},

@@ -45,6 +45,18 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1 // one callback per sentence (stream_format)
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
+	case FamilyMatcha:
+		cfg := cAlloc[ttsConfig]()
+		defer freeC(unsafe.Pointer(cfg))
+		cfg.Model.Matcha = ttsMatcha{
+			AcousticModel: cs.of(c.files["acoustic_model"]), Vocoder: cs.of(c.files["vocoder"]), Tokens: cs.of(c.files["tokens"]),
+			DataDir: cs.of(c.files["data_dir"]), NoiseScale: float32(c.opts.NoiseScale), LengthScale: float32(c.opts.LengthScale),
+		}
+		cfg.Model.NumThreads = int32(c.opts.Threads)
+		cfg.Model.Provider = cs.of("cpu")
+		cfg.MaxNumSentences = 1
+		cfg.SilenceScale = 1
+		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
 	case FamilyKokoro:
 		cfg := cAlloc[ttsConfig]()
 		defer freeC(unsafe.Pointer(cfg))

@@ -239,3 +239,15 @@ func TestKokoroSpeaks(t *testing.T) {
 		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
 	}
 }
+
+// TestMatchaSpeaks: the Matcha voice (acoustic model and vocoder) answers
+// at 22.05 kHz, and speed shortens the audio.
+func TestMatchaSpeaks(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, MatchaSynthetic, "")
+	a := speak(t, s, `{"text":"Hello there. How are you?"}`)
+	fast := speak(t, s, `{"text":"Hello there. How are you?","speed":2}`)
+	if len(a) == 0 || len(fast) > len(a)*11/20 || len(fast) < len(a)*9/20 {
+		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
+	}
+}

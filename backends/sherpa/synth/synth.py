@@ -356,7 +356,47 @@ def paraformer(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
 
 
+def matcha(out, seed):
+    """Matcha-TTS (icefall's English export, as offline-tts-matcha-model.cc
+    runs it) with a HiFi-GAN vocoder: the acoustic model maps x [1, T],
+    x_length [1], noise_scale [1], length_scale [1] to mel [1, 80, F]
+    (F = 4 T length_scale); the vocoder (metadata model_type hifigan) maps
+    mel to audio [1, 256 F] at 22.05 kHz."""
+    r = rng(seed)
+    vocab = len(PIPER_SYMBOLS)
+    inits = [init("emb", (r.standard_normal((vocab, 320)) * 0.5).astype(np.float32)),
+             const_i64("mel_shape", [1, -1, 80]), const_f32("ones2", [1.0, 1.0])]
+    nodes = [helper.make_node("Gather", ["emb", "x"], ["e"], axis=0),
+             helper.make_node("Reshape", ["e", "mel_shape"], ["m"]),
+             helper.make_node("Transpose", ["m"], ["mt"], perm=[0, 2, 1]),
+             helper.make_node("Concat", ["ones2", "length_scale"], ["rs"], axis=0),
+             helper.make_node("Resize", ["mt", "", "rs"], ["mel"], mode="linear")]
+    g = helper.make_graph(nodes, "matcha",
+                          [helper.make_tensor_value_info("x", TensorProto.INT64, [1, "T"]),
+                           helper.make_tensor_value_info("x_length", TensorProto.INT64, [1]),
+                           helper.make_tensor_value_info("noise_scale", TensorProto.FLOAT, [1]),
+                           helper.make_tensor_value_info("length_scale", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("mel", TensorProto.FLOAT, [1, 80, "F"])], inits)
+    save(g, os.path.join(out, "model-steps-3.onnx"), {
+        "model_type": "matcha-tts", "language": "English", "voice": "en-us", "has_espeak": 1, "n_speakers": 1,
+        "sample_rate": 22050, "use_eos_bos": 1, "pad_id": 0, "version": 1,
+    })
+    w = (r.standard_normal((80, 256)) / np.sqrt(80)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Transpose", ["mel"], ["mt"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["mt", "w"], ["a"]),
+         helper.make_node("Tanh", ["a"], ["at"]),
+         helper.make_node("Mul", ["at", "half"], ["ah"]),
+         helper.make_node("Reshape", ["ah", "flat"], ["audio"])],
+        "hifigan", [helper.make_tensor_value_info("mel", TensorProto.FLOAT, [1, 80, "F"])],
+        [helper.make_tensor_value_info("audio", TensorProto.FLOAT, [1, "N"])],
+        [init("w", w), const_f32("half", [0.5]), const_i64("flat", [1, -1])])
+    save(g, os.path.join(out, "hifigan_v2.onnx"), {"model_type": "hifigan", "sample_rate": 22050})
+    write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(PIPER_SYMBOLS)))
+
+
 FAMILIES = {
+    "matcha": matcha,
     "paraformer": paraformer,
     "kokoro": kokoro,
     "sense-voice": sense_voice,
