@@ -76,10 +76,10 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 // that one, and none when the model detects it (the answer then carries
 // the detected one, "" here).
 func (c *config) requestLanguage(asked string) (string, error) {
-	if c.fam.name == FamilySenseVoice {
+	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper {
 		if c.opts.Language == "auto" {
 			if asked != "" {
-				return "", backends.Invalidf("sherpa: language %q: this SenseVoice model detects the language itself (option language auto); send none, or register the checkpoint with option language %s", asked, strings.Join(senseVoiceLangs, ", "))
+				return "", backends.Invalidf("sherpa: language %q: this model detects the language itself (option language auto); send none, or register the checkpoint with option language set", asked)
 			}
 			return "", nil
 		}

@@ -24,10 +24,11 @@ const (
 	KokoroSynthetic     = "sherpa-kokoro-synthetic"
 	ParaformerSynthetic = "sherpa-paraformer-synthetic"
 	MatchaSynthetic     = "sherpa-matcha-synthetic"
+	WhisperSynthetic    = "sherpa-whisper-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -53,6 +54,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilySenseVoice, "model": "model.onnx", "tokens": "tokens.txt"}},
 	ParaformerSynthetic: {"paraformer", 38, "synthetic Paraformer recognizer (model.onnx, tokens.txt)",
 		map[string]any{"family": FamilyParaformer, "model": "model.onnx", "tokens": "tokens.txt"}},
+	WhisperSynthetic: {"whisper", 40, "synthetic English-only Whisper exported to ONNX (tiny.en-encoder.onnx, tiny.en-decoder.onnx, tiny.en-tokens.txt)",
+		map[string]any{"family": FamilyWhisper, "encoder": "tiny.en-encoder.onnx", "decoder": "tiny.en-decoder.onnx", "tokens": "tiny.en-tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

@@ -59,6 +59,8 @@ type Options struct {
 	// Oversubscribe admits the manifest's max_slots even where slots x
 	// threads exceed the cores (benchmarks and the matched-output check).
 	Oversubscribe bool `json:"oversubscribe,omitempty"`
+
+	maxSecondsSet bool
 }
 
 // Config configures the engine.
@@ -130,6 +132,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 	if o.Threads == 0 {
 		o.Threads = 1
 	}
+	o.maxSecondsSet = o.MaxSeconds != 0
 	if o.MaxSeconds == 0 {
 		o.MaxSeconds = 600
 	}
@@ -303,6 +306,47 @@ func (c *config) checkFamily() error {
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
 		}
 		c.rate = SampleRate
+	case FamilyWhisper:
+		m := c.infos["encoder"]
+		if n := metaInt(m, "n_mels"); n != 80 && n != 128 {
+			return backends.Invalidf("sherpa: encoder: metadata n_mels %d, want 80 or 128", n)
+		}
+		if ctx := metaInt(m, "n_text_ctx"); ctx < 4 || ctx > 4096 {
+			return backends.Invalidf("sherpa: encoder: metadata n_text_ctx %d outside 4..4096", ctx)
+		}
+		multi := metaInt(m, "is_multilingual") != 0
+		sot := strings.Split(m.Meta["sot_sequence"], ",")
+		if _, err := intList(m.Meta["sot_sequence"]); err != nil || multi && len(sot) < 3 {
+			// The decoder writes the language and the task into
+			// sot_sequence[1] and [2] of a multilingual model.
+			return backends.Invalidf("sherpa: encoder: metadata sot_sequence %q: want token IDs (3 for a multilingual model)", m.Meta["sot_sequence"])
+		}
+		langs := []string{"en"}
+		if multi {
+			codes, toks := strings.Split(m.Meta["all_language_codes"], ","), m.Meta["all_language_tokens"]
+			n, err := intList(toks)
+			if err != nil || n != len(codes) {
+				return backends.Invalidf("sherpa: encoder: metadata all_language_tokens and all_language_codes must list as many (the library exits otherwise)")
+			}
+			langs = codes
+		}
+		switch l := c.opts.Language; {
+		case l == "" || l == "auto":
+			c.opts.Language = "auto"
+			if !multi {
+				c.opts.Language = "en"
+			}
+		case !slices.Contains(langs, l):
+			return backends.Invalidf("sherpa: option language %q is not one of the model's (%s)", l, strings.Join(langs, ", "))
+		}
+		if c.opts.MaxSeconds > 30 {
+			// The library decodes the first 30 s and drops the rest.
+			if c.opts.maxSecondsSet {
+				return backends.Invalidf("sherpa: max_seconds %d: Whisper decodes at most 30 s", c.opts.MaxSeconds)
+			}
+			c.opts.MaxSeconds = 30
+		}
+		c.rate = SampleRate
 	case FamilyParaformer:
 		m := c.infos["model"]
 		if v := metaInt(m, "vocab_size"); v != c.nTokens {
@@ -451,6 +495,9 @@ func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
 	c, err := e.resolve(spec)
 	if err != nil {
 		return 0, err
+	}
+	if c.fam.perSlot {
+		return backends.LinearMB(40, 8+2*(c.bytes>>20), spec.Slots), nil
 	}
 	return backends.LinearMB(40+2*(c.bytes>>20), 8, spec.Slots), nil
 }

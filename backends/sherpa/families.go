@@ -25,6 +25,10 @@ type family struct {
 	files  []string           // option keys that must name a file
 	onnx   map[string]onnxReq // option key of an ONNX file -> its needs
 	tokens string             // "piper" or "asr": how tokens.txt is checked
+	// perSlot: the library object is not safe to share between slots, so
+	// each slot creates its own (whisper: its DecodeStream rewrites the
+	// shared decoder's config, std::string fields included, on every call).
+	perSlot bool
 }
 
 // onnxReq is what one ONNX file of a family must have.
@@ -45,6 +49,7 @@ const (
 	FamilyKokoro           = "kokoro"
 	FamilyParaformer       = "paraformer"
 	FamilyMatcha           = "matcha"
+	FamilyWhisper          = "whisper"
 )
 
 // senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
@@ -101,6 +106,22 @@ var families = map[string]family{
 			meta:    []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "neg_mean", "inv_stddev"},
 			intMeta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift"},
 		}},
+	},
+	FamilyWhisper: {
+		name: FamilyWhisper, task: "asr", files: []string{"encoder", "decoder", "tokens"}, tokens: "asr", perSlot: true,
+		onnx: map[string]onnxReq{
+			"encoder": {
+				inputs: []string{"mel"}, outputs: []string{"n_layer_cross_k", "n_layer_cross_v"},
+				meta: []string{"n_mels", "n_text_layer", "n_text_ctx", "n_text_state", "n_vocab", "sot", "eot", "blank_id", "translate",
+					"transcribe", "is_multilingual", "no_timestamps", "no_speech", "sot_sequence"},
+				intMeta: []string{"n_mels", "n_text_layer", "n_text_ctx", "n_text_state", "n_vocab", "sot", "eot", "blank_id", "translate",
+					"transcribe", "is_multilingual", "no_timestamps", "no_speech"},
+			},
+			"decoder": {
+				inputs:  []string{"tokens", "in_n_layer_self_k_cache", "in_n_layer_self_v_cache", "n_layer_cross_k", "n_layer_cross_v", "offset"},
+				outputs: []string{"logits", "out_n_layer_self_k_cache", "out_n_layer_self_v_cache"},
+			},
+		},
 	},
 	FamilyTransducer: {
 		name: FamilyTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",

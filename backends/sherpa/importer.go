@@ -24,6 +24,8 @@ import (
 // Validate checks the rest when the model is registered.
 //
 // Detection (release layouts of sherpa-onnx's archives):
+//   - NAME-encoder.onnx with Whisper's metadata (n_text_ctx),
+//     NAME-decoder.onnx, NAME-tokens.txt: whisper;
 //   - one *.onnx with metadata comment "piper", tokens.txt, espeak-ng-data/:
 //     vits (Piper; vits-piper-* archives);
 //   - model-steps-*.onnx (Matcha, metadata model_type matcha-tts) with a
@@ -154,6 +156,29 @@ func pick(names []string, prefix string) string {
 func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, string, error) {
 	read := func(f string) (onnxInfo, error) {
 		return readONNX(filepath.Join(dir, f), 1<<40)
+	}
+	// Whisper's archives name every file after the model: tiny.en-encoder.onnx,
+	// tiny.en-decoder.onnx, tiny.en-tokens.txt.
+	for _, f := range onnxFiles {
+		prefix, ok := strings.CutSuffix(f, "-encoder.onnx")
+		if !ok {
+			prefix, ok = strings.CutSuffix(f, "-encoder.int8.onnx")
+		}
+		if !ok {
+			continue
+		}
+		info, err := read(f)
+		if err != nil {
+			return nil, "", err
+		}
+		if _, ok := info.Meta["n_text_ctx"]; !ok {
+			continue
+		}
+		enc, dec := pick(onnxFiles, prefix+"-encoder"), pick(onnxFiles, prefix+"-decoder")
+		if _, err := os.Stat(filepath.Join(dir, prefix+"-tokens.txt")); err != nil || dec == "" {
+			return nil, "", backends.Invalidf("import: %s is a Whisper encoder; the folder needs %s-decoder.onnx and %s-tokens.txt", f, prefix, prefix)
+		}
+		return map[string]any{"family": FamilyWhisper, "encoder": enc, "decoder": dec, "tokens": prefix + "-tokens.txt"}, FamilyWhisper, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokens.txt")); err != nil {
 		return nil, "", backends.Invalidf("import: no tokens.txt: not a sherpa-onnx model folder this engine serves")

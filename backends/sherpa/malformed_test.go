@@ -227,6 +227,21 @@ func TestMalformedRefused(t *testing.T) {
 		{"matcha/lexicon", MatchaSynthetic, modify("model-steps-3.onnx", func(b []byte) []byte { return setMeta(t, b, "has_espeak", "0") }), "has_espeak 1"},
 		{"matcha/no-bos", MatchaSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "^ 1\n", "", 1)) }), `no "^"`},
 		{"matcha/truncated", MatchaSynthetic, modify("model-steps-3.onnx", func(b []byte) []byte { return b[:100] }), "not a valid ONNX model"},
+		{"whisper/sot", WhisperSynthetic, modify("tiny.en-encoder.onnx", func(b []byte) []byte { return setMeta(t, b, "sot_sequence", "x") }), "sot_sequence"},
+		{"whisper/multilingual", WhisperSynthetic, modify("tiny.en-encoder.onnx", func(b []byte) []byte { return setMeta(t, b, "is_multilingual", "1") }), "sot_sequence"},
+		{"whisper/mels", WhisperSynthetic, modify("tiny.en-encoder.onnx", func(b []byte) []byte { return setMeta(t, b, "n_mels", "40") }), "n_mels 40"},
+		{"whisper/decoder-inputs", WhisperSynthetic, func(t *testing.T, dir string) string {
+			b, err := os.ReadFile(filepath.Join(dir, "tiny.en-encoder.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "tiny.en-decoder.onnx"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, `no input "tokens"`},
+		{"whisper/language", WhisperSynthetic, opts(`{"language":"de"}`), `option language "de"`},
+		{"whisper/long", WhisperSynthetic, opts(`{"max_seconds":60}`), "at most 30 s"},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
 		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
@@ -252,6 +267,7 @@ func TestMalformedRefused(t *testing.T) {
 		KokoroSynthetic:     open(t, e, root, KokoroSynthetic, ""),
 		ParaformerSynthetic: open(t, e, root, ParaformerSynthetic, ""),
 		MatchaSynthetic:     open(t, e, root, MatchaSynthetic, ""),
+		WhisperSynthetic:    open(t, e, root, WhisperSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -268,7 +284,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -70,6 +70,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.TransducerSynthetic, asrRequests(t)},
 		{sherpa.SenseVoiceSynthetic, asrRequests(t)},
 		{sherpa.ParaformerSynthetic, asrRequests(t)},
+		{sherpa.WhisperSynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 	}
 	for _, c := range cases {

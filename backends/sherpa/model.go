@@ -69,7 +69,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice, FamilyParaformer:
+	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -83,6 +83,13 @@ func create(l *lib, c config) (*model, error) {
 			mc.NemoCtc.Model = cs.of(c.files["model"])
 		case FamilyParaformer:
 			mc.Paraformer.Model = cs.of(c.files["model"])
+		case FamilyWhisper:
+			lang := c.opts.Language
+			if lang == "auto" {
+				lang = ""
+			}
+			mc.Whisper = offWhisper{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Language: cs.of(lang), Task: cs.of("transcribe"), TailPaddings: -1}
+			cfg.Feat.FeatureDim = int32(metaInt(c.infos["encoder"], "n_mels"))
 		case FamilySenseVoice:
 			mc.SenseVoice = offSenseVoice{Model: cs.of(c.files["model"]), Language: cs.of(c.opts.Language)}
 		default:
@@ -176,6 +183,13 @@ type session struct {
 func (s *session) Clone(ctx context.Context, index int) (backends.Session, error) {
 	if s.closed {
 		return nil, fmt.Errorf("sherpa: session is closed")
+	}
+	if s.m.cfg.fam.perSlot {
+		m, err := create(s.m.lib, s.m.cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &session{m: m}, nil
 	}
 	s.m.acquire()
 	return &session{m: s.m}, nil

@@ -395,7 +395,75 @@ def matcha(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(PIPER_SYMBOLS)))
 
 
+def whisper(out, seed):
+    """Whisper as sherpa-onnx's export-onnx.py writes it (an English-only
+    model: is_multilingual 0), as offline-whisper-model.cc runs it: the
+    encoder maps mel [N, 80, T] to n_layer_cross_k and n_layer_cross_v
+    [layers, N, T, state]; the decoder maps tokens [N, L], the self-attention
+    caches [layers, N, ctx, state], the cross caches and offset [1] to
+    logits [N, L, vocab] and the new caches. The synthetic decoder's logits
+    follow the last token and the audio's mean, and <|endoftext|> grows
+    with the offset, so a transcript ends well within n_text_ctx."""
+    r = rng(seed)
+    pieces = [" " + w for w in "the a of to and in is it you that he was for on are with as his they be at one have this".split()] + \
+        list("abcdefghijklmnopqrstuvwxyz'")
+    n_text = len(pieces)
+    eot, sot, translate, transcribe, no_speech, no_timestamps = n_text, n_text + 1, n_text + 2, n_text + 3, n_text + 4, n_text + 5
+    vocab = n_text + 6
+    layers, ctx, state = 1, 24, 16
+    w = (r.standard_normal((80, state)) / np.sqrt(80)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Transpose", ["mel"], ["mt"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["mt", "w"], ["k"]),
+         helper.make_node("Unsqueeze", ["k", "ax0"], ["n_layer_cross_k"]),
+         helper.make_node("Mul", ["n_layer_cross_k", "half"], ["n_layer_cross_v"])],
+        "encoder", [helper.make_tensor_value_info("mel", TensorProto.FLOAT, ["N", 80, "T"])],
+        [helper.make_tensor_value_info("n_layer_cross_k", TensorProto.FLOAT, [layers, "N", "T", state]),
+         helper.make_tensor_value_info("n_layer_cross_v", TensorProto.FLOAT, [layers, "N", "T", state])],
+        [init("w", w), const_i64("ax0", [0]), const_f32("half", [0.5])])
+    save(g, os.path.join(out, "tiny.en-encoder.onnx"), {
+        "model_type": "whisper-tiny.en", "n_mels": 80, "n_audio_ctx": 1500, "n_text_layer": layers, "n_text_ctx": ctx,
+        "n_text_state": state, "n_vocab": vocab, "sot": sot, "eot": eot, "blank_id": 0, "translate": translate,
+        "transcribe": transcribe, "is_multilingual": 0, "no_timestamps": no_timestamps, "no_speech": no_speech,
+        "sot_sequence": str(sot), "sot_prev": 0, "sot_lm": 0,
+    })
+    emb = (r.standard_normal((vocab, vocab)) * 2).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[eot + 1:] = -30.0
+    bias[eot] = -6.0
+    onehot = np.zeros(vocab, dtype=np.float32)
+    onehot[eot] = 0.6
+    cross = (r.standard_normal(vocab) * 4).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["emb", "tokens"], ["e"], axis=0),
+             helper.make_node("ReduceMean", ["n_layer_cross_k"], ["cm"], axes=[0, 2, 3], keepdims=0),
+             helper.make_node("Reshape", ["cm", "n11"], ["cm3"]),
+             helper.make_node("Mul", ["cm3", "cross"], ["ct"]),
+             helper.make_node("Cast", ["offset"], ["of"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["of", "onehot"], ["et"]),
+             helper.make_node("Add", ["e", "ct"], ["l1"]),
+             helper.make_node("Add", ["l1", "et"], ["l2"]),
+             helper.make_node("Add", ["l2", "bias"], ["logits"]),
+             helper.make_node("Identity", ["in_n_layer_self_k_cache"], ["out_n_layer_self_k_cache"]),
+             helper.make_node("Identity", ["in_n_layer_self_v_cache"], ["out_n_layer_self_v_cache"])]
+    g = helper.make_graph(nodes, "decoder",
+                          [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", "L"]),
+                           helper.make_tensor_value_info("in_n_layer_self_k_cache", TensorProto.FLOAT, [layers, "N", ctx, state]),
+                           helper.make_tensor_value_info("in_n_layer_self_v_cache", TensorProto.FLOAT, [layers, "N", ctx, state]),
+                           helper.make_tensor_value_info("n_layer_cross_k", TensorProto.FLOAT, [layers, "N", "T", state]),
+                           helper.make_tensor_value_info("n_layer_cross_v", TensorProto.FLOAT, [layers, "N", "T", state]),
+                           helper.make_tensor_value_info("offset", TensorProto.INT64, [1])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "L", vocab]),
+                           helper.make_tensor_value_info("out_n_layer_self_k_cache", TensorProto.FLOAT, [layers, "N", ctx, state]),
+                           helper.make_tensor_value_info("out_n_layer_self_v_cache", TensorProto.FLOAT, [layers, "N", ctx, state])],
+                          [init("emb", emb), init("bias", bias), init("onehot", onehot), init("cross", cross), const_i64("n11", [-1, 1, 1])])
+    save(g, os.path.join(out, "tiny.en-decoder.onnx"), {"model_type": "whisper-tiny.en"})
+    import base64
+    write(os.path.join(out, "tiny.en-tokens.txt"),
+          "".join("%s %d\n" % (base64.b64encode(p.encode()).decode(), i) for i, p in enumerate(pieces)))
+
+
 FAMILIES = {
+    "whisper": whisper,
     "matcha": matcha,
     "paraformer": paraformer,
     "kokoro": kokoro,
