@@ -25,10 +25,11 @@ const (
 	ParaformerSynthetic = "sherpa-paraformer-synthetic"
 	MatchaSynthetic     = "sherpa-matcha-synthetic"
 	WhisperSynthetic    = "sherpa-whisper-synthetic"
+	MoonshineSynthetic  = "sherpa-moonshine-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -56,6 +57,9 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyParaformer, "model": "model.onnx", "tokens": "tokens.txt"}},
 	WhisperSynthetic: {"whisper", 40, "synthetic English-only Whisper exported to ONNX (tiny.en-encoder.onnx, tiny.en-decoder.onnx, tiny.en-tokens.txt)",
 		map[string]any{"family": FamilyWhisper, "encoder": "tiny.en-encoder.onnx", "decoder": "tiny.en-decoder.onnx", "tokens": "tiny.en-tokens.txt"}},
+	MoonshineSynthetic: {"moonshine", 41, "synthetic Moonshine v1 recognizer (preprocess.onnx, encode.int8.onnx, uncached_decode.int8.onnx, cached_decode.int8.onnx, tokens.txt)",
+		map[string]any{"family": FamilyMoonshine, "preprocessor": "preprocess.onnx", "encoder": "encode.int8.onnx", "uncached_decoder": "uncached_decode.int8.onnx",
+			"cached_decoder": "cached_decode.int8.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

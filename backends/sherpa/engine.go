@@ -31,10 +31,15 @@ type Options struct {
 	Voices  string `json:"voices,omitempty"`   // Kokoro's voices.bin (style vectors)
 	// AcousticModel and Vocoder are Matcha's two models.
 	AcousticModel string `json:"acoustic_model,omitempty"`
-	Vocoder       string `json:"vocoder,omitempty"`
-	Encoder       string `json:"encoder,omitempty"`
-	Decoder       string `json:"decoder,omitempty"`
-	Joiner        string `json:"joiner,omitempty"`
+	// Preprocessor, UncachedDecoder and CachedDecoder are Moonshine's
+	// (with Encoder).
+	Preprocessor    string `json:"preprocessor,omitempty"`
+	UncachedDecoder string `json:"uncached_decoder,omitempty"`
+	CachedDecoder   string `json:"cached_decoder,omitempty"`
+	Vocoder         string `json:"vocoder,omitempty"`
+	Encoder         string `json:"encoder,omitempty"`
+	Decoder         string `json:"decoder,omitempty"`
+	Joiner          string `json:"joiner,omitempty"`
 	// ModelType is passed to the recognizer (e.g. nemo_transducer for
 	// Parakeet TDT); "" lets the library read it from the model.
 	ModelType string `json:"model_type,omitempty"`
@@ -154,7 +159,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("sherpa: noise_scale, noise_scale_w in 0..2 and length_scale in 0.1..10")
 	}
 	c := config{name: cp.Name, dir: cp.Dir, fam: fam, opts: o, files: map[string]string{}, infos: map[string]onnxInfo{}}
-	named := map[string]string{"acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
+	named := map[string]string{"preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
 	for _, k := range fam.files {
 		if named[k] == "" {
 			return config{}, backends.Invalidf("sherpa: family %s needs option %s (a file of the checkpoint)", fam.name, k)
@@ -304,6 +309,22 @@ func (c *config) checkFamily() error {
 			c.opts.Language = "auto"
 		case !slices.Contains(senseVoiceLangs, l):
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
+		}
+		c.rate = SampleRate
+	case FamilyMoonshine:
+		// The library feeds the models positionally: audio; features and
+		// their length; tokens, encoder_out and seq_len, then (cached) the
+		// states the uncached decoder returned after its logits.
+		pre, enc, un, ca := c.infos["preprocessor"], c.infos["encoder"], c.infos["uncached_decoder"], c.infos["cached_decoder"]
+		switch {
+		case len(pre.Inputs) != 1:
+			return backends.Invalidf("sherpa: preprocessor: %d inputs, want the audio alone", len(pre.Inputs))
+		case len(enc.Inputs) != 2:
+			return backends.Invalidf("sherpa: encoder: %d inputs, want features and features_len", len(enc.Inputs))
+		case len(un.Inputs) != 3 || len(un.Outputs) < 2:
+			return backends.Invalidf("sherpa: uncached_decoder: %d inputs and %d outputs, want 3 and logits plus states", len(un.Inputs), len(un.Outputs))
+		case len(ca.Inputs) != 3+len(un.Outputs)-1 || len(ca.Outputs) != len(un.Outputs):
+			return backends.Invalidf("sherpa: cached_decoder: %d inputs and %d outputs; the uncached decoder's %d states need %d and %d", len(ca.Inputs), len(ca.Outputs), len(un.Outputs)-1, 3+len(un.Outputs)-1, len(un.Outputs))
 		}
 		c.rate = SampleRate
 	case FamilyWhisper:

@@ -50,6 +50,7 @@ const (
 	FamilyParaformer       = "paraformer"
 	FamilyMatcha           = "matcha"
 	FamilyWhisper          = "whisper"
+	FamilyMoonshine        = "moonshine"
 )
 
 // senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
@@ -122,6 +123,10 @@ var families = map[string]family{
 				outputs: []string{"logits", "out_n_layer_self_k_cache", "out_n_layer_self_v_cache"},
 			},
 		},
+	},
+	FamilyMoonshine: {
+		name: FamilyMoonshine, task: "asr", files: []string{"preprocessor", "encoder", "uncached_decoder", "cached_decoder", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{"preprocessor": {}, "encoder": {}, "uncached_decoder": {}, "cached_decoder": {}},
 	},
 	FamilyTransducer: {
 		name: FamilyTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",

@@ -33,6 +33,8 @@ import (
 //     matcha (copy the vocoder, released apart, into the folder);
 //   - one *.onnx with metadata style_dim, voices.bin, tokens.txt,
 //     espeak-ng-data/: kokoro (kokoro-en-v0_19);
+//   - preprocess*.onnx, encode*.onnx, uncached_decode*.onnx,
+//     cached_decode*.onnx, tokens.txt: moonshine (v1);
 //   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
 //     transducer, streaming (online-transducer) when the encoder's
 //     metadata has decode_chunk_len, else offline (transducer);
@@ -182,6 +184,9 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokens.txt")); err != nil {
 		return nil, "", backends.Invalidf("import: no tokens.txt: not a sherpa-onnx model folder this engine serves")
+	}
+	if pre, enc, un, ca := pick(onnxFiles, "preprocess"), pick(onnxFiles, "encode"), pick(onnxFiles, "uncached_decode"), pick(onnxFiles, "cached_decode"); pre != "" && enc != "" && un != "" && ca != "" {
+		return map[string]any{"family": FamilyMoonshine, "preprocessor": pre, "encoder": enc, "uncached_decoder": un, "cached_decoder": ca, "tokens": "tokens.txt"}, FamilyMoonshine, nil
 	}
 	if enc, dec, join := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"), pick(onnxFiles, "joiner"); enc != "" && dec != "" && join != "" {
 		info, err := read(enc)

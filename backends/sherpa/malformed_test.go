@@ -242,6 +242,18 @@ func TestMalformedRefused(t *testing.T) {
 		}, `no input "tokens"`},
 		{"whisper/language", WhisperSynthetic, opts(`{"language":"de"}`), `option language "de"`},
 		{"whisper/long", WhisperSynthetic, opts(`{"max_seconds":60}`), "at most 30 s"},
+		{"moonshine/states", MoonshineSynthetic, func(t *testing.T, dir string) string {
+			b, err := os.ReadFile(filepath.Join(dir, "uncached_decode.int8.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "cached_decode.int8.onnx"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, "cached_decoder: 3 inputs"},
+		{"moonshine/truncated", MoonshineSynthetic, modify("encode.int8.onnx", func(b []byte) []byte { return b[:len(b)/3] }), "not a valid ONNX model"},
+		{"moonshine/no-preprocessor", MoonshineSynthetic, remove("preprocess.onnx"), "preprocess"},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
 		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
@@ -268,6 +280,7 @@ func TestMalformedRefused(t *testing.T) {
 		ParaformerSynthetic: open(t, e, root, ParaformerSynthetic, ""),
 		MatchaSynthetic:     open(t, e, root, MatchaSynthetic, ""),
 		WhisperSynthetic:    open(t, e, root, WhisperSynthetic, ""),
+		MoonshineSynthetic:  open(t, e, root, MoonshineSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -284,7 +297,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -71,6 +71,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.SenseVoiceSynthetic, asrRequests(t)},
 		{sherpa.ParaformerSynthetic, asrRequests(t)},
 		{sherpa.WhisperSynthetic, asrRequests(t)},
+		{sherpa.MoonshineSynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 	}
 	for _, c := range cases {

@@ -69,7 +69,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper:
+	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -83,6 +83,9 @@ func create(l *lib, c config) (*model, error) {
 			mc.NemoCtc.Model = cs.of(c.files["model"])
 		case FamilyParaformer:
 			mc.Paraformer.Model = cs.of(c.files["model"])
+		case FamilyMoonshine:
+			mc.Moonshine = offMoonshine{Preprocessor: cs.of(c.files["preprocessor"]), Encoder: cs.of(c.files["encoder"]),
+				UncachedDecoder: cs.of(c.files["uncached_decoder"]), CachedDecoder: cs.of(c.files["cached_decoder"])}
 		case FamilyWhisper:
 			lang := c.opts.Language
 			if lang == "auto" {

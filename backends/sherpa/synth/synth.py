@@ -462,7 +462,74 @@ def whisper(out, seed):
           "".join("%s %d\n" % (base64.b64encode(p.encode()).decode(), i) for i, p in enumerate(pieces)))
 
 
+def moonshine(out, seed):
+    """Moonshine v1 (as offline-moonshine-model.cc runs it): the
+    preprocessor maps audio [1, S] to features [1, T, D]; the encoder
+    features and features_len [1] int32 to encoder_out [1, T, D]; the
+    uncached decoder tokens [1, 1] int32, encoder_out and seq_len [1] int32
+    to logits [1, 1, vocab] and the decoder's states; the cached decoder
+    takes those states back and returns new ones. Greedy search starts at
+    token 1 and stops at 2; the synthetic end grows with seq_len."""
+    r = rng(seed)
+    dim = 32
+    toks = ["<unk>", "<s>", "</s>"] + ASR_PIECES[1:]
+    vocab = len(toks)
+    conv = (r.standard_normal((dim, 1, 384)) / np.sqrt(384) * 40).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["audio_signal", "ax1"], ["a3"]),
+         helper.make_node("Conv", ["a3", "conv"], ["c"], strides=[384]),
+         helper.make_node("Transpose", ["c"], ["features"], perm=[0, 2, 1])],
+        "preprocessor", [helper.make_tensor_value_info("audio_signal", TensorProto.FLOAT, [1, "S"])],
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, "T", dim])],
+        [init("conv", conv), const_i64("ax1", [1])])
+    save(g, os.path.join(out, "preprocess.onnx"), {"model_type": "moonshine"})
+    w = (r.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["features", "w"], ["m"]), helper.make_node("Tanh", ["m"], ["encoder_out"]),
+         helper.make_node("Identity", ["features_len"], ["unused_len"])],
+        "encoder", [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, "T", dim]),
+                    helper.make_tensor_value_info("features_len", TensorProto.INT32, [1])],
+        [helper.make_tensor_value_info("encoder_out", TensorProto.FLOAT, [1, "T", dim]),
+         helper.make_tensor_value_info("unused_len", TensorProto.INT32, [1])], [init("w", w)])
+    save(g, os.path.join(out, "encode.int8.onnx"), {"model_type": "moonshine"})
+    emb = (r.standard_normal((vocab, vocab)) * 2).astype(np.float32)
+    proj = (r.standard_normal((dim, vocab)) * 3).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[:2] = -30.0
+    bias[2] = -5.0
+    onehot = np.zeros(vocab, dtype=np.float32)
+    onehot[2] = 0.5
+
+    def decoder(name, cached):
+        nodes = [helper.make_node("Cast", ["tokens"], ["t64"], to=TensorProto.INT64),
+                 helper.make_node("Gather", ["emb", "t64"], ["e"], axis=0),
+                 helper.make_node("Cast", ["seq_len"], ["sl"], to=TensorProto.FLOAT),
+                 helper.make_node("Mul", ["sl", "onehot"], ["eo"]),
+                 helper.make_node("Add", ["e", "eo"], ["l0"])]
+        inputs = [helper.make_tensor_value_info("tokens", TensorProto.INT32, [1, 1]),
+                  helper.make_tensor_value_info("encoder_out", TensorProto.FLOAT, [1, "T", dim]),
+                  helper.make_tensor_value_info("seq_len", TensorProto.INT32, [1])]
+        if cached:
+            inputs.append(helper.make_tensor_value_info("state_in", TensorProto.FLOAT, [1, 1, dim]))
+            nodes.append(helper.make_node("Identity", ["state_in"], ["state_out"]))
+        else:
+            nodes.append(helper.make_node("ReduceMean", ["encoder_out"], ["state_out"], axes=[1], keepdims=1))
+        nodes += [helper.make_node("MatMul", ["state_out", "proj"], ["sp"]),
+                  helper.make_node("Add", ["l0", "sp"], ["l1"]),
+                  helper.make_node("Add", ["l1", "bias"], ["logits"])]
+        g = helper.make_graph(nodes, name, inputs,
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab]),
+                               helper.make_tensor_value_info("state_out", TensorProto.FLOAT, [1, 1, dim])],
+                              [init("emb", emb), init("proj", proj), init("bias", bias), init("onehot", onehot)])
+        save(g, os.path.join(out, name + ".int8.onnx"), {"model_type": "moonshine"})
+
+    decoder("uncached_decode", False)
+    decoder("cached_decode", True)
+    write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+
+
 FAMILIES = {
+    "moonshine": moonshine,
     "whisper": whisper,
     "matcha": matcha,
     "paraformer": paraformer,
