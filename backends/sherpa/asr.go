@@ -76,7 +76,7 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 // that one, and none when the model detects it (the answer then carries
 // the detected one, "" here).
 func (c *config) requestLanguage(asked string) (string, error) {
-	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper {
+	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper || c.fam.name == FamilyCanary {
 		if c.opts.Language == "auto" {
 			if asked != "" {
 				return "", backends.Invalidf("sherpa: language %q: this model detects the language itself (option language auto); send none, or register the checkpoint with option language set", asked)

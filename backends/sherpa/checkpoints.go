@@ -26,10 +26,11 @@ const (
 	MatchaSynthetic     = "sherpa-matcha-synthetic"
 	WhisperSynthetic    = "sherpa-whisper-synthetic"
 	MoonshineSynthetic  = "sherpa-moonshine-synthetic"
+	CanarySynthetic     = "sherpa-canary-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, StreamingSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -60,6 +61,8 @@ var synthetic = map[string]struct {
 	MoonshineSynthetic: {"moonshine", 41, "synthetic Moonshine v1 recognizer (preprocess.onnx, encode.int8.onnx, uncached_decode.int8.onnx, cached_decode.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyMoonshine, "preprocessor": "preprocess.onnx", "encoder": "encode.int8.onnx", "uncached_decoder": "uncached_decode.int8.onnx",
 			"cached_decoder": "cached_decode.int8.onnx", "tokens": "tokens.txt"}},
+	CanarySynthetic: {"canary", 42, "synthetic NeMo Canary recognizer (canary-180m-flash layout: encoder.int8.onnx, decoder.int8.onnx, tokens.txt)",
+		map[string]any{"family": FamilyCanary, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

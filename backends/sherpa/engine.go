@@ -311,6 +311,52 @@ func (c *config) checkFamily() error {
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
 		}
 		c.rate = SampleRate
+	case FamilyCanary:
+		enc, dec := c.infos["encoder"], c.infos["decoder"]
+		if mt := enc.Meta["model_type"]; mt != "EncDecMultiTaskModel" {
+			return backends.Invalidf("sherpa: encoder: metadata model_type %q, want EncDecMultiTaskModel", mt)
+		}
+		if v := metaInt(enc, "vocab_size"); v != c.nTokens {
+			return backends.Invalidf("sherpa: encoder: metadata vocab_size %d but tokens has %d (the library exits on it)", v, c.nTokens)
+		}
+		if f := metaInt(enc, "feat_dim"); f != 80 && f != 128 {
+			return backends.Invalidf("sherpa: encoder: metadata feat_dim %d, want 80 or 128", f)
+		}
+		layers := 6
+		if v, ok := enc.Meta["num_decoder_layers"]; ok {
+			layers, _ = strconv.Atoi(v)
+		}
+		if layers < 1 || layers > 64 {
+			return backends.Invalidf("sherpa: encoder: metadata num_decoder_layers %d outside 1..64", layers)
+		}
+		switch {
+		case len(enc.Inputs) != 2 || len(enc.Outputs) != 3:
+			return backends.Invalidf("sherpa: encoder: %d inputs and %d outputs, want features and length in, states, length and mask out", len(enc.Inputs), len(enc.Outputs))
+		case len(dec.Inputs) != 3+layers || len(dec.Outputs) != 1+layers:
+			return backends.Invalidf("sherpa: decoder: %d inputs and %d outputs; %d decoder layers need %d and %d", len(dec.Inputs), len(dec.Outputs), layers, 3+layers, 1+layers)
+		}
+		b, err := os.ReadFile(c.files["tokens"])
+		if err != nil {
+			return backends.Invalidf("sherpa: tokens: %v", err)
+		}
+		have := map[string]bool{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 {
+				have[f[0]] = true
+			}
+		}
+		for _, t := range canaryTokens {
+			if !have[t] {
+				return backends.Invalidf("sherpa: tokens has no %s (Canary's prompt needs it)", t)
+			}
+		}
+		switch l := c.opts.Language; {
+		case l == "" || l == "auto":
+			c.opts.Language = "en"
+		case !slices.Contains([]string{"en", "es", "de", "fr"}, l):
+			return backends.Invalidf("sherpa: option language %q: Canary takes en, es, de, fr", l)
+		}
+		c.rate = SampleRate
 	case FamilyMoonshine:
 		// The library feeds the models positionally: audio; features and
 		// their length; tokens, encoder_out and seq_len, then (cached) the

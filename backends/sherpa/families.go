@@ -51,7 +51,13 @@ const (
 	FamilyMatcha           = "matcha"
 	FamilyWhisper          = "whisper"
 	FamilyMoonshine        = "moonshine"
+	FamilyCanary           = "canary"
 )
+
+// canaryTokens are the tokens sherpa-onnx's Canary decoder looks up
+// unchecked (its prompt and its end).
+var canaryTokens = []string{"<|endoftext|>", "<|startofcontext|>", "<|startoftranscript|>", "<|emo:undefined|>", "<|en|>", "<|es|>",
+	"<|de|>", "<|fr|>", "<|pnc|>", "<|nopnc|>", "<|noitn|>", "<|notimestamp|>", "<|nodiarize|>"}
 
 // senseVoiceLangs are the languages SenseVoice's metadata maps (lang_*),
 // in sherpa-onnx's option spelling.
@@ -127,6 +133,17 @@ var families = map[string]family{
 	FamilyMoonshine: {
 		name: FamilyMoonshine, task: "asr", files: []string{"preprocessor", "encoder", "uncached_decoder", "cached_decoder", "tokens"}, tokens: "asr",
 		onnx: map[string]onnxReq{"preprocessor": {}, "encoder": {}, "uncached_decoder": {}, "cached_decoder": {}},
+	},
+	FamilyCanary: {
+		name: FamilyCanary, task: "asr", files: []string{"encoder", "decoder", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{
+			"encoder": {
+				meta:    []string{"model_type", "vocab_size", "subsampling_factor", "feat_dim"},
+				intMeta: []string{"vocab_size", "subsampling_factor", "feat_dim"},
+				metaHas: map[string]string{"model_type": "EncDecMultiTaskModel"},
+			},
+			"decoder": {},
+		},
 	},
 	FamilyTransducer: {
 		name: FamilyTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",

@@ -91,6 +91,7 @@ func TestHTTP(t *testing.T) {
 		{ID: "matcha", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaSynthetic, Slots: two, Options: over}},
 		{ID: "whisper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.WhisperSynthetic, Slots: two, Options: over}},
 		{ID: "moonshine", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.MoonshineSynthetic, Slots: two, Options: over}},
+		{ID: "canary", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.CanarySynthetic, Slots: two, Options: over}},
 		{ID: "paraformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.ParaformerSynthetic, Slots: two, Options: over}},
 	}); err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestHTTP(t *testing.T) {
 	}
 	// Every other recognizer answers through the route; those with token
 	// times give words.
-	for _, id := range []string{"zipformer", "sense-voice", "paraformer", "whisper", "moonshine", "stream"} {
+	for _, id := range []string{"zipformer", "sense-voice", "paraformer", "whisper", "moonshine", "canary", "stream"} {
 		code, body := transcribe("model", id, "response_format", "verbose_json", "timestamp_granularities[]", "word")
 		var r struct {
 			Text     string

@@ -35,6 +35,8 @@ import (
 //     espeak-ng-data/: kokoro (kokoro-en-v0_19);
 //   - preprocess*.onnx, encode*.onnx, uncached_decode*.onnx,
 //     cached_decode*.onnx, tokens.txt: moonshine (v1);
+//   - encoder*.onnx (metadata model_type EncDecMultiTaskModel),
+//     decoder*.onnx, tokens.txt: canary;
 //   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
 //     transducer, streaming (online-transducer) when the encoder's
 //     metadata has decode_chunk_len, else offline (transducer);
@@ -187,6 +189,11 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 	}
 	if pre, enc, un, ca := pick(onnxFiles, "preprocess"), pick(onnxFiles, "encode"), pick(onnxFiles, "uncached_decode"), pick(onnxFiles, "cached_decode"); pre != "" && enc != "" && un != "" && ca != "" {
 		return map[string]any{"family": FamilyMoonshine, "preprocessor": pre, "encoder": enc, "uncached_decoder": un, "cached_decoder": ca, "tokens": "tokens.txt"}, FamilyMoonshine, nil
+	}
+	if enc, dec := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"); enc != "" && dec != "" && pick(onnxFiles, "joiner") == "" {
+		if info, err := read(enc); err == nil && info.Meta["model_type"] == "EncDecMultiTaskModel" {
+			return map[string]any{"family": FamilyCanary, "encoder": enc, "decoder": dec, "tokens": "tokens.txt"}, FamilyCanary, nil
+		}
 	}
 	if enc, dec, join := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"), pick(onnxFiles, "joiner"); enc != "" && dec != "" && join != "" {
 		info, err := read(enc)

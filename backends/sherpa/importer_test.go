@@ -23,12 +23,13 @@ func TestImportDetectsFamilies(t *testing.T) {
 		ParaformerSynthetic: {},
 		MatchaSynthetic:     {},
 		MoonshineSynthetic:  {},
+		CanarySynthetic:     {},
 		WhisperSynthetic:    {"tiny.en-encoder.onnx": "base.en-encoder.int8.onnx", "tiny.en-decoder.onnx": "base.en-decoder.int8.onnx", "tiny.en-tokens.txt": "base.en-tokens.txt"},
 		SenseVoiceSynthetic: {"model.onnx": "model.int8.onnx"},
 		TransducerSynthetic: {"encoder.onnx": "encoder-epoch-99-avg-1.onnx", "decoder.onnx": "decoder-epoch-99-avg-1.onnx", "joiner.onnx": "joiner-epoch-99-avg-1.onnx"},
 		StreamingSynthetic:  {"encoder.onnx": "encoder-epoch-99-avg-1-chunk-16-left-128.int8.onnx", "decoder.onnx": "decoder-epoch-99-avg-1-chunk-16-left-128.onnx", "joiner.onnx": "joiner-epoch-99-avg-1-chunk-16-left-128.int8.onnx"},
 	}
-	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
+	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
 	for name, ren := range renames {
 		dir := copyCheckpoint(t, root, name)
 		if err := os.Remove(filepath.Join(dir, catalogue.ManifestName)); err != nil {

@@ -254,6 +254,11 @@ func TestMalformedRefused(t *testing.T) {
 		}, "cached_decoder: 3 inputs"},
 		{"moonshine/truncated", MoonshineSynthetic, modify("encode.int8.onnx", func(b []byte) []byte { return b[:len(b)/3] }), "not a valid ONNX model"},
 		{"moonshine/no-preprocessor", MoonshineSynthetic, remove("preprocess.onnx"), "preprocess"},
+		{"canary/prompt-token", CanarySynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<|nodiarize|>", "<|diarize|>", 1)) }), "no <|nodiarize|>"},
+		{"canary/model-type", CanarySynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "model_type", "EncDecCTCModelBPE") }), `"model_type"`},
+		{"canary/layers", CanarySynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "num_decoder_layers", "6") }), "6 decoder layers"},
+		{"canary/vocab", CanarySynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "vocab_size", "99") }), "vocab_size 99"},
+		{"canary/language", CanarySynthetic, opts(`{"language":"it"}`), `option language "it"`},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
 		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
@@ -281,6 +286,7 @@ func TestMalformedRefused(t *testing.T) {
 		MatchaSynthetic:     open(t, e, root, MatchaSynthetic, ""),
 		WhisperSynthetic:    open(t, e, root, WhisperSynthetic, ""),
 		MoonshineSynthetic:  open(t, e, root, MoonshineSynthetic, ""),
+		CanarySynthetic:     open(t, e, root, CanarySynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -297,7 +303,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -72,6 +72,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.ParaformerSynthetic, asrRequests(t)},
 		{sherpa.WhisperSynthetic, asrRequests(t)},
 		{sherpa.MoonshineSynthetic, asrRequests(t)},
+		{sherpa.CanarySynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 	}
 	for _, c := range cases {

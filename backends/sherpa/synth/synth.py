@@ -528,7 +528,77 @@ def moonshine(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
 
 
+CANARY_SPECIALS = ["<|endoftext|>", "<|startofcontext|>", "<|startoftranscript|>", "<|emo:undefined|>", "<|en|>", "<|es|>",
+                   "<|de|>", "<|fr|>", "<|pnc|>", "<|nopnc|>", "<|noitn|>", "<|notimestamp|>", "<|nodiarize|>"]
+
+
+def canary(out, seed):
+    """NeMo Canary (EncDecMultiTaskModel, canary-180m-flash's export, as
+    offline-canary-model.cc runs it): the encoder maps features [1, T, 128]
+    and their length to encoder states [1, T/8, H], the length and a mask;
+    the decoder maps (token, position) [1, 2] int32, one growing state
+    [1, t, H] per layer, the encoder states and mask to logits
+    [1, 1, vocab] and the states one step longer. The prompt's tokens
+    (<|startofcontext|>, ..., <|nodiarize|>) must be in tokens.txt."""
+    r = rng(seed)
+    feat, hid, layers = 128, 16, 1
+    toks = ["<unk>"] + CANARY_SPECIALS + ASR_PIECES[1:]
+    vocab = len(toks)
+    w = (r.standard_normal((feat, hid)) / np.sqrt(feat)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Slice", ["x", "st", "en", "ax1", "step"], ["xs"]),
+         helper.make_node("MatMul", ["xs", "w"], ["encoder_states"]),
+         helper.make_node("Div", ["x_len", "eight"], ["encoded_lengths"]),
+         helper.make_node("ReduceMean", ["encoder_states"], ["es"], axes=[2], keepdims=0),
+         helper.make_node("Greater", ["es", "neg_inf"], ["encoder_mask"])],
+        "encoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "T", feat]),
+                    helper.make_tensor_value_info("x_len", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("encoder_states", TensorProto.FLOAT, [1, "T8", hid]),
+         helper.make_tensor_value_info("encoded_lengths", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("encoder_mask", TensorProto.BOOL, [1, "T8"])],
+        [init("w", w), const_i64("st", [0]), const_i64("en", [1 << 30]), const_i64("ax1", [1]), const_i64("step", [8]),
+         const_i64("eight", [8]), const_f32("neg_inf", [-1e30])])
+    save(g, os.path.join(out, "encoder.int8.onnx"), {
+        "model_type": "EncDecMultiTaskModel", "vocab_size": vocab, "normalize_type": "per_feature",
+        "subsampling_factor": 8, "feat_dim": feat, "num_decoder_layers": layers, "decoder_hidden_size": hid,
+    })
+    emb = (r.standard_normal((vocab, hid)) * 0.5).astype(np.float32)
+    out_w = (r.standard_normal((hid, vocab)) * 3).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[1:len(CANARY_SPECIALS) + 1] = -30.0  # no special token but the end
+    bias[1] = -4.0
+    onehot = np.zeros(vocab, dtype=np.float32)
+    onehot[1] = 0.4
+    nodes = [helper.make_node("Cast", ["decoder_input_ids"], ["ids"], to=TensorProto.INT64),
+             helper.make_node("Slice", ["ids", "c0", "c1", "c1"], ["tok"]),    # [1, 1]
+             helper.make_node("Slice", ["ids", "c1", "c2", "c1"], ["pos"]),    # [1, 1]
+             helper.make_node("Gather", ["emb", "tok"], ["e"], axis=0),        # [1, 1, H]
+             helper.make_node("ReduceMean", ["encoder_states"], ["em"], axes=[1], keepdims=1),  # [1, 1, H]
+             helper.make_node("Add", ["e", "em"], ["h"]),
+             helper.make_node("Concat", ["decoder_mems", "h"], ["new_mems"], axis=1),
+             helper.make_node("ReduceMean", ["new_mems"], ["hm"], axes=[1], keepdims=1),
+             helper.make_node("Tanh", ["hm"], ["ht"]),
+             helper.make_node("MatMul", ["ht", "out_w"], ["l0"]),
+             helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["posf", "c2"], ["pos3"]),
+             helper.make_node("Mul", ["pos3", "onehot"], ["eo"]),
+             helper.make_node("Add", ["l0", "eo"], ["l1"]),
+             helper.make_node("Add", ["l1", "bias"], ["logits"])]
+    g = helper.make_graph(nodes, "decoder",
+                          [helper.make_tensor_value_info("decoder_input_ids", TensorProto.INT32, [1, 2]),
+                           helper.make_tensor_value_info("decoder_mems", TensorProto.FLOAT, [1, "t", hid]),
+                           helper.make_tensor_value_info("encoder_states", TensorProto.FLOAT, [1, "T8", hid]),
+                           helper.make_tensor_value_info("encoder_mask", TensorProto.BOOL, [1, "T8"])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab]),
+                           helper.make_tensor_value_info("new_mems", TensorProto.FLOAT, [1, "t1", hid])],
+                          [init("emb", emb), init("out_w", out_w), init("bias", bias), init("onehot", onehot),
+                           const_i64("c0", [0]), const_i64("c1", [1]), const_i64("c2", [2])])
+    save(g, os.path.join(out, "decoder.int8.onnx"), {"model_type": "EncDecMultiTaskModel"})
+    write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+
+
 FAMILIES = {
+    "canary": canary,
     "moonshine": moonshine,
     "whisper": whisper,
     "matcha": matcha,
