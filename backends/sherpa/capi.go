@@ -350,3 +350,45 @@ type onResult struct {
 	Count      int32   `c:"count"`
 	JSON       cstr    `c:"json"`
 }
+
+// Speaker diarization.
+
+type pyannoteConfig struct {
+	Model            cstr    `c:"model"`
+	WindowShiftRatio float32 `c:"window_shift_ratio"`
+}
+
+type segmentationConfig struct {
+	Pyannote   pyannoteConfig `c:"pyannote"`
+	NumThreads int32          `c:"num_threads"`
+	Debug      int32          `c:"debug"`
+	Provider   cstr           `c:"provider"`
+}
+
+type embeddingConfig struct {
+	Model      cstr  `c:"model"`
+	NumThreads int32 `c:"num_threads"`
+	Debug      int32 `c:"debug"`
+	Provider   cstr  `c:"provider"`
+}
+
+type clusteringConfig struct {
+	NumClusters       int32   `c:"num_clusters"`
+	Threshold         float32 `c:"threshold"`
+	ComputeConfidence int32   `c:"compute_confidence"`
+}
+
+type diarizationConfig struct {
+	Segmentation   segmentationConfig `c:"segmentation"`
+	Embedding      embeddingConfig    `c:"embedding"`
+	Clustering     clusteringConfig   `c:"clustering"`
+	MinDurationOn  float32            `c:"min_duration_on"`
+	MinDurationOff float32            `c:"min_duration_off"`
+}
+
+type diarizationSegment struct {
+	Start      float32 `c:"start"`
+	End        float32 `c:"end"`
+	Speaker    int32   `c:"speaker"`
+	Confidence float32 `c:"confidence"`
+}

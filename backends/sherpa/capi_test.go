@@ -50,6 +50,12 @@ var cLayouts = []struct {
 	{"SherpaOnnxOnlineCtcFstDecoderConfig", onCtcFst{}},
 	{"SherpaOnnxOnlineRecognizerConfig", onRecognizerConfig{}},
 	{"SherpaOnnxOnlineRecognizerResult", onResult{}},
+	{"SherpaOnnxOfflineSpeakerSegmentationPyannoteModelConfig", pyannoteConfig{}},
+	{"SherpaOnnxOfflineSpeakerSegmentationModelConfig", segmentationConfig{}},
+	{"SherpaOnnxSpeakerEmbeddingExtractorConfig", embeddingConfig{}},
+	{"SherpaOnnxFastClusteringConfig", clusteringConfig{}},
+	{"SherpaOnnxOfflineSpeakerDiarizationConfig", diarizationConfig{}},
+	{"SherpaOnnxOfflineSpeakerDiarizationSegment", diarizationSegment{}},
 }
 
 // goLayout prints what the C program prints, from the Go mirrors:

@@ -77,6 +77,8 @@ func childRequest(kind string) backends.Request {
 	switch kind {
 	case "tts":
 		return backends.Request{Input: []byte(`{"text":"Hello."}`)}
+	case "diarization":
+		return backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 2*16000*12)} // two segmentation windows
 	case "online":
 		return backends.Request{Live: &backends.LiveReplay{Pieces: []backends.LivePiece{{Samples: make([]int16, 3200), Rate: 16000, Commit: true}}}}
 	}

@@ -36,10 +36,21 @@ type Options struct {
 	Preprocessor    string `json:"preprocessor,omitempty"`
 	UncachedDecoder string `json:"uncached_decoder,omitempty"`
 	CachedDecoder   string `json:"cached_decoder,omitempty"`
-	Vocoder         string `json:"vocoder,omitempty"`
-	Encoder         string `json:"encoder,omitempty"`
-	Decoder         string `json:"decoder,omitempty"`
-	Joiner          string `json:"joiner,omitempty"`
+	// Segmentation and Embedding are a diarization checkpoint's pyannote
+	// segmentation model and speaker embedding extractor.
+	Segmentation string `json:"segmentation,omitempty"`
+	Embedding    string `json:"embedding,omitempty"`
+	// Threshold is the clustering's distance threshold when a request
+	// fixes no speaker count (default 0.5); MinDurationOn and
+	// MinDurationOff drop shorter turns and bridge shorter gaps (seconds,
+	// defaults 0.3 and 0.5).
+	Threshold      float64 `json:"threshold,omitempty"`
+	MinDurationOn  float64 `json:"min_duration_on,omitempty"`
+	MinDurationOff float64 `json:"min_duration_off,omitempty"`
+	Vocoder        string  `json:"vocoder,omitempty"`
+	Encoder        string  `json:"encoder,omitempty"`
+	Decoder        string  `json:"decoder,omitempty"`
+	Joiner         string  `json:"joiner,omitempty"`
 	// ModelType is passed to the recognizer (e.g. nemo_transducer for
 	// Parakeet TDT); "" lets the library read it from the model.
 	ModelType string `json:"model_type,omitempty"`
@@ -159,7 +170,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("sherpa: noise_scale, noise_scale_w in 0..2 and length_scale in 0.1..10")
 	}
 	c := config{name: cp.Name, dir: cp.Dir, fam: fam, opts: o, files: map[string]string{}, infos: map[string]onnxInfo{}}
-	named := map[string]string{"preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
+	named := map[string]string{"segmentation": o.Segmentation, "embedding": o.Embedding, "preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
 	for _, k := range fam.files {
 		if named[k] == "" {
 			return config{}, backends.Invalidf("sherpa: family %s needs option %s (a file of the checkpoint)", fam.name, k)
@@ -181,8 +192,10 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		c.infos[k] = info
 		c.bytes += info.Bytes
 	}
-	if c.nTokens, err = checkTokens(c.files["tokens"], fam.tokens); err != nil {
-		return config{}, err
+	if fam.tokens != "" {
+		if c.nTokens, err = checkTokens(c.files["tokens"], fam.tokens); err != nil {
+			return config{}, err
+		}
 	}
 	if o.DataDir != "" {
 		p, err := cp.File(o.DataDir)
@@ -309,6 +322,48 @@ func (c *config) checkFamily() error {
 			c.opts.Language = "auto"
 		case !slices.Contains(senseVoiceLangs, l):
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
+		}
+		c.rate = SampleRate
+	case FamilyDiarization:
+		seg, emb := c.infos["segmentation"], c.infos["embedding"]
+		if metaInt(seg, "sample_rate") != SampleRate || metaInt(emb, "sample_rate") != SampleRate {
+			return backends.Invalidf("sherpa: segmentation and embedding: metadata sample_rate %d and %d, want %d", metaInt(seg, "sample_rate"), metaInt(emb, "sample_rate"), SampleRate)
+		}
+		win, rf, shift := metaInt(seg, "window_size"), metaInt(seg, "receptive_field_size"), metaInt(seg, "receptive_field_shift")
+		if win < SampleRate || win > 60*SampleRate || rf < 1 || rf > win || shift < 1 || shift > win {
+			return backends.Invalidf("sherpa: segmentation: metadata window_size %d, receptive_field_size %d, receptive_field_shift %d are inconsistent", win, rf, shift)
+		}
+		// The powerset classes: every set of at most powerset_max_classes
+		// of num_speakers speakers; the library indexes its mapping by
+		// the model's class without checking.
+		ns, pm := metaInt(seg, "num_speakers"), metaInt(seg, "powerset_max_classes")
+		want, binom := 0, 1
+		for k := 0; k <= pm && k <= ns; k++ {
+			if k > 0 {
+				binom = binom * (ns - k + 1) / k
+			}
+			want += binom
+		}
+		if ns < 1 || ns > 8 || pm < 1 || pm > ns || metaInt(seg, "num_classes") != want {
+			return backends.Invalidf("sherpa: segmentation: metadata num_classes %d; %d speakers at most %d at once make %d", metaInt(seg, "num_classes"), ns, pm, want)
+		}
+		if fw := emb.Meta["framework"]; fw != "3d-speaker" && fw != "wespeaker" {
+			return backends.Invalidf("sherpa: embedding: metadata framework %q, want 3d-speaker or wespeaker (NeMo's extractors are not served)", fw)
+		}
+		if d := metaInt(emb, "output_dim"); d < 1 || d > 8192 {
+			return backends.Invalidf("sherpa: embedding: metadata output_dim %d outside 1..8192", d)
+		}
+		if c.opts.Threshold == 0 {
+			c.opts.Threshold = 0.5
+		}
+		if c.opts.MinDurationOn == 0 {
+			c.opts.MinDurationOn = 0.3
+		}
+		if c.opts.MinDurationOff == 0 {
+			c.opts.MinDurationOff = 0.5
+		}
+		if c.opts.Threshold < 0 || c.opts.Threshold > 2 || c.opts.MinDurationOn < 0 || c.opts.MinDurationOn > 10 || c.opts.MinDurationOff < 0 || c.opts.MinDurationOff > 10 {
+			return backends.Invalidf("sherpa: threshold in 0..2, min_duration_on and min_duration_off in 0..10 s")
 		}
 		c.rate = SampleRate
 	case FamilyCanary:

@@ -52,6 +52,7 @@ const (
 	FamilyWhisper          = "whisper"
 	FamilyMoonshine        = "moonshine"
 	FamilyCanary           = "canary"
+	FamilyDiarization      = "diarization"
 )
 
 // canaryTokens are the tokens sherpa-onnx's Canary decoder looks up
@@ -143,6 +144,18 @@ var families = map[string]family{
 				metaHas: map[string]string{"model_type": "EncDecMultiTaskModel"},
 			},
 			"decoder": {},
+		},
+	},
+	FamilyDiarization: {
+		name: FamilyDiarization, task: "diarization", files: []string{"segmentation", "embedding"}, perSlot: true,
+		onnx: map[string]onnxReq{
+			"segmentation": {
+				meta:    []string{"sample_rate", "window_size", "receptive_field_size", "receptive_field_shift", "num_speakers", "powerset_max_classes", "num_classes"},
+				intMeta: []string{"sample_rate", "window_size", "receptive_field_size", "receptive_field_shift", "num_speakers", "powerset_max_classes", "num_classes"},
+			},
+			"embedding": {
+				meta: []string{"framework", "sample_rate", "output_dim", "normalize_samples", "language"}, intMeta: []string{"sample_rate", "output_dim", "normalize_samples"},
+			},
 		},
 	},
 	FamilyTransducer: {

@@ -92,6 +92,7 @@ func TestHTTP(t *testing.T) {
 		{ID: "whisper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.WhisperSynthetic, Slots: two, Options: over}},
 		{ID: "moonshine", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.MoonshineSynthetic, Slots: two, Options: over}},
 		{ID: "canary", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.CanarySynthetic, Slots: two, Options: over}},
+		{ID: "diarize", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "diarization", Checkpoint: sherpa.DiarizationSynthetic, Slots: two, Options: over}},
 		{ID: "paraformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.ParaformerSynthetic, Slots: two, Options: over}},
 	}); err != nil {
 		t.Fatal(err)
@@ -237,6 +238,32 @@ func TestHTTP(t *testing.T) {
 	}
 	if code, b := transcribe("model", "ctc"); code != 200 || !strings.Contains(string(b), v.Text) {
 		t.Fatalf("after the broken checkpoint: %d %s", code, b)
+	}
+	diarize := func(fields ...string) (int, []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", "jfk.wav")
+		_, _ = fw.Write(jfk)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = mw.WriteField(fields[i], fields[i+1])
+		}
+		_ = mw.Close()
+		resp, err := client.Post(base+"/v1/audio/diarization", mw.FormDataContentType(), &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, body = diarize("model", "diarize", "num_speakers", "2")
+	var dr audio.DiarizationResult
+	if code != 200 || json.Unmarshal(body, &dr) != nil || len(dr.Segments) < 2 || dr.Duration != 11 {
+		t.Fatalf("diarization: %d %s", code, body)
+	}
+	if code, b := diarize("model", "diarize", "response_format", "rttm"); code != 200 || !strings.HasPrefix(string(b), "SPEAKER ") {
+		t.Fatalf("rttm: %d %q", code, b)
 	}
 	realtime(t, client, ln.Addr().String(), jfk, func(fields ...string) (int, []byte) {
 		a, err := audio.ParseWAV(jfk)

@@ -24,6 +24,9 @@ import (
 // Validate checks the rest when the model is registered.
 //
 // Detection (release layouts of sherpa-onnx's archives):
+//   - a pyannote segmentation model (metadata receptive_field_size) and a
+//     speaker embedding extractor (metadata framework), released apart:
+//     put both in one folder: diarization;
 //   - NAME-encoder.onnx with Whisper's metadata (n_text_ctx),
 //     NAME-decoder.onnx, NAME-tokens.txt: whisper;
 //   - one *.onnx with metadata comment "piper", tokens.txt, espeak-ng-data/:
@@ -183,6 +186,21 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 			return nil, "", backends.Invalidf("import: %s is a Whisper encoder; the folder needs %s-decoder.onnx and %s-tokens.txt", f, prefix, prefix)
 		}
 		return map[string]any{"family": FamilyWhisper, "encoder": enc, "decoder": dec, "tokens": prefix + "-tokens.txt"}, FamilyWhisper, nil
+	}
+	var seg, emb string
+	for _, f := range onnxFiles {
+		info, err := read(f)
+		if err != nil {
+			return nil, "", err
+		}
+		if _, ok := info.Meta["receptive_field_size"]; ok {
+			seg = f
+		} else if _, ok := info.Meta["framework"]; ok {
+			emb = f
+		}
+	}
+	if seg != "" && emb != "" {
+		return map[string]any{"family": FamilyDiarization, "segmentation": seg, "embedding": emb}, FamilyDiarization, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokens.txt")); err != nil {
 		return nil, "", backends.Invalidf("import: no tokens.txt: not a sherpa-onnx model folder this engine serves")

@@ -61,6 +61,14 @@ type lib struct {
 	onReset         func(r, s uintptr)
 	onFinished      func(s uintptr)
 	onEndpoint      func(r, s uintptr) int32
+	createSD        func(cfg unsafe.Pointer) uintptr
+	destroySD       func(sd uintptr)
+	sdSetConfig     func(sd uintptr, cfg unsafe.Pointer)
+	sdProcess       func(sd uintptr, samples unsafe.Pointer, n int32) uintptr
+	sdNumSegments   func(r uintptr) int32
+	sdSorted        func(r uintptr) uintptr
+	sdFreeSegments  func(s uintptr)
+	sdFreeResult    func(r uintptr)
 
 	// progress is the one C callback (purego callbacks are never freed)
 	// every generation goes through; arg is a key into gens.
@@ -120,6 +128,14 @@ func load() (*lib, error) {
 			&l.onReset, "SherpaOnnxOnlineStreamReset",
 			&l.onFinished, "SherpaOnnxOnlineStreamInputFinished",
 			&l.onEndpoint, "SherpaOnnxOnlineStreamIsEndpoint",
+			&l.createSD, "SherpaOnnxCreateOfflineSpeakerDiarization",
+			&l.destroySD, "SherpaOnnxDestroyOfflineSpeakerDiarization",
+			&l.sdSetConfig, "SherpaOnnxOfflineSpeakerDiarizationSetConfig",
+			&l.sdProcess, "SherpaOnnxOfflineSpeakerDiarizationProcess",
+			&l.sdNumSegments, "SherpaOnnxOfflineSpeakerDiarizationResultGetNumSegments",
+			&l.sdSorted, "SherpaOnnxOfflineSpeakerDiarizationResultSortByStartTime",
+			&l.sdFreeSegments, "SherpaOnnxOfflineSpeakerDiarizationDestroySegment",
+			&l.sdFreeResult, "SherpaOnnxOfflineSpeakerDiarizationDestroyResult",
 		); err != nil {
 			libErr = fmt.Errorf("sherpa: %s: %w", p, err)
 			return

@@ -259,6 +259,12 @@ func TestMalformedRefused(t *testing.T) {
 		{"canary/layers", CanarySynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "num_decoder_layers", "6") }), "6 decoder layers"},
 		{"canary/vocab", CanarySynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "vocab_size", "99") }), "vocab_size 99"},
 		{"canary/language", CanarySynthetic, opts(`{"language":"it"}`), `option language "it"`},
+		{"diarization/powerset", DiarizationSynthetic, modify("segmentation.onnx", func(b []byte) []byte { return setMeta(t, b, "num_classes", "8") }), "num_classes 8"},
+		{"diarization/window", DiarizationSynthetic, modify("segmentation.onnx", func(b []byte) []byte { return setMeta(t, b, "receptive_field_size", "999999") }), "inconsistent"},
+		{"diarization/nemo", DiarizationSynthetic, modify("embedding.onnx", func(b []byte) []byte { return setMeta(t, b, "framework", "nemo") }), `framework "nemo"`},
+		{"diarization/rate", DiarizationSynthetic, modify("embedding.onnx", func(b []byte) []byte { return setMeta(t, b, "sample_rate", "8000") }), "sample_rate"},
+		{"diarization/no-embedding", DiarizationSynthetic, remove("embedding.onnx"), "embedding"},
+		{"diarization/truncated", DiarizationSynthetic, modify("segmentation.onnx", func(b []byte) []byte { return b[:len(b)/2] }), "not a valid ONNX model"},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
 		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
@@ -276,22 +282,25 @@ func TestMalformedRefused(t *testing.T) {
 		{"transducer/as-streaming", TransducerSynthetic, opts(`{"family":"online-transducer"}`), "no metadata"},
 	}...)
 	good := map[string]backends.Session{
-		PiperSynthetic:      open(t, e, root, PiperSynthetic, ""),
-		NemoCTCSynthetic:    open(t, e, root, NemoCTCSynthetic, ""),
-		StreamingSynthetic:  open(t, e, root, StreamingSynthetic, ""),
-		TransducerSynthetic: open(t, e, root, TransducerSynthetic, ""),
-		SenseVoiceSynthetic: open(t, e, root, SenseVoiceSynthetic, ""),
-		KokoroSynthetic:     open(t, e, root, KokoroSynthetic, ""),
-		ParaformerSynthetic: open(t, e, root, ParaformerSynthetic, ""),
-		MatchaSynthetic:     open(t, e, root, MatchaSynthetic, ""),
-		WhisperSynthetic:    open(t, e, root, WhisperSynthetic, ""),
-		MoonshineSynthetic:  open(t, e, root, MoonshineSynthetic, ""),
-		CanarySynthetic:     open(t, e, root, CanarySynthetic, ""),
+		PiperSynthetic:       open(t, e, root, PiperSynthetic, ""),
+		NemoCTCSynthetic:     open(t, e, root, NemoCTCSynthetic, ""),
+		StreamingSynthetic:   open(t, e, root, StreamingSynthetic, ""),
+		TransducerSynthetic:  open(t, e, root, TransducerSynthetic, ""),
+		SenseVoiceSynthetic:  open(t, e, root, SenseVoiceSynthetic, ""),
+		KokoroSynthetic:      open(t, e, root, KokoroSynthetic, ""),
+		ParaformerSynthetic:  open(t, e, root, ParaformerSynthetic, ""),
+		MatchaSynthetic:      open(t, e, root, MatchaSynthetic, ""),
+		WhisperSynthetic:     open(t, e, root, WhisperSynthetic, ""),
+		MoonshineSynthetic:   open(t, e, root, MoonshineSynthetic, ""),
+		CanarySynthetic:      open(t, e, root, CanarySynthetic, ""),
+		DiarizationSynthetic: open(t, e, root, DiarizationSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
 		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
-		if name != PiperSynthetic && name != KokoroSynthetic && name != MatchaSynthetic {
+		if name == DiarizationSynthetic {
+			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 2*16000*12)}
+		} else if name != PiperSynthetic && name != KokoroSynthetic && name != MatchaSynthetic {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
 		}
 		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
@@ -303,7 +312,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr", DiarizationSynthetic: "diarization"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

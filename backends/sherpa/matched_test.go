@@ -52,6 +52,19 @@ func asrRequests(t *testing.T) []backends.Request {
 	}
 }
 
+// diarizationRequests: jfk.wav free, with a fixed count and with bounds.
+func diarizationRequests(t *testing.T) []backends.Request {
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []backends.Request
+	for _, in := range []string{`{}`, `{"num_speakers":2}`, `{"min_speakers":3}`, `{"max_speakers":2}`} {
+		out = append(out, backends.Request{ID: in, Data: wav, Input: []byte(in)})
+	}
+	return out
+}
+
 // TestMatchedOutputs: every family answers byte-identically at 1, 2 and 4
 // slots with as many concurrent clients, in any order of earlier requests
 // (the contract's matched-output cell, as make validate-engines checks it).
@@ -74,6 +87,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.MoonshineSynthetic, asrRequests(t)},
 		{sherpa.CanarySynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
+		{sherpa.DiarizationSynthetic, diarizationRequests(t)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -105,6 +105,10 @@ func create(l *lib, c config) (*model, error) {
 		cfg.DecodingMethod = cs.of("greedy_search")
 		cfg.MaxActivePaths = 4
 		m.kind, m.ptr = "offline", l.createOffRec(unsafe.Pointer(cfg))
+	case FamilyDiarization:
+		cfg := c.diarizationConfig(&cs, 0)
+		defer freeC(unsafe.Pointer(cfg))
+		m.kind, m.ptr = "diarization", l.createSD(unsafe.Pointer(cfg))
 	case FamilyOnlineTransducer:
 		cfg := cAlloc[onRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
@@ -150,6 +154,8 @@ func (m *model) release() {
 		m.lib.destroyOffRec(m.ptr)
 	case "online":
 		m.lib.destroyOnRec(m.ptr)
+	case "diarization":
+		m.lib.destroySD(m.ptr)
 	}
 	m.ptr = 0
 }
@@ -228,6 +234,8 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return s.m.speak(ctx, req, emit)
 	case "offline":
 		return s.m.transcribe(ctx, req)
+	case "diarization":
+		return s.m.diarize(ctx, req)
 	case "online":
 		if req.Live == nil {
 			return s.m.transcribeStreaming(ctx, req)

@@ -251,3 +251,52 @@ func TestMatchaSpeaks(t *testing.T) {
 		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
 	}
 }
+
+// TestDiarization: the diarization checkpoint answers jfk.wav with
+// segments in order inside the audio, named SPEAKER_00, ... by first
+// appearance; num_speakers fixes the count and min_speakers raises a
+// thresholded one.
+func TestDiarization(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, DiarizationSynthetic, "")
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(in string) audio.DiarizationResult {
+		t.Helper()
+		out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(in)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r audio.DiarizationResult
+		if err := json.Unmarshal(out.JSON, &r); err != nil {
+			t.Fatal(err)
+		}
+		prev := 0.0
+		for i, sg := range r.Segments {
+			if sg.Start < prev || sg.End < sg.Start || sg.End > r.Duration {
+				t.Fatalf("%s: segment %+v out of order or outside %.2f s", in, sg, r.Duration)
+			}
+			if i == 0 && sg.Speaker != "SPEAKER_00" {
+				t.Fatalf("%s: first speaker %s", in, sg.Speaker)
+			}
+			prev = sg.Start
+		}
+		return r
+	}
+	count := func(r audio.DiarizationResult) int {
+		seen := map[string]bool{}
+		for _, sg := range r.Segments {
+			seen[sg.Speaker] = true
+		}
+		return len(seen)
+	}
+	free := run(`{}`)
+	two := run(`{"num_speakers":2}`)
+	atLeast := run(`{"min_speakers":3}`)
+	if len(free.Segments) == 0 || count(two) != 2 || count(atLeast) < 3 {
+		t.Errorf("threshold: %d speakers in %d segments; num_speakers 2: %d; min_speakers 3: %d", count(free), len(free.Segments), count(two), count(atLeast))
+	}
+	t.Logf("threshold: %d speakers, %d segments", count(free), len(free.Segments))
+}

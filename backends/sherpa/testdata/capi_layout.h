@@ -94,3 +94,13 @@ S(SherpaOnnxOnlineRecognizerConfig) {
 	cs rule_fsts, rule_fars; float blank_penalty; cs hotwords_buf; int32_t hotwords_buf_size; SherpaOnnxHomophoneReplacerConfig hr;
 };
 S(SherpaOnnxOnlineRecognizerResult) { cs text, tokens; const char *const *tokens_arr; float *timestamps; int32_t count; cs json; };
+
+S(SherpaOnnxOfflineSpeakerSegmentationPyannoteModelConfig) { cs model; float window_shift_ratio; };
+S(SherpaOnnxOfflineSpeakerSegmentationModelConfig) { SherpaOnnxOfflineSpeakerSegmentationPyannoteModelConfig pyannote; int32_t num_threads, debug; cs provider; };
+S(SherpaOnnxSpeakerEmbeddingExtractorConfig) { cs model; int32_t num_threads, debug; cs provider; };
+S(SherpaOnnxFastClusteringConfig) { int32_t num_clusters; float threshold; int32_t compute_confidence; };
+S(SherpaOnnxOfflineSpeakerDiarizationConfig) {
+	SherpaOnnxOfflineSpeakerSegmentationModelConfig segmentation; SherpaOnnxSpeakerEmbeddingExtractorConfig embedding;
+	SherpaOnnxFastClusteringConfig clustering; float min_duration_on, min_duration_off;
+};
+S(SherpaOnnxOfflineSpeakerDiarizationSegment) { float start, end; int32_t speaker; float confidence; };
