@@ -14,10 +14,14 @@ import (
 	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
+// benchNames are the checkpoints benchmarked: one per family.
+var benchNames = []string{PiperSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic,
+	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
+
 // benchRequest is each family's request in the benchmarks: a two-sentence
 // text for TTS, jfk.wav (11 s) for the recognizers.
 func benchRequest(b testing.TB, name string) backends.Request {
-	if strings.Contains(name, "piper") {
+	if name == PiperSynthetic || name == KokoroSynthetic || name == MatchaSynthetic {
 		return backends.Request{Input: []byte(`{"text":"The quick brown fox jumps over the lazy dog. Sluice serves speech models."}`)}
 	}
 	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
@@ -60,7 +64,7 @@ func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 func BenchmarkFamilies(b *testing.B) {
 	root := testRoot(b)
 	e := New(Config{})
-	for _, name := range []string{PiperSynthetic, NemoCTCSynthetic, TransducerSynthetic, StreamingSynthetic} {
+	for _, name := range benchNames {
 		req := benchRequest(b, name)
 		for _, slots := range []int{1, 2, 4} {
 			b.Run(name+"/slots="+itoa(slots), func(b *testing.B) {
@@ -131,7 +135,7 @@ func BenchmarkFamilies(b *testing.B) {
 // request: what the first load of a checkpoint costs on top).
 func BenchmarkLoad(b *testing.B) {
 	root := testRoot(b)
-	for _, name := range []string{PiperSynthetic, NemoCTCSynthetic, TransducerSynthetic, StreamingSynthetic} {
+	for _, name := range benchNames {
 		cp, err := catalogue.Load(Dir(root, name))
 		if err != nil {
 			b.Fatal(err)
