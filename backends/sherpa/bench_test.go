@@ -15,7 +15,7 @@ import (
 )
 
 // benchNames are the checkpoints benchmarked: one per family.
-var benchNames = []string{PiperSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic,
+var benchNames = []string{PiperSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
 	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
 
 // benchRequest is each family's request in the benchmarks: a two-sentence

@@ -28,10 +28,11 @@ const (
 	MoonshineSynthetic   = "sherpa-moonshine-synthetic"
 	CanarySynthetic      = "sherpa-canary-synthetic"
 	DiarizationSynthetic = "sherpa-diarization-synthetic"
+	ParakeetSynthetic    = "sherpa-parakeet-tdt-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -66,6 +67,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyCanary, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "tokens": "tokens.txt"}},
 	DiarizationSynthetic: {"diarization", 43, "synthetic speaker diarization (pyannote segmentation-3.0 layout and a 3D-Speaker embedding extractor)",
 		map[string]any{"family": FamilyDiarization, "segmentation": "segmentation.onnx", "embedding": "embedding.onnx"}},
+	ParakeetSynthetic: {"nemo-tdt", 44, "synthetic NeMo Parakeet TDT transducer (encoder.int8.onnx, decoder.int8.onnx, joiner.int8.onnx, tokens.txt)",
+		map[string]any{"family": FamilyNemoTransducer, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "joiner": "joiner.int8.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

@@ -324,6 +324,47 @@ func (c *config) checkFamily() error {
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
 		}
 		c.rate = SampleRate
+	case FamilyNemoTransducer:
+		enc, dec, join := c.infos["encoder"], c.infos["decoder"], c.infos["joiner"]
+		if mt := enc.Meta["model_type"]; mt != "EncDecRNNTBPEModel" && mt != "EncDecHybridRNNTCTCBPEModel" {
+			return backends.Invalidf("sherpa: encoder: metadata model_type %q, want EncDecRNNTBPEModel or EncDecHybridRNNTCTCBPEModel", mt)
+		}
+		vocab := metaInt(enc, "vocab_size") + 1 // NeMo's vocab_size leaves the blank out
+		if vocab != c.nTokens {
+			return backends.Invalidf("sherpa: encoder: metadata vocab_size %d (+1 blank) but tokens has %d", vocab-1, c.nTokens)
+		}
+		if f, ok := enc.Meta["feat_dim"]; ok && f != "80" && f != "128" && f != "-1" {
+			return backends.Invalidf("sherpa: encoder: metadata feat_dim %s, want 80 or 128", f)
+		}
+		if l, h := metaInt(enc, "pred_rnn_layers"), metaInt(enc, "pred_hidden"); l < 1 || l > 16 || h < 1 || h > 8192 {
+			return backends.Invalidf("sherpa: encoder: metadata pred_rnn_layers %d and pred_hidden %d out of range", l, h)
+		}
+		switch {
+		case len(enc.Inputs) != 2 || len(enc.Outputs) < 2:
+			return backends.Invalidf("sherpa: encoder: %d inputs and %d outputs, want audio and length in, outputs and lengths out", len(enc.Inputs), len(enc.Outputs))
+		case len(dec.Inputs) != 4 || len(dec.Outputs) != 4:
+			return backends.Invalidf("sherpa: decoder: %d inputs and %d outputs, want targets, length and two LSTM states in and out", len(dec.Inputs), len(dec.Outputs))
+		case len(join.Inputs) != 2 || len(join.Outputs) < 1:
+			return backends.Invalidf("sherpa: joiner: %d inputs, want encoder and decoder outputs", len(join.Inputs))
+		}
+		// The library reads the joiner's declared output size and exits
+		// unless it is the vocabulary (RNNT) or the vocabulary plus the
+		// durations (TDT: metadata url names tdt).
+		dims := join.OutDims[join.Outputs[0]]
+		out := int64(-1)
+		if len(dims) > 0 {
+			out = dims[len(dims)-1]
+		}
+		tdt := strings.Contains(enc.Meta["url"], "tdt")
+		switch {
+		case out < 1:
+			return backends.Invalidf("sherpa: joiner: its output's last dimension is not declared (the library reads it)")
+		case tdt && out <= int64(vocab):
+			return backends.Invalidf("sherpa: joiner: a TDT model's output (%d) must hold the %d tokens and the durations", out, vocab)
+		case !tdt && out != int64(vocab):
+			return backends.Invalidf("sherpa: joiner: output size %d, the vocabulary is %d", out, vocab)
+		}
+		c.rate = SampleRate
 	case FamilyDiarization:
 		seg, emb := c.infos["segmentation"], c.infos["embedding"]
 		if metaInt(seg, "sample_rate") != SampleRate || metaInt(emb, "sample_rate") != SampleRate {

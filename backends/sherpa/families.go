@@ -53,6 +53,7 @@ const (
 	FamilyMoonshine        = "moonshine"
 	FamilyCanary           = "canary"
 	FamilyDiarization      = "diarization"
+	FamilyNemoTransducer   = "nemo-transducer"
 )
 
 // canaryTokens are the tokens sherpa-onnx's Canary decoder looks up
@@ -156,6 +157,17 @@ var families = map[string]family{
 			"embedding": {
 				meta: []string{"framework", "sample_rate", "output_dim", "normalize_samples", "language"}, intMeta: []string{"sample_rate", "output_dim", "normalize_samples"},
 			},
+		},
+	},
+	FamilyNemoTransducer: {
+		name: FamilyNemoTransducer, task: "asr", files: []string{"encoder", "decoder", "joiner", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{
+			"encoder": {
+				meta:    []string{"vocab_size", "subsampling_factor", "pred_rnn_layers", "pred_hidden", "model_type"},
+				intMeta: []string{"vocab_size", "subsampling_factor", "pred_rnn_layers", "pred_hidden"},
+			},
+			"decoder": {},
+			"joiner":  {},
 		},
 	},
 	FamilyTransducer: {

@@ -93,6 +93,7 @@ func TestHTTP(t *testing.T) {
 		{ID: "moonshine", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.MoonshineSynthetic, Slots: two, Options: over}},
 		{ID: "canary", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.CanarySynthetic, Slots: two, Options: over}},
 		{ID: "diarize", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "diarization", Checkpoint: sherpa.DiarizationSynthetic, Slots: two, Options: over}},
+		{ID: "parakeet", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.ParakeetSynthetic, Slots: two, Options: over}},
 		{ID: "paraformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.ParaformerSynthetic, Slots: two, Options: over}},
 	}); err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestHTTP(t *testing.T) {
 	}
 	// Every other recognizer answers through the route; those with token
 	// times give words.
-	for _, id := range []string{"zipformer", "sense-voice", "paraformer", "whisper", "moonshine", "canary", "stream"} {
+	for _, id := range []string{"zipformer", "parakeet", "sense-voice", "paraformer", "whisper", "moonshine", "canary", "stream"} {
 		code, body := transcribe("model", id, "response_format", "verbose_json", "timestamp_granularities[]", "word")
 		var r struct {
 			Text     string
@@ -206,7 +207,7 @@ func TestHTTP(t *testing.T) {
 		if code != 200 || json.Unmarshal(body, &r) != nil || r.Text == "" || r.Language == "" {
 			t.Fatalf("%s: %d %s", id, code, body)
 		}
-		if (id == "zipformer" || id == "sense-voice") && len(r.Words) < 10 {
+		if (id == "zipformer" || id == "parakeet" || id == "sense-voice") && len(r.Words) < 10 {
 			t.Fatalf("%s: %d words", id, len(r.Words))
 		}
 	}

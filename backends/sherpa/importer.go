@@ -40,8 +40,9 @@ import (
 //     cached_decode*.onnx, tokens.txt: moonshine (v1);
 //   - encoder*.onnx (metadata model_type EncDecMultiTaskModel),
 //     decoder*.onnx, tokens.txt: canary;
-//   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: a
-//     transducer, streaming (online-transducer) when the encoder's
+//   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: NeMo's
+//     (nemo-transducer: Parakeet TDT and RNNT) when the encoder's
+//     model_type is EncDecRNNTBPEModel, else icefall's transducer, streaming (online-transducer) when the encoder's
 //     metadata has decode_chunk_len, else offline (transducer);
 //   - model*.onnx with SenseVoice's metadata (lfr_window_size, with_itn),
 //     tokens.txt: sense-voice;
@@ -219,7 +220,9 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 			return nil, "", err
 		}
 		fam := FamilyTransducer
-		if _, ok := info.Meta["decode_chunk_len"]; ok {
+		if mt := info.Meta["model_type"]; mt == "EncDecRNNTBPEModel" || mt == "EncDecHybridRNNTCTCBPEModel" {
+			fam = FamilyNemoTransducer
+		} else if _, ok := info.Meta["decode_chunk_len"]; ok {
 			fam = FamilyOnlineTransducer
 		}
 		return map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}, fam, nil

@@ -265,6 +265,19 @@ func TestMalformedRefused(t *testing.T) {
 		{"diarization/rate", DiarizationSynthetic, modify("embedding.onnx", func(b []byte) []byte { return setMeta(t, b, "sample_rate", "8000") }), "sample_rate"},
 		{"diarization/no-embedding", DiarizationSynthetic, remove("embedding.onnx"), "embedding"},
 		{"diarization/truncated", DiarizationSynthetic, modify("segmentation.onnx", func(b []byte) []byte { return b[:len(b)/2] }), "not a valid ONNX model"},
+		{"parakeet/joiner-size", ParakeetSynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "url", "rnnt") }), "output size"},
+		{"parakeet/vocab", ParakeetSynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "vocab_size", "9") }), "vocab_size 9"},
+		{"parakeet/no-pred-hidden", ParakeetSynthetic, modify("encoder.int8.onnx", func(b []byte) []byte { return setMeta(t, b, "pred_hidden", "") }), "pred_hidden"},
+		{"parakeet/decoder", ParakeetSynthetic, func(t *testing.T, dir string) string {
+			b, err := os.ReadFile(filepath.Join(dir, "joiner.int8.onnx"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "decoder.int8.onnx"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, "decoder: 2 inputs"},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
 		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
@@ -294,6 +307,7 @@ func TestMalformedRefused(t *testing.T) {
 		MoonshineSynthetic:   open(t, e, root, MoonshineSynthetic, ""),
 		CanarySynthetic:      open(t, e, root, CanarySynthetic, ""),
 		DiarizationSynthetic: open(t, e, root, DiarizationSynthetic, ""),
+		ParakeetSynthetic:    open(t, e, root, ParakeetSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()
@@ -312,7 +326,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr", DiarizationSynthetic: "diarization"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr", DiarizationSynthetic: "diarization", ParakeetSynthetic: "asr"}[c.ckpt],
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -81,6 +81,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.MatchaSynthetic, ttsRequests()},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},
+		{sherpa.ParakeetSynthetic, asrRequests(t)},
 		{sherpa.SenseVoiceSynthetic, asrRequests(t)},
 		{sherpa.ParaformerSynthetic, asrRequests(t)},
 		{sherpa.WhisperSynthetic, asrRequests(t)},

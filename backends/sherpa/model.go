@@ -69,7 +69,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyCanary:
+	case FamilyNemoCTC, FamilyTransducer, FamilyNemoTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyCanary:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -83,6 +83,12 @@ func create(l *lib, c config) (*model, error) {
 			mc.NemoCtc.Model = cs.of(c.files["model"])
 		case FamilyParaformer:
 			mc.Paraformer.Model = cs.of(c.files["model"])
+		case FamilyNemoTransducer:
+			mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
+			mc.ModelType = cs.of("nemo_transducer")
+			if f := metaInt(c.infos["encoder"], "feat_dim"); f > 0 {
+				cfg.Feat.FeatureDim = int32(f)
+			}
 		case FamilyCanary:
 			mc.Canary = offCanary{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]),
 				SrcLang: cs.of(c.opts.Language), TgtLang: cs.of(c.opts.Language), UsePnc: 1}

@@ -19,9 +19,12 @@ import (
 // onnxInfo is what the checks read from a model file.
 type onnxInfo struct {
 	Inputs, Outputs []string
-	Meta            map[string]string
-	Initializers    int
-	Bytes           int64
+	// OutDims are each output's declared dimensions (-1 where symbolic
+	// or absent).
+	OutDims      map[string][]int64
+	Meta         map[string]string
+	Initializers int
+	Bytes        int64
 }
 
 // errWire marks a file that is not a well-formed protobuf message.
@@ -121,7 +124,7 @@ func readONNX(path string, maxBytes int64) (onnxInfo, error) {
 }
 
 func parseONNX(b []byte) (onnxInfo, error) {
-	info := onnxInfo{Meta: map[string]string{}}
+	info := onnxInfo{Meta: map[string]string{}, OutDims: map[string][]int64{}}
 	var ir uint64
 	graphs := 0
 	err := wireFields(b, func(num, wt int, x uint64, v []byte) error {
@@ -173,7 +176,7 @@ func parseGraph(b []byte, info *onnxInfo) error {
 			nodes++
 			return wireFields(v, func(int, int, uint64, []byte) error { return nil })
 		case graphInput, graphOutput:
-			name, err := valueInfo(v)
+			name, dims, err := valueInfo(v)
 			if err != nil {
 				return err
 			}
@@ -181,6 +184,7 @@ func parseGraph(b []byte, info *onnxInfo) error {
 				inputs = append(inputs, name)
 			} else {
 				info.Outputs = append(info.Outputs, name)
+				info.OutDims[name] = dims
 			}
 		case graphInit, graphSparse:
 			info.Initializers++
@@ -213,16 +217,46 @@ func parseGraph(b []byte, info *onnxInfo) error {
 	return nil
 }
 
-func valueInfo(b []byte) (string, error) {
+// valueInfo reads a ValueInfoProto's name and, for a tensor, its
+// dimensions (type.tensor_type.shape.dim: dim_value, or -1 for a
+// dim_param).
+func valueInfo(b []byte) (string, []int64, error) {
 	var name string
+	var dims []int64
 	err := wireFields(b, func(num, wt int, _ uint64, v []byte) error {
-		if num == valueInfoName && wt == 2 {
+		switch {
+		case num == valueInfoName && wt == 2:
 			name = string(v)
+		case num == 2 && wt == 2: // type: TypeProto
+			return wireFields(v, func(num, wt int, _ uint64, v []byte) error {
+				if num != 1 || wt != 2 { // tensor_type
+					return nil
+				}
+				return wireFields(v, func(num, wt int, _ uint64, v []byte) error {
+					if num != 2 || wt != 2 { // shape
+						return nil
+					}
+					return wireFields(v, func(num, wt int, _ uint64, v []byte) error {
+						if num != 1 || wt != 2 { // dim
+							return nil
+						}
+						d := int64(-1)
+						err := wireFields(v, func(num, wt int, x uint64, _ []byte) error {
+							if num == 1 && wt == 0 && x < 1<<40 {
+								d = int64(x)
+							}
+							return nil
+						})
+						dims = append(dims, d)
+						return err
+					})
+				})
+			})
 		}
 		return nil
 	})
 	if err == nil && name == "" {
 		err = fmt.Errorf("a graph input or output has no name")
 	}
-	return name, err
+	return name, dims, err
 }

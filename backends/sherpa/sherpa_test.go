@@ -174,7 +174,7 @@ func TestOfflineTranscribes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic} {
+	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic} {
 		s := open(t, e, root, name, "")
 		out, err := s.Infer(context.Background(), backends.Request{Data: wav}, nil)
 		if err != nil {

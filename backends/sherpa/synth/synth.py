@@ -631,7 +631,77 @@ def diarization(out, seed):
     })
 
 
+def nemo_transducer(out, seed, tdt):
+    """NeMo transducer (Parakeet TDT or RNNT, as offline-transducer-nemo-
+    model.cc runs it): the encoder maps audio_signal [B, 80, T] and length
+    [B] to outputs [B, D, T/8] and encoded_lengths; the decoder maps
+    targets [B, 1] int32, target_length [B] int32 and two LSTM states
+    [layers, B, H] to decoder_output [B, D, 1], its length and the states;
+    the joiner maps encoder_outputs and decoder_outputs [B, D, 1] to
+    logits [B, 1, 1, vocab + 1 (+ 5 durations for TDT)]. The blank is the
+    last token; metadata vocab_size excludes it."""
+    r = rng(seed)
+    d, layers, hid = 32, 1, 16
+    pieces = ASR_PIECES[1:] + ["<unk>"]
+    vocab = len(pieces) + 1
+    w = (r.standard_normal((80, d)) / np.sqrt(80)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Transpose", ["audio_signal"], ["x"], perm=[0, 2, 1]),
+         helper.make_node("Slice", ["x", "st", "en", "ax1", "step"], ["xs"]),
+         helper.make_node("MatMul", ["xs", "w"], ["h"]),
+         helper.make_node("Transpose", ["h"], ["outputs"], perm=[0, 2, 1]),
+         helper.make_node("Div", ["length", "eight"], ["encoded_lengths"])],
+        "encoder", [helper.make_tensor_value_info("audio_signal", TensorProto.FLOAT, ["B", 80, "T"]),
+                    helper.make_tensor_value_info("length", TensorProto.INT64, ["B"])],
+        [helper.make_tensor_value_info("outputs", TensorProto.FLOAT, ["B", d, "T8"]),
+         helper.make_tensor_value_info("encoded_lengths", TensorProto.INT64, ["B"])],
+        [init("w", w), const_i64("st", [0]), const_i64("en", [1 << 30]), const_i64("ax1", [1]), const_i64("step", [8]),
+         const_i64("eight", [8])])
+    meta = {"model_type": "EncDecRNNTBPEModel", "vocab_size": vocab - 1, "subsampling_factor": 8, "normalize_type": "per_feature",
+            "pred_rnn_layers": layers, "pred_hidden": hid, "feat_dim": 80, "is_giga_am": 0}
+    if tdt:
+        meta["url"] = "https://huggingface.co/nvidia/parakeet-tdt-0.6b-v2"
+    save(g, os.path.join(out, "encoder.int8.onnx"), meta)
+    emb = (r.standard_normal((vocab, d)) * 0.5).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["targets"], ["t64"], to=TensorProto.INT64),
+         helper.make_node("Gather", ["emb", "t64"], ["e"], axis=0),           # [B, 1, D]
+         helper.make_node("Transpose", ["e"], ["decoder_output"], perm=[0, 2, 1]),
+         helper.make_node("Identity", ["target_length"], ["decoder_output_length"]),
+         helper.make_node("Identity", ["states.1"], ["states"]),
+         helper.make_node("Identity", ["onnx::Slice_3"], ["162"])],
+        "decoder", [helper.make_tensor_value_info("targets", TensorProto.INT32, ["B", 1]),
+                    helper.make_tensor_value_info("target_length", TensorProto.INT32, ["B"]),
+                    helper.make_tensor_value_info("states.1", TensorProto.FLOAT, [layers, "B", hid]),
+                    helper.make_tensor_value_info("onnx::Slice_3", TensorProto.FLOAT, [layers, "B", hid])],
+        [helper.make_tensor_value_info("decoder_output", TensorProto.FLOAT, ["B", d, 1]),
+         helper.make_tensor_value_info("decoder_output_length", TensorProto.INT32, ["B"]),
+         helper.make_tensor_value_info("states", TensorProto.FLOAT, [layers, "B", hid]),
+         helper.make_tensor_value_info("162", TensorProto.FLOAT, [layers, "B", hid])], [init("emb", emb)])
+    save(g, os.path.join(out, "decoder.int8.onnx"), {"model_type": "EncDecRNNTBPEModel"})
+    outdim = vocab + (5 if tdt else 0)
+    jw = (r.standard_normal((d, outdim)) * 3 / np.sqrt(d)).astype(np.float32)
+    jb = np.zeros(outdim, dtype=np.float32)
+    jb[vocab - 1] = 1.0  # the blank
+    if tdt:
+        jb[vocab:] = [-2, 2, 0, -1, -2]  # durations: mostly one frame
+    g = helper.make_graph(
+        [helper.make_node("Add", ["encoder_outputs", "decoder_outputs"], ["s"]),
+         helper.make_node("Transpose", ["s"], ["st"], perm=[0, 2, 1]),       # [B, 1, D]
+         helper.make_node("Tanh", ["st"], ["t"]),
+         helper.make_node("MatMul", ["t", "jw"], ["l"]),
+         helper.make_node("Add", ["l", "jb"], ["l2"]),
+         helper.make_node("Unsqueeze", ["l2", "ax2"], ["logits"])],
+        "joiner", [helper.make_tensor_value_info("encoder_outputs", TensorProto.FLOAT, ["B", d, 1]),
+                   helper.make_tensor_value_info("decoder_outputs", TensorProto.FLOAT, ["B", d, 1])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", 1, 1, outdim])],
+        [init("jw", jw), init("jb", jb), const_i64("ax2", [2])])
+    save(g, os.path.join(out, "joiner.int8.onnx"), {"model_type": "EncDecRNNTBPEModel"})
+    write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(pieces + ["<blk>"])))
+
+
 FAMILIES = {
+    "nemo-tdt": lambda out, seed: nemo_transducer(out, seed, True),
     "diarization": diarization,
     "canary": canary,
     "moonshine": moonshine,
