@@ -266,6 +266,32 @@ func TestHTTP(t *testing.T) {
 	if code, b := diarize("model", "diarize", "response_format", "rttm"); code != 200 || !strings.HasPrefix(string(b), "SPEAKER ") {
 		t.Fatalf("rttm: %d %q", code, b)
 	}
+	// Known speakers (OpenAI's field names): the reference of the second
+	// found speaker, as a data URL, names it.
+	ja, err := audio.ParseWAV(jfk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref []int16
+	for _, sg := range dr.Segments {
+		if sg.Speaker == "SPEAKER_01" {
+			ref = append(ref, ja.Samples[int(sg.Start*16000):int(sg.End*16000)]...)
+		}
+	}
+	url := "data:audio/wav;base64," + base64.StdEncoding.EncodeToString(audio.WAV(16000, ref))
+	code, body = diarize("model", "diarize", "num_speakers", "2", "known_speaker_names[]", "alice", "known_speaker_references[]", url)
+	var kr audio.DiarizationResult
+	if code != 200 || json.Unmarshal(body, &kr) != nil || len(kr.Segments) != len(dr.Segments) {
+		t.Fatalf("known speakers: %d %s", code, body)
+	}
+	for i, sg := range kr.Segments {
+		if (sg.Speaker == "alice") != (dr.Segments[i].Speaker == "SPEAKER_01") {
+			t.Fatalf("known speakers: segment %d is %s, was %s", i, sg.Speaker, dr.Segments[i].Speaker)
+		}
+	}
+	if code, b := diarize("model", "diarize", "known_speaker_names[]", "alice"); code != 400 || !strings.Contains(string(b), "pairs") {
+		t.Fatalf("a name without a reference: %d %s", code, b)
+	}
 	realtime(t, client, ln.Addr().String(), jfk, func(fields ...string) (int, []byte) {
 		a, err := audio.ParseWAV(jfk)
 		if err != nil {

@@ -69,6 +69,13 @@ type lib struct {
 	sdSorted        func(r uintptr) uintptr
 	sdFreeSegments  func(s uintptr)
 	sdFreeResult    func(r uintptr)
+	createEx        func(cfg unsafe.Pointer) uintptr
+	destroyEx       func(ex uintptr)
+	exDim           func(ex uintptr) int32
+	exStream        func(ex uintptr) uintptr
+	exReady         func(ex, s uintptr) int32
+	exCompute       func(ex, s uintptr) uintptr
+	exFree          func(v uintptr)
 
 	// progress is the one C callback (purego callbacks are never freed)
 	// every generation goes through; arg is a key into gens.
@@ -136,6 +143,13 @@ func load() (*lib, error) {
 			&l.sdSorted, "SherpaOnnxOfflineSpeakerDiarizationResultSortByStartTime",
 			&l.sdFreeSegments, "SherpaOnnxOfflineSpeakerDiarizationDestroySegment",
 			&l.sdFreeResult, "SherpaOnnxOfflineSpeakerDiarizationDestroyResult",
+			&l.createEx, "SherpaOnnxCreateSpeakerEmbeddingExtractor",
+			&l.destroyEx, "SherpaOnnxDestroySpeakerEmbeddingExtractor",
+			&l.exDim, "SherpaOnnxSpeakerEmbeddingExtractorDim",
+			&l.exStream, "SherpaOnnxSpeakerEmbeddingExtractorCreateStream",
+			&l.exReady, "SherpaOnnxSpeakerEmbeddingExtractorIsReady",
+			&l.exCompute, "SherpaOnnxSpeakerEmbeddingExtractorComputeEmbedding",
+			&l.exFree, "SherpaOnnxSpeakerEmbeddingExtractorDestroyEmbedding",
 		); err != nil {
 			libErr = fmt.Errorf("sherpa: %s: %w", p, err)
 			return

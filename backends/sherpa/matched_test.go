@@ -58,9 +58,14 @@ func diarizationRequests(t *testing.T) []backends.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, _ := json.Marshal(map[string]any{"num_speakers": 2, "known_speakers": []audio.KnownSpeaker{{Name: "ask", Audio: audio.WAV(16000, a.Samples[16000*5:16000*8])}}})
 	var out []backends.Request
-	for _, in := range []string{`{}`, `{"num_speakers":2}`, `{"min_speakers":3}`, `{"max_speakers":2}`} {
-		out = append(out, backends.Request{ID: in, Data: wav, Input: []byte(in)})
+	for _, in := range []string{`{}`, `{"num_speakers":2}`, `{"min_speakers":3}`, `{"max_speakers":2}`, string(ks), `{"embedding":true}`} {
+		out = append(out, backends.Request{ID: in[:min(len(in), 40)], Data: wav, Input: []byte(in)})
 	}
 	return out
 }

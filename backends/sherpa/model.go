@@ -21,7 +21,8 @@ type model struct {
 	lib  *lib
 	cfg  config
 	ptr  uintptr
-	kind string // "tts", "offline", "online"
+	ex   uintptr // diarization: the speaker embedding extractor (known speakers, embeddings)
+	kind string  // "tts", "offline", "online", "diarization"
 
 	mu   sync.Mutex
 	refs int
@@ -115,6 +116,12 @@ func create(l *lib, c config) (*model, error) {
 		cfg := c.diarizationConfig(&cs, 0)
 		defer freeC(unsafe.Pointer(cfg))
 		m.kind, m.ptr = "diarization", l.createSD(unsafe.Pointer(cfg))
+		if m.ptr != 0 {
+			if m.ex = l.createEx(unsafe.Pointer(&cfg.Embedding)); m.ex == 0 {
+				l.destroySD(m.ptr)
+				m.ptr = 0
+			}
+		}
 	case FamilyOnlineTransducer:
 		cfg := cAlloc[onRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
@@ -162,6 +169,7 @@ func (m *model) release() {
 		m.lib.destroyOnRec(m.ptr)
 	case "diarization":
 		m.lib.destroySD(m.ptr)
+		m.lib.destroyEx(m.ex)
 	}
 	m.ptr = 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -299,4 +300,73 @@ func TestDiarization(t *testing.T) {
 		t.Errorf("threshold: %d speakers in %d segments; num_speakers 2: %d; min_speakers 3: %d", count(free), len(free.Segments), count(two), count(atLeast))
 	}
 	t.Logf("threshold: %d speakers, %d segments", count(free), len(free.Segments))
+}
+
+// TestKnownSpeakers: a reference made of one found speaker's own turns
+// names that speaker (and only it); the embedding request answers an
+// L2-normalised vector of the extractor's size; a reference too short
+// for an embedding is refused, naming the field.
+func TestKnownSpeakers(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, DiarizationSynthetic, "")
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diar := func(in any) audio.DiarizationResult {
+		t.Helper()
+		b, _ := json.Marshal(in)
+		out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: b}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r audio.DiarizationResult
+		if err := json.Unmarshal(out.JSON, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := diar(map[string]any{"num_speakers": 2})
+	var ref []int16
+	want := 0
+	for _, sg := range first.Segments {
+		if sg.Speaker == "SPEAKER_01" {
+			ref = append(ref, a.Samples[int(sg.Start*16000):int(sg.End*16000)]...)
+			want++
+		}
+	}
+	named := diar(map[string]any{"num_speakers": 2, "known_speakers": []audio.KnownSpeaker{{Name: "alice", Audio: audio.WAV(16000, ref)}}})
+	got, other := 0, 0
+	for i, sg := range named.Segments {
+		switch sg.Speaker {
+		case "alice":
+			got++
+			if first.Segments[i].Speaker != "SPEAKER_01" {
+				t.Errorf("segment %d: alice, was %s", i, first.Segments[i].Speaker)
+			}
+		case "SPEAKER_00":
+			other++
+		default:
+			t.Errorf("segment %d: speaker %q", i, sg.Speaker)
+		}
+	}
+	if want == 0 || got != want || other != len(named.Segments)-want {
+		t.Errorf("alice named %d segments of SPEAKER_01's %d (%d others)", got, want, other)
+	}
+	out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(`{"embedding":true}`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e EmbeddingResult
+	if err := json.Unmarshal(out.JSON, &e); err != nil || e.Dim != 32 || len(e.Embedding) != 32 || math.Abs(float64(dot(e.Embedding, e.Embedding))-1) > 1e-4 {
+		t.Errorf("embedding %s: %v", out.JSON, err)
+	}
+	b, _ := json.Marshal(map[string]any{"known_speakers": []audio.KnownSpeaker{{Name: "bob", Audio: audio.WAV(16000, make([]int16, 10))}}})
+	if _, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: b}, nil); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "known_speaker_references[0]") {
+		t.Errorf("a 10-sample reference: %v", err)
+	}
 }

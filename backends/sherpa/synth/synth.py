@@ -621,7 +621,8 @@ def diarization(out, seed):
     })
     w = (r.standard_normal((80, 32)) * 0.5).astype(np.float32)
     g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=0),
+        [helper.make_node("Abs", ["x"], ["ax"]),  # the features arrive mean-normalised (global-mean)
+         helper.make_node("ReduceMean", ["ax"], ["m"], axes=[1], keepdims=0),
          helper.make_node("MatMul", ["m", "w"], ["embedding"])],
         "embedding", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", 80])],
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["N", 32])], [init("w", w)])
