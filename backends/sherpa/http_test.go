@@ -292,6 +292,42 @@ func TestHTTP(t *testing.T) {
 	if code, b := diarize("model", "diarize", "known_speaker_names[]", "alice"); code != 400 || !strings.Contains(string(b), "pairs") {
 		t.Fatalf("a name without a reference: %d %s", code, b)
 	}
+	// The speaker-embedding route: the reference's embedding is most like
+	// itself; an unknown field is a 400 naming it.
+	embed := func(wavBytes []byte, fields ...string) (int, []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", "ref.wav")
+		_, _ = fw.Write(wavBytes)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = mw.WriteField(fields[i], fields[i+1])
+		}
+		_ = mw.Close()
+		resp, err := client.Post(base+"/v1/audio/speech/embedding", mw.FormDataContentType(), &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	var e1, e2 struct {
+		Model     string
+		Dim       int
+		Embedding []float32
+	}
+	c1, b1 := embed(audio.WAV(16000, ref), "model", "diarize")
+	c2, b2 := embed(audio.WAV(16000, ja.Samples[:16000*3]), "model", "diarize")
+	if c1 != 200 || c2 != 200 || json.Unmarshal(b1, &e1) != nil || json.Unmarshal(b2, &e2) != nil || e1.Dim != 32 || len(e2.Embedding) != 32 || e1.Model != "diarize" {
+		t.Fatalf("embedding: %d %s / %d %s", c1, b1, c2, b2)
+	}
+	if code, b := embed(audio.WAV(16000, ref), "model", "diarize", "num_speakers", "2"); code != 400 || !strings.Contains(string(b), "num_speakers") {
+		t.Fatalf("embedding with num_speakers: %d %s", code, b)
+	}
+	if code, b := embed(audio.WAV(16000, ref), "model", "ctc"); code != 400 {
+		t.Fatalf("embedding on an asr model: %d %s", code, b)
+	}
 	realtime(t, client, ln.Addr().String(), jfk, func(fields ...string) (int, []byte) {
 		a, err := audio.ParseWAV(jfk)
 		if err != nil {
