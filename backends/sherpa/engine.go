@@ -648,7 +648,17 @@ func (e *Engine) Validate(spec backends.Spec) error {
 	if spec.Slots < 1 || spec.Slots > c.capacity {
 		return backends.Invalidf("sherpa: checkpoint %s admits 1..%d slots at %d threads each on %d cores, asked for %d", c.name, c.capacity, c.opts.Threads, runtime.NumCPU(), spec.Slots)
 	}
-	return Available()
+	if err := Available(); err != nil {
+		return err
+	}
+	// The load in a child process (child.go) belongs to validation: a
+	// checkpoint that kills the library is refused at registration, as
+	// invalid, not at its first load. A checkpoint that passed is
+	// remembered, so this costs one child per checkpoint and options.
+	if !e.cfg.NoChild {
+		return childCheck(context.Background(), spec, c)
+	}
+	return nil
 }
 
 // EstimateMB implements backends.Engine: the model's weights once (the
