@@ -4,10 +4,12 @@
 // audio and transcripts), a few hundred kilobytes each. The ONNX files are
 // written by synth.py (embedded here) with Debian's python3-onnx and
 // python3-numpy, which `make deps` installs; nothing is downloaded.
+// synth.py is the entry point; common.py holds the shared helpers, tts.py,
+// asr.py and speakers.py the families.
 package synth
 
 import (
-	_ "embed"
+	"embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,8 +21,8 @@ import (
 	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
-//go:embed synth.py
-var script []byte
+//go:embed *.py
+var scripts embed.FS
 
 // Python is the interpreter with Debian's python3-onnx (the system one:
 // a pyenv or virtualenv python3 on PATH may lack the package).
@@ -40,19 +42,26 @@ func Generate(family, dir string, seed uint64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp("", "sluice-sherpa-synth-*.py")
+	tmp, err := os.MkdirTemp("", "sluice-sherpa-synth-")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(script); err != nil {
-		f.Close()
+	defer os.RemoveAll(tmp)
+	entries, err := scripts.ReadDir(".")
+	if err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
+	for _, e := range entries {
+		b, err := scripts.ReadFile(e.Name())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(tmp, e.Name()), b, 0o644); err != nil {
+			return err
+		}
 	}
-	out, err := exec.Command(Python, f.Name(), family, dir, strconv.FormatUint(seed, 10)).CombinedOutput()
+	cmd := exec.Command(Python, "-B", filepath.Join(tmp, "synth.py"), family, dir, strconv.FormatUint(seed, 10))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("synth %s: %v: %s", family, err, out)
 	}
