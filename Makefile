@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper whisper-opencl-check mutants-absent mutation mutation-weak
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-opencl-check mutants-absent mutation mutation-weak
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -185,9 +185,15 @@ ui-screenshot: ui-deps
 deps:
 	SLUICE_NPM_PREFIX=$(NPM_PREFIX) bash scripts/engine-deps.sh
 
-# models builds the default models root from those packages, idempotently.
+# models builds the default models root from those packages, idempotently,
+# and the synthetic sherpa-onnx checkpoints (backends/sherpa; seeded
+# weights from Debian's python3-onnx) into a root of their own,
+# $(SHERPA_MODELS_ROOT): `sluice serve --models-root $(SHERPA_MODELS_ROOT)`
+# serves them.
+SHERPA_MODELS_ROOT ?= models-sherpa
 models: deps
 	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(MODELS_ROOT) -npm $(NPM_PREFIX)
+	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(SHERPA_MODELS_ROOT) -npm $(NPM_PREFIX) -sherpa
 
 # validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs.
 validate-engines: models
@@ -213,6 +219,16 @@ bench-diarization: models
 ENGINES_BENCHTIME ?= 96x
 bench-engines: models
 	SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) test -run '^$$' -bench BenchmarkEngines -benchtime=$(ENGINES_BENCHTIME) -count=1 ./backends/engines/
+
+# bench-sherpa: the sherpa-onnx families on their synthetic checkpoints
+# (backends/sherpa BenchmarkFamilies): requests/s, CPU per request and RSS
+# at 1, 2 and 4 slots with as many clients (a 2-sentence text; jfk.wav, 11 s),
+# then BenchmarkLoad: one load in process beside one in a child process.
+# SHERPA_BENCHTIME requests per line; about 30 s on 2 cores.
+SHERPA_BENCHTIME ?= 48x
+bench-sherpa: deps
+	$(GO) test -run '^$$' -bench 'BenchmarkFamilies' -benchtime $(SHERPA_BENCHTIME) -count=1 ./backends/sherpa/
+	$(GO) test -run '^$$' -bench 'BenchmarkLoad' -benchtime 5x -count=1 ./backends/sherpa/
 
 # bench-all runs every bench and bench-* target of this Makefile (found by
 # name: a target added later joins by itself) and writes docs/benchmarks.md

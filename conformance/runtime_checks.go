@@ -29,11 +29,13 @@ import (
 
 // runtimeChecks maps a case's `runtime` name to its check.
 var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
-	"custom-listener": checkCustomListener,
-	"decode-cancel":   checkDecodeCancel,
-	"whisper-cancel":  checkWhisperCancel,
-	"whisper-corrupt": checkWhisperCorrupt,
-	"whisper-matched": checkWhisperMatched,
+	"custom-listener":  checkCustomListener,
+	"decode-cancel":    checkDecodeCancel,
+	"sherpa-matched":   checkSherpaMatched,
+	"sherpa-malformed": checkSherpaMalformed,
+	"whisper-cancel":   checkWhisperCancel,
+	"whisper-corrupt":  checkWhisperCorrupt,
+	"whisper-matched":  checkWhisperMatched,
 }
 
 func runtimeCheckNames() []string { return slices.Sorted(maps.Keys(runtimeChecks)) }

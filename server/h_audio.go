@@ -206,12 +206,21 @@ func readUpload(r *http.Request) (*upload, error) {
 			}
 			u.payload, u.input, u.filename = p, in, part.FileName()
 		default:
-			b, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
+			limit := maxFormField
+			if name == "known_speaker_references[]" {
+				// A diarization request's reference audio (a file part or
+				// a data URL), at most audio.MaxKnownSpeakers of them.
+				if len(u.fields[name]) >= audio.MaxKnownSpeakers {
+					return fail(Invalid("more than %d known_speaker_references[]", audio.MaxKnownSpeakers))
+				}
+				limit = audio.MaxKnownSpeakerBytes*4/3 + 64
+			}
+			b, err := io.ReadAll(io.LimitReader(part, int64(limit)+1))
 			if err != nil {
 				return fail(bodyError("multipart body", err))
 			}
-			if len(b) > maxFormField {
-				return fail(Invalid("multipart field %.64q over %d bytes", name, maxFormField))
+			if len(b) > limit {
+				return fail(Invalid("multipart field %.64q over %d bytes", name, limit))
 			}
 			if nf++; nf > maxFormFields {
 				return fail(Invalid("multipart body has more than %d fields", maxFormFields))

@@ -71,6 +71,7 @@ func (s *Server) routes() http.Handler {
 		r.Post("/v1/audio/transcriptions", adapt(s.handleTranscription))
 		r.Post("/v1/audio/voice-activity", adapt(s.handleVoiceActivity))
 		r.Post("/v1/audio/diarization", adapt(s.handleDiarization))
+		r.Post("/v1/audio/speech/embedding", adapt(s.handleSpeakerEmbedding)) // speaches' route (h_embedding.go)
 		r.Get("/v1/audio/voices", adapt(s.handleVoices))
 		r.Post("/v1/audio/translations", adapt(s.handleTranslation))
 		r.Get("/v1/realtime", adapt(s.handleRealtime)) // a WebSocket: holds its lease for the session

@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -75,13 +76,80 @@ type DiarizationResult struct {
 
 // DiarizationFields lists the form fields (or query parameters) POST
 // /v1/audio/diarization accepts; any other is invalid (ParseDiarization).
-var DiarizationFields = []string{"model", "response_format", "num_speakers", "min_speakers", "max_speakers"}
+// known_speaker_names[] and known_speaker_references[] (OpenAI's names)
+// come in pairs, in order, at most MaxKnownSpeakers; a reference is a
+// file part or a data URL (data:audio/wav;base64,...).
+var DiarizationFields = []string{"model", "response_format", "num_speakers", "min_speakers", "max_speakers",
+	"known_speaker_names[]", "known_speaker_references[]"}
+
+// Known speakers bounds: how many, a name's length, a reference's bytes.
+const (
+	MaxKnownSpeakers     = 4
+	MaxKnownSpeakerName  = 64
+	MaxKnownSpeakerBytes = 1 << 20
+)
+
+// KnownSpeaker is one named reference sample. An engine that cannot
+// match speakers refuses an Input that has them (its strict decoding
+// names the field known_speakers).
+type KnownSpeaker struct {
+	Name  string `json:"name"`
+	Audio []byte `json:"audio"` // the reference's file: WAV, FLAC, ... as for ASR
+}
+
+// CheckKnownSpeakers bounds ks: at most MaxKnownSpeakers, each with a
+// distinct printable name of 1..MaxKnownSpeakerName bytes and audio of
+// 1..MaxKnownSpeakerBytes bytes.
+func CheckKnownSpeakers(ks []KnownSpeaker) error {
+	if len(ks) > MaxKnownSpeakers {
+		return backends.Invalidf("known_speaker_names[]: %d known speakers, at most %d", len(ks), MaxKnownSpeakers)
+	}
+	seen := map[string]bool{}
+	for i, k := range ks {
+		switch {
+		case k.Name == "" || len(k.Name) > MaxKnownSpeakerName || strings.ContainsFunc(k.Name, func(r rune) bool { return r < ' ' || r == 0x7f }):
+			return backends.Invalidf("known_speaker_names[%d]: a name of 1..%d printable bytes", i, MaxKnownSpeakerName)
+		case seen[k.Name]:
+			return backends.Invalidf("known_speaker_names[%d]: %q given twice", i, clip(k.Name))
+		case len(k.Audio) == 0 || len(k.Audio) > MaxKnownSpeakerBytes:
+			return backends.Invalidf("known_speaker_references[%d]: 1..%d bytes of audio", i, MaxKnownSpeakerBytes)
+		}
+		seen[k.Name] = true
+	}
+	return nil
+}
+
+// knownSpeakers pairs the known_speaker_* fields (see DiarizationFields).
+func knownSpeakers(fields map[string][]string) ([]KnownSpeaker, error) {
+	names, refs := fields["known_speaker_names[]"], fields["known_speaker_references[]"]
+	if len(names) != len(refs) {
+		return nil, backends.Invalidf("known_speaker_names[] has %d entries, known_speaker_references[] %d: they come in pairs", len(names), len(refs))
+	}
+	var out []KnownSpeaker
+	for i := range names {
+		ref := []byte(refs[i])
+		if rest, ok := strings.CutPrefix(refs[i], "data:"); ok {
+			meta, data, ok := strings.Cut(rest, ",")
+			if !ok || !strings.HasSuffix(meta, ";base64") {
+				return nil, backends.Invalidf("known_speaker_references[%d]: a data URL must be base64 (data:audio/wav;base64,...)", i)
+			}
+			b, err := base64.StdEncoding.DecodeString(data)
+			if err != nil {
+				return nil, backends.Invalidf("known_speaker_references[%d]: %v", i, err)
+			}
+			ref = b
+		}
+		out = append(out, KnownSpeaker{Name: names[i], Audio: ref})
+	}
+	return out, CheckKnownSpeakers(out)
+}
 
 // DiarizationParams are the checked fields of a diarization request.
 type DiarizationParams struct {
 	Model          string
 	ResponseFormat string // "json" (the default) or "rttm"
 	Request        DiarizationRequest
+	KnownSpeakers  []KnownSpeaker // in the engine Input as known_speakers
 }
 
 // ParseDiarization checks the fields of a diarization request so that none
@@ -100,6 +168,9 @@ func ParseDiarization(fields map[string][]string, in json.RawMessage) (Diarizati
 	for name, vs := range fields {
 		if !slices.Contains(DiarizationFields, name) {
 			return p, nil, backends.Invalidf("field %q is not supported (accepted: %s)", clip(name), strings.Join(DiarizationFields, ", "))
+		}
+		if name == "known_speaker_names[]" || name == "known_speaker_references[]" {
+			continue // repeated by design, paired below
 		}
 		if len(vs) > 1 {
 			return p, nil, backends.Invalidf("field %q is given %d times", name, len(vs))
@@ -137,7 +208,19 @@ func ParseDiarization(fields map[string][]string, in json.RawMessage) (Diarizati
 	if err := p.Request.Check(); err != nil {
 		return p, nil, err
 	}
-	b, err := json.Marshal(p.Request)
+	ks, err := knownSpeakers(fields)
+	if err != nil {
+		return p, nil, err
+	}
+	p.KnownSpeakers = ks
+	if len(ks) == 0 {
+		b, err := json.Marshal(p.Request)
+		return p, b, err
+	}
+	b, err := json.Marshal(struct {
+		DiarizationRequest
+		KnownSpeakers []KnownSpeaker `json:"known_speakers"`
+	}{p.Request, ks})
 	return p, b, err
 }
 

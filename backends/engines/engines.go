@@ -1,5 +1,5 @@
 // Package engines assembles the real speech engines (flite, pocketsphinx,
-// espeak, onnx, whisper) into a backends.Registry, validates a models root against
+// espeak, onnx, whisper, sherpa) into a backends.Registry, validates a models root against
 // them, and owns the matched-output check of the contract: the same
 // requests answered by a pool at capacity 1 and by pools of 2 and 4 slots
 // with as many concurrent clients give byte-identical outputs (timing
@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+	"github.com/sluice-dev/sluice/backends/sherpa"
 	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
@@ -40,6 +41,7 @@ func Registry(c Config) backends.Registry {
 		onnx.Name:         onnx.New(onnx.Config{Library: c.ONNXRuntime}),
 		diarize.Name:      diarize.New(diarize.Config{ONNXRuntime: c.ONNXRuntime}),
 		whisper.Name:      whisper.New(),
+		sherpa.Name:       sherpa.New(sherpa.Config{}),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/flite"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
+	"github.com/sluice-dev/sluice/backends/sherpa"
 	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
@@ -28,6 +29,8 @@ func Available(engine string) error {
 		return diarize.Available()
 	case whisper.Name:
 		return whisper.Available()
+	case sherpa.Name:
+		return sherpa.Available()
 	}
 	return fmt.Errorf("engines: no real engine %q", engine)
 }

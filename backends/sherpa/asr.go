@@ -1,0 +1,164 @@
+package sherpa
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/internal/native"
+)
+
+// SampleRate is the rate of every recognizer's front end here (80-dim
+// fbank at 16 kHz, sherpa-onnx's default).
+const SampleRate = 16000
+
+// transcribe runs an offline ASR request (see backends/audio: Body or Data
+// is the audio, Input an optional AudioRequest). A fresh stream per
+// request holds the features and the result, so the answer depends on the
+// request alone. Cancellation: the decode call cannot be interrupted; the
+// audio is bounded by max_seconds (checked against its header before
+// decoding) and ctx is checked before and after the call.
+func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.Output, error) {
+	var r audio.AudioRequest
+	if err := audio.DecodeStrict(req.Input, &r); err != nil {
+		return backends.Output{}, err
+	}
+	lang, err := m.cfg.requestLanguage(r.Language)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: r.SampleRate})
+	if err != nil {
+		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return backends.Output{}, err
+	}
+	dur := math.Round(a.Seconds()*1000) / 1000
+	samples := floatSamples(a.Samples)
+	defer native.Free(samples)
+	st := m.lib.createOffStream(m.ptr)
+	if st == 0 {
+		return backends.Output{}, fmt.Errorf("sherpa: could not create a stream")
+	}
+	defer m.lib.destroyOffStr(st)
+	m.lib.acceptOff(st, SampleRate, samples, int32(len(a.Samples)))
+	m.lib.decodeOff(m.ptr, st)
+	if err := ctx.Err(); err != nil {
+		return backends.Output{}, err
+	}
+	rp := m.lib.offResult(st)
+	if rp == 0 {
+		return backends.Output{}, fmt.Errorf("sherpa: no result")
+	}
+	defer m.lib.destroyOffRes(rp)
+	res := (*offResult)(native.Ptr(rp))
+	text := strings.TrimSpace(native.GoString(native.Ptr(res.Text)))
+	if l := strings.Trim(native.GoString(native.Ptr(res.Lang)), "<|>"); lang == "" && len(l) >= 2 && len(l) <= 3 {
+		lang = l // SenseVoice's detected language tag, <|en|>
+	}
+	words := tokenWords(cStrings(res.TokensArr, int(res.Count)), cFloats(res.Timestamps, int(res.Count)), dur)
+	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
+	if err != nil {
+		return backends.Output{}, err
+	}
+	return backends.Output{JSON: b}, nil
+}
+
+// requestLanguage resolves a request's language against the model's. A
+// SenseVoice recognizer is created for one language (option language),
+// and the library has no per-request choice: a request may name only
+// that one, and none when the model detects it (the answer then carries
+// the detected one, "" here).
+func (c *config) requestLanguage(asked string) (string, error) {
+	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper || c.fam.name == FamilyCanary {
+		if c.opts.Language == "auto" {
+			if asked != "" {
+				return "", backends.Invalidf("sherpa: language %q: this model detects the language itself (option language auto); send none, or register the checkpoint with option language set", asked)
+			}
+			return "", nil
+		}
+		l, err := audio.CheckLanguage(asked, []string{c.opts.Language})
+		if err != nil {
+			return "", fmt.Errorf("sherpa: %w", err)
+		}
+		return l, nil
+	}
+	l, err := audio.CheckLanguage(asked, []string{c.language()})
+	if err != nil {
+		return "", fmt.Errorf("sherpa: %w", err)
+	}
+	return l, nil
+}
+
+// language is the transcript language a recognizer reports ("en" unless
+// the model's metadata says otherwise).
+func (c *config) language() string {
+	for _, info := range c.infos {
+		if l := info.Meta["language"]; len(l) == 2 {
+			return strings.ToLower(l)
+		}
+	}
+	return "en"
+}
+
+// floatSamples copies PCM16 into C memory as floats in [-1, 1).
+func floatSamples(s []int16) unsafe.Pointer {
+	p := native.Malloc(4 * max(1, len(s)))
+	f := unsafe.Slice((*float32)(p), max(1, len(s)))
+	for i, v := range s {
+		f[i] = float32(v) / 32768
+	}
+	return p
+}
+
+func cStrings(arr uintptr, n int) []string {
+	if arr == 0 || n <= 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i, p := range unsafe.Slice((*uintptr)(native.Ptr(arr)), n) {
+		out[i] = native.GoString(native.Ptr(p))
+	}
+	return out
+}
+
+func cFloats(arr uintptr, n int) []float32 {
+	if arr == 0 || n <= 0 {
+		return nil
+	}
+	return append([]float32(nil), unsafe.Slice((*float32)(native.Ptr(arr)), n)...)
+}
+
+// tokenWords folds tokens with their start times into words: a token that
+// begins with SentencePiece's "▁" or a space starts a word. A word ends
+// where the next begins (the last at the audio's end). Without timestamps
+// there are no words.
+func tokenWords(tokens []string, times []float32, dur float64) []audio.Word {
+	if len(times) != len(tokens) {
+		return nil
+	}
+	var out []audio.Word
+	for i, t := range tokens {
+		start := math.Round(float64(times[i])*1000) / 1000
+		start = max(0, min(dur, start))
+		piece := strings.TrimLeft(t, "▁ ")
+		if len(out) == 0 || piece != t {
+			if len(out) > 0 {
+				out[len(out)-1].End = max(out[len(out)-1].Start, start)
+			}
+			if piece == "" {
+				continue
+			}
+			out = append(out, audio.Word{Word: piece, Start: start, End: dur})
+			continue
+		}
+		out[len(out)-1].Word += piece
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+package sherpa_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/engines"
+	"github.com/sluice-dev/sluice/backends/sherpa"
+)
+
+// ttsRequests are the matched-output requests of the TTS families: texts
+// of one and several sentences, every voice of the multi-speaker model,
+// speeds, a resampled rate and each format.
+func ttsRequests(voices ...string) []backends.Request {
+	var out []backends.Request
+	add := func(r audio.TTSRequest) {
+		b, _ := json.Marshal(r)
+		out = append(out, backends.Request{ID: string(b), Input: b})
+	}
+	add(audio.TTSRequest{Text: "Hello world."})
+	add(audio.TTSRequest{Text: "The quick brown fox jumps over the lazy dog. It was not amused! Was it?", Speed: 1.5})
+	add(audio.TTSRequest{Text: "Sluice serves speech models.", Speed: 0.5, SampleRate: 16000, Format: "pcm"})
+	add(audio.TTSRequest{Text: "One, two, three.", Format: "flac", SampleRate: 48000})
+	for _, v := range voices {
+		add(audio.TTSRequest{Text: "Each speaker says this sentence.", Voice: v})
+	}
+	return out
+}
+
+// asrRequests: real speech (jfk.wav), silence, and declared raw PCM.
+func asrRequests(t *testing.T) []backends.Request {
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := audio.PCM16Bytes(a.To(16000).Samples[:16000*3])
+	return []backends.Request{
+		{ID: "jfk", Data: wav},
+		{ID: "silence", Data: audio.WAV(16000, make([]int16, 8000))},
+		{ID: "raw-8k", Input: []byte(`{"sample_rate":8000}`), Data: audio.PCM16Bytes(a.To(8000).Samples[:8000*2])},
+		{ID: "head", Input: []byte(`{"sample_rate":16000}`), Data: head},
+	}
+}
+
+// diarizationRequests: jfk.wav free, with a fixed count and with bounds.
+func diarizationRequests(t *testing.T) []backends.Request {
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, _ := json.Marshal(map[string]any{"num_speakers": 2, "known_speakers": []audio.KnownSpeaker{{Name: "ask", Audio: audio.WAV(16000, a.Samples[16000*5:16000*8])}}})
+	var out []backends.Request
+	for _, in := range []string{`{}`, `{"num_speakers":2}`, `{"min_speakers":3}`, `{"max_speakers":2}`, string(ks), `{"embedding":true}`} {
+		out = append(out, backends.Request{ID: in[:min(len(in), 40)], Data: wav, Input: []byte(in)})
+	}
+	return out
+}
+
+// TestMatchedOutputs: every family answers byte-identically at 1, 2 and 4
+// slots with as many concurrent clients, in any order of earlier requests
+// (the contract's matched-output cell, as make validate-engines checks it).
+func TestMatchedOutputs(t *testing.T) {
+	root := sherpa.TestRoot(t)
+	eng := sherpa.New(sherpa.Config{})
+	cases := []struct {
+		name string
+		reqs []backends.Request
+	}{
+		{sherpa.PiperSynthetic, ttsRequests()},
+		{sherpa.PiperMultiSynthetic, ttsRequests("amy", "bob", "cleo")},
+		{sherpa.KokoroSynthetic, ttsRequests("af_synth", "am_synth")},
+		{sherpa.MatchaSynthetic, ttsRequests()},
+		{sherpa.NemoCTCSynthetic, asrRequests(t)},
+		{sherpa.TransducerSynthetic, asrRequests(t)},
+		{sherpa.ParakeetSynthetic, asrRequests(t)},
+		{sherpa.SenseVoiceSynthetic, asrRequests(t)},
+		{sherpa.ParaformerSynthetic, asrRequests(t)},
+		{sherpa.WhisperSynthetic, asrRequests(t)},
+		{sherpa.MoonshineSynthetic, asrRequests(t)},
+		{sherpa.CanarySynthetic, asrRequests(t)},
+		{sherpa.StreamingSynthetic, asrRequests(t)},
+		{sherpa.DiarizationSynthetic, diarizationRequests(t)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cp, err := catalogue.Load(filepath.Join(root, c.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := engines.SpecFor(c.name, cp, 1)
+			spec.Options = []byte(`{"oversubscribe":true}`)
+			rows, err := engines.Matched(context.Background(), eng, spec, c.name, c.reqs, []int{1, 2, 4}, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.Status() != "ok" {
+					t.Errorf("%d slots: %s (%d of %d matched; %v %v)", r.Slots, r.Status(), r.Matched, r.Requests, r.Refused, r.Err)
+				}
+			}
+		})
+	}
+}
