@@ -174,7 +174,7 @@ var mutants = []mutant{
 	{name: "durable-v2-unload", area: "durable", why: "the OIP repository unload answers 200 although its record failed",
 		edits: []edit{durableEdit("server/h_v2_repo.go", 2)}},
 	{name: "committed-error-unrecorded", area: "durable", why: "a PUT that committed but then failed (its load) is not recorded",
-		edits: []edit{{file: "server/h_manage.go", old: "aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {", new: "aerr != nil || true {"}}},
+		edits: []edit{{file: "server/h_manage.go", old: "aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {", new: "aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion || true {"}}},
 	{name: "record-goes-backwards", area: "durable", why: "an older config_version may overwrite a newer record",
 		edits: []edit{{file: "server/registry.go", old: "known && old.ConfigVersion > status.ConfigVersion {", new: "known && old.ConfigVersion > status.ConfigVersion+1 {"}}},
 
