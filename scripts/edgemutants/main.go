@@ -181,8 +181,8 @@ func tail(s string, n int) string {
 }
 
 // copyModule copies the tracked files of the module at root into a
-// temporary folder, with the ignored dependency folders (.deps, models)
-// linked, so that a mutant never touches the working tree.
+// temporary folder, with the ignored dependency folders (.deps, models,
+// ...) linked, so that a mutant never touches the working tree.
 func copyModule(root string) (string, error) {
 	dir, err := os.MkdirTemp("", "sluice-edgemutants-")
 	if err != nil {
@@ -197,11 +197,23 @@ func copyModule(root string) (string, error) {
 			return "", err
 		}
 	}
-	for _, l := range []string{".deps", "models"} {
-		if _, err := os.Stat(filepath.Join(root, l)); err == nil {
-			if err := os.Symlink(filepath.Join(root, l), filepath.Join(dir, l)); err != nil {
-				return "", err
-			}
+	// The ignored folders the tests read (.deps, models, models-sherpa,
+	// ...): every ignored top-level entry but build outputs.
+	ignored, err := exec.Command("git", "-C", root, "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z").Output()
+	if err != nil {
+		return "", fmt.Errorf("git ls-files --ignored: %w", err)
+	}
+	linked := map[string]bool{"bin": true, "out": true}
+	for _, p := range strings.Split(strings.TrimRight(string(ignored), "\x00"), "\x00") {
+		top := strings.SplitN(strings.TrimSuffix(p, "/"), "/", 2)[0]
+		if top == "" || linked[top] {
+			continue
+		}
+		linked[top] = true
+		// A top-level folder that git tracks was copied already: its
+		// ignored files inside (a test binary, say) are not needed.
+		if err := os.Symlink(filepath.Join(root, top), filepath.Join(dir, top)); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", err
 		}
 	}
 	return dir, nil
