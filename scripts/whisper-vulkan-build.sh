@@ -16,8 +16,9 @@
 # so an edited source or flag rebuilds and an unchanged one does not.
 # Idempotent: an existing OUT_ROOT/<id>/libwhisper.so.1 is kept; a build is
 # assembled in a temporary folder renamed into place. The cmake build
-# folder (.deps/whisper-vulkan-build/<hash>, or SLUICE_WHISPER_VK_BUILD) is
-# kept, so a rerun after an interruption resumes where it stopped.
+# folder (.deps/whisper-vulkan-build/<hash of source and options>, or the
+# folder SLUICE_WHISPER_VK_BUILD names) is kept, so a rerun after an
+# interruption resumes where it stopped.
 #
 # ggml is linked in (GGML_BACKEND_DL=OFF): the Vulkan backend registers
 # itself inside libggml.so, no ggml_backend_load is needed. The CPU backend
@@ -62,6 +63,15 @@ opts=(
 	-DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF
 )
 
+# Debian's Vulkan-Headers 1.3.239 predate VK_EXT_layer_settings (1.3.272),
+# which ggml-vulkan.cpp names unconditionally when it creates the instance;
+# the compat header declares it (scripts/whispervk/vk_layer_settings_compat.h,
+# the only gap: everything else newer is behind #if in ggml-vulkan.cpp).
+compat="$here/whispervk/vk_layer_settings_compat.h"
+if ! grep -q 'VK_EXT_layer_settings' /usr/include/vulkan/vulkan_core.h; then
+	opts+=("-DCMAKE_CXX_FLAGS=-include $compat")
+fi
+
 # src_hash (the source and the cmake options) names the cmake build folder;
 # hash adds this script and states.c and names the output folder.
 src_hash="$(
@@ -69,6 +79,7 @@ src_hash="$(
 	{
 		find CMakeLists.txt cmake src include ggml examples -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 		printf '%s\n' "${opts[@]}"
+		cat "$compat"
 	} | sha256sum | cut -c1-12
 )"
 hash="$({ echo "$src_hash"; cat "$here/whisper-vulkan-build.sh" "$here/whispervk/states.c"; } | sha256sum | cut -c1-12)"
@@ -80,7 +91,7 @@ if [ -f "$dst/libwhisper.so.1" ] && [ -f "$dst/whispervk-states" ]; then
 	exit 0
 fi
 
-build="${SLUICE_WHISPER_VK_BUILD:-$(dirname "$out_root")/whisper-vulkan-build}/$src_hash"
+build="${SLUICE_WHISPER_VK_BUILD:-$(dirname "$out_root")/whisper-vulkan-build/$src_hash}"
 jobs="${SLUICE_BUILD_JOBS:-$(nproc)}"
 mkdir -p "$build" "$out_root"
 tmp="$(mktemp -d "$out_root/.tmp.XXXXXX")"

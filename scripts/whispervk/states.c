@@ -16,9 +16,9 @@
 // crash). -out FILE writes the reference answers, so a CPU run and a
 // Vulkan run can be compared with cmp.
 //
-// Build (scripts/whisper-vulkan-build.sh does this):
-//   gcc -O2 -Wall -Werror -pthread -I$SRC/include -I$SRC/ggml/include \
-//       states.c -o whispervk-states -L$BUILD/src -L$BUILD/ggml/src \
+// Build (scripts/whisper-vulkan-build.sh does this), on one line:
+//   gcc -O2 -Wall -Werror -pthread -I$SRC/include -I$SRC/ggml/include
+//       states.c -o whispervk-states -L$BUILD/src -L$BUILD/ggml/src
 //       -lwhisper -lggml -lggml-base -Wl,-rpath,'$ORIGIN'
 //
 // Usage: whispervk-states -m MODEL -f WAV [-gpu 0|1] [-n STATES] [-r ROUNDS]
