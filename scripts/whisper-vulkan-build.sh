@@ -6,11 +6,13 @@
 #
 #   whisper-vulkan-build.sh NPM_PREFIX OUT_ROOT
 #
-# It prints OUT_ROOT/<id>, a folder holding libwhisper.so.1, libggml.so,
-# libggml-base.so, libggml-cpu.so, libggml-vulkan.so (RUNPATH $ORIGIN, so
-# dlopen of libwhisper.so.1 alone finds the rest), whisper.cpp's own
-# whisper-cli and the concurrency check scripts/whispervk/states.c built
-# against them (whispervk-states), plus build.txt (flags and build time).
+# It prints OUT_ROOT/<id>, a folder holding libwhisper.so.1 (and a
+# libwhisper.so link), libggml.so.0, libggml-base.so.0, libggml-cpu.so.0,
+# libggml-vulkan.so.0 (RUNPATH $ORIGIN only, so dlopen of libwhisper.so.1
+# alone finds the rest; from Debian they need libvulkan1, libgomp1 and a
+# Vulkan driver), whisper.cpp's own whisper-cli and the concurrency check
+# scripts/whispervk/states.c built against them (whispervk-states), plus
+# build.txt (flags and build time).
 # <id> is "1.9.1-<hash>-vulkan": <hash> covers the whisper.cpp source
 # (CMake files, src/, include/, ggml/, examples/), this script and states.c,
 # so an edited source or flag rebuilds and an unchanged one does not.
@@ -56,8 +58,12 @@ done
 opts=(
 	-DCMAKE_BUILD_TYPE=Release
 	-DBUILD_SHARED_LIBS=ON
-	-DCMAKE_BUILD_RPATH='$ORIGIN' -DCMAKE_INSTALL_RPATH='$ORIGIN'
+	-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH='$ORIGIN'
 	-DGGML_VULKAN=ON -DGGML_BACKEND_DL=OFF -DGGML_NATIVE=OFF -DGGML_CCACHE=OFF
+	# ggml stamps "git rev-parse HEAD" of the folder it sits in into
+	# GGML_COMMIT; under .deps that is Sluice's own repository, so every
+	# Sluice commit would recompile ggml-base. /bin/true makes it "unknown".
+	-DGIT_EXE=/bin/true
 	"${cpu_opts[@]}"
 	-DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_SERVER=OFF -DWHISPER_BUILD_EXAMPLES=ON
 	-DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF
@@ -97,9 +103,12 @@ mkdir -p "$build" "$out_root"
 tmp="$(mktemp -d "$out_root/.tmp.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 echo "whisper-vulkan build: $id in $build (cmake ${opts[*]})" >&2
-# cpu_s: the CPU seconds (user + system) of this script's finished children.
-cpu_s() { times | tail -1 | awk '{ for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] } printf "%.0f", t }'; }
-start=$(date +%s.%N) cpu0=$(cpu_s)
+# cpu_s FILE: the CPU seconds (user + system) of this script's finished
+# children, from the output of the times builtin (run in this shell, not a
+# subshell, which would count only its own children).
+cpu_s() { tail -1 "$1" | awk '{ for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] } printf "%.0f", t }'; }
+times >"$tmp/times0"
+start=$(date +%s.%N)
 nice -n 10 cmake -S "$src" -B "$build" "${opts[@]}" >"$build/configure.log" 2>&1 ||
 	{ tail -30 "$build/configure.log" >&2; exit 1; }
 grep -E 'supported by glslc' "$build/configure.log" >&2 || true
@@ -107,21 +116,24 @@ nice -n 10 cmake --build "$build" -j "$jobs" --target whisper whisper-cli >"$bui
 	{ grep -E -B2 -A6 'error|Error' "$build/build.log" | tail -60 >&2; exit 1; }
 gcc -O2 -Wall -Werror -pthread -I"$src/include" -I"$src/ggml/include" \
 	"$here/whispervk/states.c" -o "$build/whispervk-states" \
-	-L"$build/src" -L"$build/ggml/src" -lwhisper -lggml -lggml-base -Wl,-rpath,'$ORIGIN'
-end=$(date +%s.%N) cpu1=$(cpu_s)
+	-L"$build/bin" -lwhisper -lggml -lggml-base -Wl,-rpath,'$ORIGIN'
+end=$(date +%s.%N)
+times >"$tmp/times1"
+cpu=$(($(cpu_s "$tmp/times1") - $(cpu_s "$tmp/times0")))
+rm "$tmp/times0" "$tmp/times1"
 
-cp -L "$build/src/libwhisper.so.1" "$tmp/"
-ln -s libwhisper.so.1 "$tmp/libwhisper.so"
-for l in ggml ggml-base ggml-cpu ggml-vulkan; do
-	cp -L "$(find "$build/ggml/src" -name "lib$l.so" | head -1)" "$tmp/"
+# Each library under its soname (what the others' NEEDED entries name).
+for l in libwhisper.so.1 libggml.so.0 libggml-base.so.0 libggml-cpu.so.0 libggml-vulkan.so.0; do
+	cp -L "$build/bin/$l" "$tmp/$l"
 done
+ln -s libwhisper.so.1 "$tmp/libwhisper.so"
 cp "$build/bin/whisper-cli" "$build/whispervk-states" "$tmp/"
 {
 	echo "whisper.cpp 1.9.1 (npm nodejs-whisper@0.3.1), ggml Vulkan backend"
 	echo "cmake options: ${opts[*]}"
 	echo "glslc: $(glslc --version 2>&1 | head -1); libvulkan-dev $(dpkg-query -W -f='${Version}' libvulkan-dev 2>/dev/null)"
 	grep -E 'supported by glslc' "$build/configure.log" | sed 's/^-- /shader extension: /'
-	awk -v s="$start" -v e="$end" -v c=$((cpu1 - cpu0)) -v j="$jobs" \
+	awk -v s="$start" -v e="$end" -v c="$cpu" -v j="$jobs" \
 		'BEGIN { printf "build: %.0f s wall, %d s CPU (user+system), -j %s under nice 10 (a resumed build is shorter)\n", e - s, c, j }'
 } >"$tmp/build.txt"
 rm -rf "$dst"

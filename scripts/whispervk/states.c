@@ -6,22 +6,24 @@
 // whisper-cli processes would each have their own device context and
 // prove nothing about this.
 //
-// It decodes K clips of a 16 kHz mono 16-bit WAV (the whole file and three
-// cuts) one after another on state 0: the reference answers. Then it
-// creates N states and N pthreads; thread i decodes clip (i + r) % K for
-// rounds r = 0..R-1, all threads released at once by a barrier, and every
-// answer (segment texts and times) must equal the reference of its clip,
-// byte for byte. It prints one line per phase and exits 0 only when every
-// answer matched (1 on a mismatch, 2 on a setup failure; a crash is a
-// crash). -out FILE writes the reference answers, so a CPU run and a
-// Vulkan run can be compared with cmp.
+// It decodes K = 4 clips of a 16 kHz mono 16-bit WAV (the whole file and
+// three cuts) one after another on state 0: the reference answers. Then,
+// for each N of -n (default 1,2,4), N pthreads on states 0..N-1, released
+// at once by a barrier: thread i decodes clip (i + r) % K for rounds
+// r = 0..ceil(D/N)-1 (D = -d, default 4, so every phase decodes at least D
+// clips), and every answer (segment texts and times) must equal the
+// reference of its clip, byte for byte. It prints one line per phase
+// (flushed, so a crash in a later phase keeps the earlier lines) and exits
+// 0 only when every answer matched (1 on a mismatch, 2 on a setup failure;
+// a crash is a crash). -out FILE writes the reference answers, so a CPU
+// run and a Vulkan run can be compared with cmp.
 //
 // Build (scripts/whisper-vulkan-build.sh does this), on one line:
 //   gcc -O2 -Wall -Werror -pthread -I$SRC/include -I$SRC/ggml/include
 //       states.c -o whispervk-states -L$BUILD/src -L$BUILD/ggml/src
 //       -lwhisper -lggml -lggml-base -Wl,-rpath,'$ORIGIN'
 //
-// Usage: whispervk-states -m MODEL -f WAV [-gpu 0|1] [-n STATES] [-r ROUNDS]
+// Usage: whispervk-states -m MODEL -f WAV [-gpu 0|1] [-n 1,2,4] [-d DECODES]
 //                         [-t THREADS] [-out FILE] [-v]
 #include <pthread.h>
 #include <stdint.h>
@@ -44,7 +46,7 @@ struct clip {
 static struct whisper_context *ctx;
 static struct clip clips[N_CLIPS];
 static char *refs[N_CLIPS];
-static int n_threads = 1, rounds = 2;
+static int n_threads = 1, rounds = 1;
 static pthread_barrier_t start_line;
 
 static void quiet(enum ggml_log_level level, const char *text, void *user) {
@@ -145,9 +147,32 @@ static void *worker(void *arg) {
 	return NULL;
 }
 
+// phase runs n states at once for rounds rounds each and reports them.
+static int phase(struct job *jobs, int n) {
+	pthread_barrier_init(&start_line, NULL, n);
+	pthread_t th[MAX_STATES];
+	double t = now();
+	for (int i = 0; i < n; i++) {
+		jobs[i].matched = jobs[i].failed = 0;
+		pthread_create(&th[i], NULL, worker, &jobs[i]);
+	}
+	int matched = 0, failed = 0;
+	for (int i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		matched += jobs[i].matched;
+		failed += jobs[i].failed;
+	}
+	double d = now() - t;
+	pthread_barrier_destroy(&start_line);
+	printf("concurrent: %d states x %d rounds: %d/%d answers match the sequential ones, %.2f s, %.2f clips/s\n",
+	       n, rounds, matched, matched + failed, d, (matched + failed) / d);
+	return failed;
+}
+
 int main(int argc, char **argv) {
-	const char *model = NULL, *wav = NULL, *out = NULL;
-	int gpu = 1, n = 1, verbose = 0;
+	const char *model = NULL, *wav = NULL, *out = NULL, *counts = "1,2,4";
+	int gpu = 1, decodes = 4, verbose = 0;
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "-v")) { verbose = 1; continue; }
@@ -156,14 +181,21 @@ int main(int argc, char **argv) {
 		if (!strcmp(a, "-m")) model = v;
 		else if (!strcmp(a, "-f")) wav = v;
 		else if (!strcmp(a, "-gpu")) gpu = atoi(v);
-		else if (!strcmp(a, "-n")) n = atoi(v);
-		else if (!strcmp(a, "-r")) rounds = atoi(v);
+		else if (!strcmp(a, "-n")) counts = v;
+		else if (!strcmp(a, "-d")) decodes = atoi(v);
 		else if (!strcmp(a, "-t")) n_threads = atoi(v);
 		else if (!strcmp(a, "-out")) out = v;
 		else { fprintf(stderr, "unknown flag %s\n", a); return 2; }
 	}
-	if (!model || !wav || n < 1 || n > MAX_STATES || rounds < 1 || n_threads < 1) {
-		fprintf(stderr, "usage: %s -m MODEL -f WAV [-gpu 0|1] [-n 1..%d] [-r ROUNDS] [-t THREADS] [-out FILE] [-v]\n", argv[0], MAX_STATES);
+	int ns[MAX_STATES], nn = 0, most = 0;
+	for (const char *c = counts; *c && nn < MAX_STATES; c = strchr(c, ',') ? strchr(c, ',') + 1 : "") {
+		ns[nn] = atoi(c);
+		if (ns[nn] < 1 || ns[nn] > MAX_STATES) nn = MAX_STATES + 1;
+		else if (ns[nn] > most) most = ns[nn];
+		if (nn <= MAX_STATES) nn++;
+	}
+	if (!model || !wav || nn < 1 || nn > MAX_STATES || decodes < 1 || n_threads < 1) {
+		fprintf(stderr, "usage: %s -m MODEL -f WAV [-gpu 0|1] [-n 1,2,4 (each 1..%d)] [-d DECODES] [-t THREADS] [-out FILE] [-v]\n", argv[0], MAX_STATES);
 		return 2;
 	}
 	if (!verbose) whisper_log_set(quiet, NULL);
@@ -183,12 +215,12 @@ int main(int argc, char **argv) {
 	ctx = whisper_init_from_file_with_params_no_state(model, cp);
 	if (!ctx) { fprintf(stderr, "%s: whisper could not load it\n", model); return 2; }
 	struct job jobs[MAX_STATES] = {0};
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < most; i++) {
 		jobs[i].id = i;
 		jobs[i].st = whisper_init_state(ctx);
 		if (!jobs[i].st) { fprintf(stderr, "whisper_init_state %d failed\n", i); return 2; }
 	}
-	printf("load: context + %d states in %.2f s (gpu=%d)\n", n, now() - t, gpu);
+	printf("load: context + %d states in %.2f s (gpu=%d)\n", most, now() - t, gpu);
 
 	t = now();
 	for (int k = 0; k < N_CLIPS; k++) {
@@ -206,20 +238,12 @@ int main(int argc, char **argv) {
 		if (!f || fclose(f)) { fprintf(stderr, "%s: cannot write\n", out); return 2; }
 	}
 
-	pthread_barrier_init(&start_line, NULL, n);
-	pthread_t th[MAX_STATES];
-	t = now();
-	for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, worker, &jobs[i]);
-	int matched = 0, failed = 0;
-	for (int i = 0; i < n; i++) {
-		pthread_join(th[i], NULL);
-		matched += jobs[i].matched;
-		failed += jobs[i].failed;
+	int failed = 0;
+	for (int p = 0; p < nn; p++) {
+		rounds = (decodes + ns[p] - 1) / ns[p];
+		failed += phase(jobs, ns[p]);
 	}
-	double par = now() - t;
-	printf("concurrent: %d states x %d rounds: %d/%d answers match the sequential ones, %.2f s, %.2f clips/s\n",
-	       n, rounds, matched, matched + failed, par, (matched + failed) / par);
-	for (int i = 0; i < n; i++) whisper_free_state(jobs[i].st);
+	for (int i = 0; i < most; i++) whisper_free_state(jobs[i].st);
 	whisper_free(ctx);
 	for (int k = 0; k < N_CLIPS; k++) free(refs[k]);
 	free(pcm);
