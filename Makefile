@@ -266,8 +266,8 @@ whisper-opencl-check: deps
 # Vulkan headers, run on mesa's lavapipe: whisper-cli CPU against Vulkan,
 # then one context with 1, 2 and 4 states decoding at once (matched answers,
 # clips/s, CPU seconds) on each backend (scripts/whisper-vulkan-check.sh;
-# the first build takes about 40 minutes of 2 busy cores, a cached one
-# about 2 minutes of checks; not part of `make test`).
+# the first build takes 22 minutes (588 s CPU) on 2 busy cores, then the
+# checks about 4 minutes, lavapipe being slow; not part of `make test`).
 whisper-vulkan-check: deps
 	bash scripts/whisper-vulkan-check.sh
 

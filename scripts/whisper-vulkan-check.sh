@@ -5,7 +5,7 @@
 # cmake, g++, glslc, libvulkan-dev, spirv-headers, mesa-vulkan-drivers,
 # vulkan-tools; npm: nodejs-whisper@0.3.1, whose cpp/whisper.cpp is the
 # source), builds the library once per source hash
-# (scripts/whisper-vulkan-build.sh: about 40 minutes of 2 busy cores the
+# (scripts/whisper-vulkan-build.sh: 22 minutes wall, 588 s CPU, on 2 busy cores the
 # first time, docs/design.md "Whisper on Vulkan (lavapipe)"), writes the
 # synthetic tiny and bench models (scripts/whispervk/synth) and prints:
 #   1. the Vulkan device ggml sees (vulkaninfo --summary);
@@ -105,7 +105,7 @@ for m in "${models[@]}"; do
 		echo "  library answers (4 clips): CPU and Vulkan identical"
 	else
 		echo "  library answers (4 clips): CPU and Vulkan differ:"
-		diff "$out/states-$m-cpu.ref" "$out/states-$m-vulkan.ref" | head -12 | cut -c1-140 | sed 's/^/    /'
+		{ diff "$out/states-$m-cpu.ref" "$out/states-$m-vulkan.ref" || true; } | head -12 | cut -c1-140 | sed 's/^/    /'
 	fi
 done
 exit $fail
