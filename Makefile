@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-opencl-check mutants-absent mutation mutation-weak
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-opencl-check whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -276,6 +276,16 @@ bench-whisper: deps
 # CPU against OpenCL clip by clip (scripts/whisper-opencl-check.sh).
 whisper-opencl-check: deps
 	bash scripts/whisper-opencl-check.sh
+
+# whisper-vulkan-check: whisper.cpp 1.9.1 (npm nodejs-whisper@0.3.1) with
+# ggml's Vulkan backend, built once per source hash with Debian's glslc and
+# Vulkan headers, run on mesa's lavapipe: whisper-cli CPU against Vulkan,
+# then one context with 1, 2 and 4 states decoding at once (matched answers,
+# clips/s, CPU seconds) on each backend (scripts/whisper-vulkan-check.sh;
+# the first build takes 22 minutes (588 s CPU) on 2 busy cores, then the
+# checks about 4 minutes, lavapipe being slow; not part of `make test`).
+whisper-vulkan-check: deps
+	bash scripts/whisper-vulkan-check.sh
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.
