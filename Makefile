@@ -355,6 +355,18 @@ mutation:
 mutation-weak:
 	$(GO) run ./scripts/mutation -files '$(MUTATION_FILES)' -weak -checks '$(or $(MUTATION_CHECKS),conformance)'
 
+# edge-mutants: the serving edge's test net (scripts/edgemutants): hand-
+# planted bugs where only a slow, faulty or hostile peer would notice
+# (write and read deadlines, body budgets and spool files, Host and Origin
+# on every state-changing entry and the WebSocket handshake, answers that
+# claim a change is durable, authorization on every protocol's management
+# routes, leases the edge holds), each run against the server package's
+# tests and the conformance suite in process; it prints which checks
+# killed each. 43 mutants, about 80 s per mutant on 2 quiet cores (about an
+# hour); EDGE_MUTANTS=REGEXP picks mutants, EDGE_CHECKS adds race or sdk.
+edge-mutants: models
+	$(GO) run ./scripts/edgemutants $(if $(EDGE_MUTANTS),-run '$(EDGE_MUTANTS)') $(if $(EDGE_CHECKS),-checks '$(EDGE_CHECKS)')
+
 # conformance-mutants: the suite once per planted core bug, against a built binary (about 4 minutes).
 conformance-mutants:
 	$(GO) test -count=1 $(MUTANT_TAGS) -run '^TestMutants$$' -v -timeout 30m ./conformance/
