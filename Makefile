@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper whisper-opencl-check mutants-absent mutation mutation-weak
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper mutants-absent mutation mutation-weak
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -252,14 +252,8 @@ bench-silero: models
 # minutes per target on 2 busy cores; 2 rounds in alternating order, CPU
 # seconds per request beside the rates), then the cancel-to-free-slot time.
 bench-whisper: deps
-	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper server >/dev/null
+	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper cpu server >/dev/null
 	$(GO) run ./scripts/benchwhisper $(BENCH_WHISPER_FLAGS)
-
-# whisper-opencl-check: the whisper engine with ggml's CLBlast path on the
-# pocl CPU OpenCL driver (Debian), matched outputs at 1, 2 and 4 slots and
-# CPU against OpenCL clip by clip (scripts/whisper-opencl-check.sh).
-whisper-opencl-check: deps
-	bash scripts/whisper-opencl-check.sh
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.

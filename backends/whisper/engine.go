@@ -138,12 +138,6 @@ func resolve(spec backends.Spec) (config, error) {
 	if !o.Oversubscribe {
 		c.capacity = max(1, min(c.capacity, runtime.NumCPU()/o.Threads))
 	}
-	if l, err := load(); err == nil && l.backend == "opencl" {
-		// ggml-opencl 1.5.0 keeps process-wide buffers without locks: two
-		// states computing at once corrupt its heap (seen as "double
-		// free" at 2 slots on pocl). One slot only.
-		c.capacity = 1
-	}
 	return c, nil
 }
 
@@ -200,7 +194,11 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 	if err != nil {
 		return nil, 0, err
 	}
-	wctx, err := l.loadModel(c.file, c.gpu)
+	lp := loadParams{}
+	if c.gpu {
+		lp.useGPU = 1
+	}
+	wctx, err := l.loadModel(c.file, lp, nil)
 	if err != nil {
 		return nil, 0, backends.AsInvalid(fmt.Errorf("whisper: checkpoint %s: %w", c.name, err))
 	}
@@ -349,7 +347,7 @@ func (s *session) transcribe(ctx context.Context, samples []int16, lang string, 
 	abortFlag := (*int32)(unsafe.Add(mem, unsafe.Sizeof(cReq{})))
 	polls := unsafe.Add(mem, unsafe.Sizeof(cReq{})+8)
 	langC := unsafe.Add(mem, unsafe.Sizeof(cReq{})+16)
-	*cr = cReq{nThreads: int32(s.cfg.threads), tokenTimestamps: 1, abort: unsafe.Pointer(abortFlag), polls: polls, notifyFD: notifyFD(s.cfg.file, -1)}
+	*cr = cReq{nThreads: int32(s.cfg.threads), tokenTimestamps: 1, abort: unsafe.Pointer(abortFlag), polls: polls, notifyFD: notifyFD(s.cfg.file, -1), segmentFD: -1}
 	if lang == "" {
 		cr.detectLanguage = 1
 	} else {
@@ -369,7 +367,7 @@ func (s *session) transcribe(ctx context.Context, samples []int16, lang string, 
 	}
 	res := s.results(dur)
 	if lang == "" {
-		if id := l.langID(s.state); id >= 0 && int(id) < len(l.langs) {
+		if id := cr.outLangID; id >= 0 && int(id) < len(l.langs) {
 			lang = l.langs[id]
 		}
 	}
@@ -381,9 +379,9 @@ func (s *session) transcribe(ctx context.Context, samples []int16, lang string, 
 // results reads the state's segments and folds its text tokens into words.
 func (s *session) results(dur float64) audio.ASRResult {
 	l := s.m.lib
-	times := native.Malloc(16)
+	times := native.Malloc(24)
 	defer native.Free(times)
-	tt := unsafe.Slice((*int64)(times), 2)
+	tt := unsafe.Slice((*int64)(times), 3)
 	var res audio.ASRResult
 	var text []string
 	n := l.nSegments(s.state)
