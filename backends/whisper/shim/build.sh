@@ -26,12 +26,18 @@
 # cascadelake icelake cooperlake zen4 alderlake sapphirerapids). The
 # variant list is part of <id>'s hash.
 #
-# One fix to whisper.cpp 1.9.1, applied to a copy of the source: the first
-# decoder's random generator (used when temperature > 0) is seeded once
-# per whisper_state, the others at every whisper_full call, so a sampled
-# answer depended on the state's earlier requests. The copy reseeds it
-# (std::mt19937(0)) at every call, as the others are (std::mt19937(j)):
-# the sampling seed of decoder j is j, for every request.
+# Two fixes to whisper.cpp 1.9.1, applied to a copy of the source:
+#  - the first decoder's random generator (used when temperature > 0) is
+#    seeded once per whisper_state, the others at every whisper_full call,
+#    so a sampled answer depended on the state's earlier requests. The copy
+#    reseeds it (std::mt19937(0)) at every call, as the others are
+#    (std::mt19937(j)): the sampling seed of decoder j is j, for every
+#    request.
+#  - ggml_conv_1d always asks im2col for f16 output, and the CPU's f16
+#    im2col asserts an f16 kernel, so an f32 model file (f32 convolution
+#    kernels) aborted the process at its first decode (GGML_ASSERT in
+#    ggml-cpu/ops.cpp, found by backends/whisper's TestEveryTypeLoads).
+#    The copy asks for f32 output when the kernel is f32.
 #
 # Idempotent: an existing OUT_ROOT/<id>/libsluice_whisper.so is kept; a
 # build goes to a temporary folder renamed into place, so an interrupted
@@ -93,6 +99,11 @@ if [ ! -f "$dst/libsluice_whisper.so" ]; then
 	grep -qxF "$anchor" "$f" || { echo "whisper build: the reseed fix's anchor is not in $f" >&2; exit 1; }
 	sed -i "s|^$anchor\$|    state->decoders[0].rng = std::mt19937(0); // sluice: reseeded per call (build.sh)\n&|" "$f"
 	[ "$(grep -c 'sluice: reseeded per call' "$f")" = 1 ] || { echo "whisper build: the reseed fix did not apply" >&2; exit 1; }
+	g="$tmp/src/ggml/src/ggml.c"
+	conv='struct ggml_tensor * im2col = ggml_im2col(ctx, a, b, s0, 0, p0, 0, d0, 0, false, GGML_TYPE_F16); // [N, OL, IC * K]'
+	[ "$(grep -cF "$conv" "$g")" = 1 ] || { echo "whisper build: the conv fix's anchor is not in $g once" >&2; exit 1; }
+	sed -i 's|ggml_im2col(ctx, a, b, s0, 0, p0, 0, d0, 0, false, GGML_TYPE_F16); // \[N, OL, IC \* K\]|ggml_im2col(ctx, a, b, s0, 0, p0, 0, d0, 0, false, a->type == GGML_TYPE_F32 ? GGML_TYPE_F32 : GGML_TYPE_F16); // sluice: f32 kernels (build.sh)|' "$g"
+	[ "$(grep -c 'sluice: f32 kernels' "$g")" = 1 ] || { echo "whisper build: the conv fix did not apply" >&2; exit 1; }
 	cmake -S "$tmp/src" -B "$tmp/build" "${cmake_args[@]}" >"$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log" >&2; exit 1; }
 	# The CPU variants, then ggml, whisper and the quantize tool without
 	# their dependency edges (make's /fast targets): ggml depends on every
