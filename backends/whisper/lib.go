@@ -86,6 +86,7 @@ type lib struct {
 	langMax   func() int32
 	langStr   func(id int32) unsafe.Pointer
 	isMulti   func(ctx unsafe.Pointer) int32
+	tokenize  func(ctx, text, tokens unsafe.Pointer, nMax int32) int32
 	backendFn func() unsafe.Pointer
 	versionFn func() unsafe.Pointer
 
@@ -131,6 +132,7 @@ func load() (*lib, error) {
 			&l.langMax, "whisper_lang_max_id",
 			&l.langStr, "whisper_lang_str",
 			&l.isMulti, "whisper_is_multilingual",
+			&l.tokenize, "whisper_tokenize",
 			&l.backendFn, "sluice_whisper_backend",
 			&l.versionFn, "sluice_whisper_version",
 		); err != nil {
@@ -167,7 +169,9 @@ type loadParams struct {
 	useGPU    int32
 	flashAttn int32
 	dtwPreset int32 // whisper_alignment_heads_preset; 0: no DTW
+	dtwNTop   int32 // with the top-most preset: how many text layers
 	dtwNHeads int32
+	_         int32
 	dtwHeads  unsafe.Pointer // int32 pairs (text layer, head), C memory
 }
 
@@ -191,6 +195,21 @@ func (l *lib) loadModel(path string, lp loadParams, heads [][2]int32) (unsafe.Po
 		return nil, fmt.Errorf("whisper.cpp did not load %s: %s", filepath.Base(path), l.takeError())
 	}
 	return ctx, nil
+}
+
+// countTokens returns how many tokens text is in ctx's vocabulary, or
+// more than limit when it is longer (whisper_tokenize reports the count
+// it needed).
+func (l *lib) countTokens(ctx unsafe.Pointer, text string, limit int) int {
+	ct := native.CString(text)
+	defer native.Free(ct)
+	buf := native.Malloc(4 * (limit + 1))
+	defer native.Free(buf)
+	n := l.tokenize(ctx, ct, buf, int32(limit+1))
+	if n < 0 {
+		return int(-n)
+	}
+	return int(n)
 }
 
 // takeError returns and clears the library's last logged error.
@@ -220,8 +239,8 @@ type cReq struct {
 	polls           unsafe.Pointer // *int64 in C memory
 	notifyFD        int32          // >= 0: the shim writes one byte here at its first abort poll
 	segmentFD       int32          // >= 0: the shim writes each new segment here (streaming)
+	ackFD           int32          // with segmentFD: the shim reads one byte here after each segment
 	bestOf          int32          // greedy decoders when temperature > 0; 0: whisper's default
 	outLangID       int32          // out: the detected language's id, -1 when not detected
 	outLangProb     float32        // out: its probability
-	_               int32
 }

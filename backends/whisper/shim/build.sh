@@ -38,6 +38,13 @@
 #    kernels) aborted the process at its first decode (GGML_ASSERT in
 #    ggml-cpu/ops.cpp, found by backends/whisper's TestEveryTypeLoads).
 #    The copy asks for f32 output when the kernel is f32.
+#  - the encoder and decoder graphs run through a backend scheduler whose
+#    backends never get whisper_full's abort callback: it is polled only
+#    after a whole encoder pass or decoder step (seconds for a large model
+#    on a CPU), not between graph nodes as 1.5.0 did. The copy adds
+#    sluice_whisper_set_abort (a thread-local callback the shim sets for
+#    each call) and gives it to every backend before each scheduled graph,
+#    so a cancelled request stops within one graph node again.
 #
 # Idempotent: an existing OUT_ROOT/<id>/libsluice_whisper.so is kept; a
 # build goes to a temporary folder renamed into place, so an interrupted
@@ -99,6 +106,13 @@ if [ ! -f "$dst/libsluice_whisper.so" ]; then
 	grep -qxF "$anchor" "$f" || { echo "whisper build: the reseed fix's anchor is not in $f" >&2; exit 1; }
 	sed -i "s|^$anchor\$|    state->decoders[0].rng = std::mt19937(0); // sluice: reseeded per call (build.sh)\n&|" "$f"
 	[ "$(grep -c 'sluice: reseeded per call' "$f")" = 1 ] || { echo "whisper build: the reseed fix did not apply" >&2; exit 1; }
+	helper='    const bool t = (ggml_backend_sched_graph_compute(sched, graph) == GGML_STATUS_SUCCESS);'
+	[ "$(grep -cxF "$helper" "$f")" = 1 ] && [ "$(grep -cx '// ggml helpers' "$f")" = 1 ] ||
+		{ echo "whisper build: the abort fix's anchors are not in $f once" >&2; exit 1; }
+	sed -i 's|^// ggml helpers$|// sluice: the abort callback of the calling thread'"'"'s whisper call (build.sh)\nstatic thread_local ggml_abort_callback sluice_abort_cb = nullptr;\nstatic thread_local void * sluice_abort_data = nullptr;\nextern "C" WHISPER_API void sluice_whisper_set_abort(ggml_abort_callback cb, void * data) { sluice_abort_cb = cb; sluice_abort_data = data; }\n\n&|' "$f"
+	sed -i 's|^    const bool t = (ggml_backend_sched_graph_compute(sched, graph) == GGML_STATUS_SUCCESS);$|    for (int i = 0; i < ggml_backend_sched_get_n_backends(sched); ++i) { // sluice: abort between nodes (build.sh)\n        ggml_backend_t b = ggml_backend_sched_get_backend(sched, i);\n        ggml_backend_dev_t d = ggml_backend_get_device(b);\n        ggml_backend_reg_t r = d ? ggml_backend_dev_backend_reg(d) : nullptr;\n        auto * fn = r ? (ggml_backend_set_abort_callback_t) ggml_backend_reg_get_proc_address(r, "ggml_backend_set_abort_callback") : nullptr;\n        if (fn) { fn(b, sluice_abort_cb, sluice_abort_data); }\n    }\n&|' "$f"
+	[ "$(grep -c 'sluice: abort between nodes' "$f")" = 1 ] && [ "$(grep -c 'sluice_whisper_set_abort' "$f")" = 1 ] ||
+		{ echo "whisper build: the abort fix did not apply" >&2; exit 1; }
 	g="$tmp/src/ggml/src/ggml.c"
 	conv='struct ggml_tensor * im2col = ggml_im2col(ctx, a, b, s0, 0, p0, 0, d0, 0, false, GGML_TYPE_F16); // [N, OL, IC * K]'
 	[ "$(grep -cF "$conv" "$g")" = 1 ] || { echo "whisper build: the conv fix's anchor is not in $g once" >&2; exit 1; }

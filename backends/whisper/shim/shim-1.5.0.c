@@ -9,6 +9,7 @@
 // The abort callback reads a flag in C memory that Go sets atomically: no
 // Go callback runs on whisper's threads. New segments go to a pipe that Go
 // reads (streaming), for the same reason.
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,10 +37,10 @@ struct sluice_req {
     _Atomic int64_t *polls;     // counts abort polls
     int32_t notify_fd;          // >= 0: one byte is written here at the first poll (decoding has begun)
     int32_t segment_fd;         // >= 0: each new segment is written here as it is produced
+    int32_t ack_fd;             // with segment_fd: one byte is read here after each segment (the reader has it)
     int32_t best_of;            // greedy decoders when temperature > 0
     int32_t out_lang_id;        // out: the detected language (detect_language), else -1
     float out_lang_prob;        // out: its probability
-    int32_t pad;
 };
 
 static bool sluice_abort(void *data) {
@@ -64,6 +65,9 @@ static bool sluice_encoder_begin(struct whisper_context *ctx, struct whisper_sta
 static void write_all(int fd, const char *p, size_t n) {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
         if (w <= 0) {
             return; // the reader is gone: the request ends anyway
         }
@@ -94,6 +98,11 @@ static void sluice_new_segment(struct whisper_context *ctx, struct whisper_state
         memcpy(head + 20, &l, 4);
         write_all(r->segment_fd, head, sizeof head);
         write_all(r->segment_fd, text, len);
+        char ack;
+        ssize_t got;
+        do {
+            got = read(r->ack_fd, &ack, 1);
+        } while (got < 0 && errno == EINTR);
     }
 }
 
@@ -158,7 +167,9 @@ struct sluice_load_params {
     int32_t use_gpu;
     int32_t flash_attn;
     int32_t dtw_preset;   // enum whisper_alignment_heads_preset; 0: no DTW
+    int32_t dtw_n_top;    // WHISPER_AHEADS_N_TOP_MOST: the top text layers whose heads align
     int32_t dtw_n_heads;  // WHISPER_AHEADS_CUSTOM: heads (layer, head) pairs in dtw_heads
+    int32_t pad;
     const int32_t *dtw_heads;
 };
 

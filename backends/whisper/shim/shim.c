@@ -6,6 +6,7 @@
 // The abort callback reads a flag in C memory that Go sets atomically: no
 // Go callback runs on whisper's threads. New segments go to a pipe that Go
 // reads (streaming), for the same reason.
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,11 +35,16 @@ struct sluice_req {
     _Atomic int64_t *polls;     // counts abort polls
     int32_t notify_fd;          // >= 0: one byte is written here at the first poll (decoding has begun)
     int32_t segment_fd;         // >= 0: each new segment is written here as it is produced
+    int32_t ack_fd;             // with segment_fd: one byte is read here after each segment (the reader has it)
     int32_t best_of;            // greedy decoders when temperature > 0
     int32_t out_lang_id;        // out: the detected language (detect_language), else -1
     float out_lang_prob;        // out: its probability
-    int32_t pad;
 };
+
+// sluice_whisper_set_abort is build.sh's addition to whisper.cpp: the
+// abort callback its scheduled graphs give their backends, for the
+// calling thread.
+void sluice_whisper_set_abort(ggml_abort_callback cb, void *data);
 
 static bool sluice_abort(void *data) {
     struct sluice_req *r = data;
@@ -62,6 +68,9 @@ static bool sluice_encoder_begin(struct whisper_context *ctx, struct whisper_sta
 static void write_all(int fd, const char *p, size_t n) {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
         if (w <= 0) {
             return; // the reader is gone: the request ends anyway
         }
@@ -92,6 +101,13 @@ static void sluice_new_segment(struct whisper_context *ctx, struct whisper_state
         memcpy(head + 20, &l, 4);
         write_all(r->segment_fd, head, sizeof head);
         write_all(r->segment_fd, text, len);
+        // Wait until the reader has the segment: the client gets it before
+        // the next window is decoded.
+        char ack;
+        ssize_t got;
+        do {
+            got = read(r->ack_fd, &ack, 1);
+        } while (got < 0 && errno == EINTR);
     }
 }
 
@@ -125,22 +141,27 @@ int sluice_whisper_full(struct whisper_context *ctx, struct whisper_state *state
     p.new_segment_callback_user_data = r;
     r->out_lang_id = -1;
     p.language = r->language;
+    // Every graph of this call polls the abort flag between nodes.
+    sluice_whisper_set_abort(sluice_abort, r);
     p.detect_language = false;
     if (r->detect_language) {
         // Detected here rather than inside whisper_full, which keeps the
         // language's probability to itself: the mel of the first window,
         // one encoder pass, the language tokens' probabilities.
         if (whisper_pcm_to_mel_with_state(ctx, state, samples, n_samples, r->n_threads) != 0) {
+            sluice_whisper_set_abort(NULL, NULL);
             return -2;
         }
         int nl = whisper_lang_max_id() + 1;
         float *probs = calloc((size_t) nl, sizeof(float));
         if (probs == NULL) {
+            sluice_whisper_set_abort(NULL, NULL);
             return -5;
         }
         int id = whisper_lang_auto_detect_with_state(ctx, state, 0, r->n_threads, probs);
         if (id < 0 || id >= nl) {
             free(probs);
+            sluice_whisper_set_abort(NULL, NULL);
             return -3;
         }
         r->out_lang_id = id;
@@ -148,7 +169,9 @@ int sluice_whisper_full(struct whisper_context *ctx, struct whisper_state *state
         free(probs);
         p.language = whisper_lang_str(id);
     }
-    return whisper_full_with_state(ctx, state, p, samples, n_samples);
+    int rc = whisper_full_with_state(ctx, state, p, samples, n_samples);
+    sluice_whisper_set_abort(NULL, NULL);
+    return rc;
 }
 
 // sluice_load_params are the context parameters Go chooses.
@@ -156,7 +179,9 @@ struct sluice_load_params {
     int32_t use_gpu;
     int32_t flash_attn;
     int32_t dtw_preset;   // enum whisper_alignment_heads_preset; 0: no DTW
+    int32_t dtw_n_top;    // WHISPER_AHEADS_N_TOP_MOST: the top text layers whose heads align
     int32_t dtw_n_heads;  // WHISPER_AHEADS_CUSTOM: heads (layer, head) pairs in dtw_heads
+    int32_t pad;
     const int32_t *dtw_heads;
 };
 
@@ -169,6 +194,7 @@ struct whisper_context *sluice_whisper_load(const char *path, const struct sluic
         cp.dtw_token_timestamps = true;
         cp.flash_attn = false; // whisper.cpp 1.9.1 disables DTW under flash attention
         cp.dtw_aheads_preset = (enum whisper_alignment_heads_preset) lp->dtw_preset;
+        cp.dtw_n_top = lp->dtw_n_top;
         if (lp->dtw_preset == WHISPER_AHEADS_CUSTOM) {
             // whisper copies the heads while it loads (loads are serialised
             // by the Go side), so one static table serves every load.

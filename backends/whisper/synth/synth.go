@@ -40,6 +40,8 @@ const (
 	Vocab = 51865
 	// VocabV3 is large-v3's vocabulary (100 languages, Cantonese added).
 	VocabV3 = 51866
+	// VocabEn is the English-only models' vocabulary (tiny.en ... medium.en).
+	VocabEn = 51864
 )
 
 // Dims are a model's hyperparameters. AudioState is also the text state
@@ -52,7 +54,7 @@ type Dims struct {
 	Name               string
 	ZeroEndOfTextLogit bool // the end-of-text token's embedding is zero: decoding runs to the window's token limit
 	Mels               int  // mel bands: 0 or 80, or 128 (large-v3's front end)
-	Vocab              int  // 0: Vocab (multilingual); VocabV3 as large-v3
+	Vocab              int  // 0: Vocab (multilingual); VocabV3 as large-v3; VocabEn English-only
 	F32                bool // the matrices as 32-bit floats (ftype 0) instead of 16-bit (ftype 1)
 }
 
@@ -92,8 +94,8 @@ func (d Dims) Check() error {
 		return fmt.Errorf("synth: text context %d outside 16..448", d.TextCtx)
 	case d.mels() != Mels && d.mels() != Mels128:
 		return fmt.Errorf("synth: %d mel bands, want 80 or 128", d.Mels)
-	case d.vocab() != Vocab && d.vocab() != VocabV3:
-		return fmt.Errorf("synth: vocabulary %d, want %d or %d", d.Vocab, Vocab, VocabV3)
+	case d.vocab() != Vocab && d.vocab() != VocabV3 && d.vocab() != VocabEn:
+		return fmt.Errorf("synth: vocabulary %d, want %d, %d or %d", d.Vocab, Vocab, VocabV3, VocabEn)
 	}
 	return nil
 }
@@ -331,6 +333,9 @@ func values(t Tensor, n int, d Dims, rng *rand.Rand) []float32 {
 		if name == "decoder.token_embedding.weight" && d.ZeroEndOfTextLogit {
 			// the end-of-text id is TextVocab in both multilingual vocabularies
 			eot := TextVocab // the multilingual end-of-text id (the loader shifts it past 50256)
+			if d.vocab() == VocabEn {
+				eot = TextVocab - 1 // English-only: GPT-2's 50256
+			}
 			clear(out[eot*d.State : (eot+1)*d.State])
 		}
 	}
