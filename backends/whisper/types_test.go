@@ -55,7 +55,7 @@ func typed(t *testing.T, suffix string) string {
 // q5_1 and q8_0 files and a 128-mel file pass the structure check with
 // their type and memory need read from the header, load, and transcribe.
 func TestEveryTypeLoads(t *testing.T) {
-	want := map[string]string{"": "f16", "128mel": "f16"}
+	want := map[string]string{"": "f16", "f32": "f32", "128mel": "f16"}
 	for _, q := range QuantTypes {
 		want[q] = q
 	}
