@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime/multipart"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/backends/whisper"
@@ -209,19 +211,34 @@ func TestWhisperDisconnectFreesSlot(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	defer whisper.NotifyDecodes(filepath.Join(ws.root, "whisper-one", whisper.ModelFile), w)()
-	long := longWAV(ws.wav, 90)
+	long := longWAV(t, ws.wav, 90)
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
 	go func() {
 		resp, err := ws.post(ctx, "/v1/audio/transcriptions", long, "model", "one")
 		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
+			gone <- nil
+			t.Errorf("the long request was answered before the cancel: %v", err)
+			return
 		}
 		gone <- err
 	}()
-	var b [1]byte
-	if _, err := r.Read(b[:]); err != nil { // whisper is decoding the long clip
-		t.Fatal(err)
+	started := make(chan error, 1)
+	go func() {
+		var b [1]byte
+		_, err := r.Read(b[:]) // whisper is decoding the long clip
+		started <- err
+	}()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-gone:
+		t.Fatal("the long request ended before whisper decoded it")
 	}
 	t0 := time.Now()
 	cancel()
@@ -231,7 +248,7 @@ func TestWhisperDisconnectFreesSlot(t *testing.T) {
 	// Bounded: a slot that never came back fails here, not by hanging.
 	next, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	resp, err := ws.post(next, "/v1/audio/transcriptions", ws.wav[:44+16000*2*2], "model", "one")
+	resp, err := ws.post(next, "/v1/audio/transcriptions", longWAV(t, ws.wav, 2), "model", "one")
 	if err != nil {
 		t.Fatalf("the next request: %v", err)
 	}
@@ -244,16 +261,15 @@ func TestWhisperDisconnectFreesSlot(t *testing.T) {
 }
 
 // longWAV is jfk.wav's speech repeated to seconds, as a 16 kHz WAV file.
-func longWAV(wav []byte, seconds int) []byte {
-	pcm := wav[44:]
-	n := seconds * 16000 * 2
-	out := make([]byte, 44, 44+n)
-	copy(out, wav[:44])
-	for len(out)-44 < n {
-		out = append(out, pcm[:min(len(pcm), n-(len(out)-44))]...)
+func longWAV(t *testing.T, wav []byte, seconds int) []byte {
+	t.Helper()
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
 	}
-	le := func(off int, v uint32) { out[off], out[off+1], out[off+2], out[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
-	le(4, uint32(len(out)-8))
-	le(40, uint32(n))
-	return out
+	out := make([]int16, seconds*16000)
+	for i := range out {
+		out[i] = a.Samples[i%len(a.Samples)]
+	}
+	return audio.WAV(16000, out)
 }
