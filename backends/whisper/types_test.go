@@ -240,3 +240,57 @@ func openErr(sp backends.Spec) error {
 	}
 	return err
 }
+
+// TestCPUVariantChosen (whisper.cpu-dispatch): the build's CPU backend is
+// several modules (libggml-cpu-<variant>.so) and ggml loads the best one
+// this CPU executes: exactly one is mapped, and it is the one the CPU's
+// flags call for among the built variants (x64, haswell, skylakex).
+func TestCPUVariantChosen(t *testing.T) {
+	tiny(t)
+	if v := os.Getenv("SLUICE_WHISPER_CPU_VARIANTS"); v != "" && v != DefaultCPUVariants {
+		t.Logf("variants %q: the expectation below is for the default %q", v, DefaultCPUVariants)
+		return
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := map[string]bool{}
+	for _, line := range strings.Split(string(maps), "\n") {
+		if i := strings.Index(line, "libggml-cpu-"); i >= 0 {
+			loaded[strings.TrimSuffix(line[i+len("libggml-cpu-"):], ".so")] = true
+		}
+	}
+	info, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]bool{}
+	for _, line := range strings.Split(string(info), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				flags[f] = true
+			}
+			break
+		}
+	}
+	has := func(fs ...string) bool {
+		for _, f := range fs {
+			if !flags[f] {
+				return false
+			}
+		}
+		return true
+	}
+	want := "x64"
+	if has("avx", "avx2", "fma", "f16c", "bmi2", "sse4_2") {
+		want = "haswell"
+		if has("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw") {
+			want = "skylakex"
+		}
+	}
+	if len(loaded) != 1 || !loaded[want] {
+		t.Fatalf("loaded CPU variants %v, want only %s", loaded, want)
+	}
+	t.Logf("ggml chose libggml-cpu-%s.so for this CPU", want)
+}

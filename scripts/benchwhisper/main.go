@@ -90,8 +90,8 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 		return err
 	}
 	peerBin := filepath.Join(filepath.Dir(whisper.LibraryPath()), "whisper-server")
-	if _, err := os.Stat(peerBin); err != nil {
-		return fmt.Errorf("%s missing: the Makefile target builds it (build.sh ... server): %w", peerBin, err)
+	if _, err := os.Stat(peerBin); err != nil && peerThreads != "" {
+		return fmt.Errorf("%s missing: the Makefile target builds it (build.sh ... server), or -peer-threads '' leaves it out: %w", peerBin, err)
 	}
 	dir, err := os.MkdirTemp("", "sluice-bench-whisper")
 	if err != nil {
@@ -130,6 +130,9 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 	}
 	var targets []target
 	for _, f := range strings.Split(peerThreads, ",") {
+		if f == "" {
+			continue
+		}
 		var th int
 		if _, err := fmt.Sscan(f, &th); err != nil || th < 1 {
 			return fmt.Errorf("bad peer thread count %q", f)

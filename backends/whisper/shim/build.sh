@@ -80,8 +80,10 @@ vulkan)
 	cmake_args+=(-DGGML_VULKAN=ON) targets+=(ggml-vulkan) ;;
 cuda)
 	# The H200 only (sm_90): one architecture keeps the build inside the
-	# device check's 10 minutes (scripts/gpu-check.sh).
-	cmake_args+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${SLUICE_CUDA_ARCHS:-90}") targets+=(ggml-cuda) ;;
+	# device check's 10 minutes (scripts/gpu-check.sh). Without ggml's
+	# FlashAttention kernels (most of ggml-cuda's template instances): the
+	# engine decodes without flash attention (shim.c's load parameters).
+	cmake_args+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${SLUICE_CUDA_ARCHS:-90}" -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF) targets+=(ggml-cuda) ;;
 *) echo "whisper build: backend $backend is not cpu, vulkan or cuda" >&2; exit 1 ;;
 esac
 
