@@ -383,4 +383,3 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	return nil
 }
-
