@@ -123,7 +123,7 @@ func (ws *whisperServer) form(path string, fields ...string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestWhisperOpenAISurface (openai.whisper-translations and the whisper
+// TestWhisperOpenAISurface (the translations route and the whisper
 // fields): translations in every response_format from the multilingual
 // model, a 400 naming why from the English-only one and naming an
 // unknown field; the detected language's probability in verbose_json;

@@ -52,7 +52,7 @@ func inferErr(s backends.Session, wav []byte, input string) error {
 	return err
 }
 
-// TestStreamsSegmentsAsDecoded (whisper.stream-segments): with Stream,
+// TestStreamsSegmentsAsDecoded: with Stream,
 // each segment goes out as a TranscriptDelta from whisper's new-segment
 // callback: the first arrives while whisper_full is still running (the
 // decoding hook, not a clock), the deltas concatenate to the final text,
@@ -109,7 +109,7 @@ func TestStreamsSegmentsAsDecoded(t *testing.T) {
 	}
 }
 
-// TestTranslateTask (whisper.translate): a multilingual model runs the
+// TestTranslateTask: a multilingual model runs the
 // translate task (the answer says so); an English-only model refuses it,
 // naming why.
 func TestTranslateTask(t *testing.T) {
@@ -131,7 +131,7 @@ func TestTranslateTask(t *testing.T) {
 	}
 }
 
-// TestPromptConditionsTheDecode (whisper.prompt): a prompt changes the
+// TestPromptConditionsTheDecode: a prompt changes the
 // answer, the same prompt gives the same bytes on every slot and after
 // other requests, and a prompt over the model's bound is invalid naming
 // prompt.
@@ -162,7 +162,7 @@ func TestPromptConditionsTheDecode(t *testing.T) {
 	}
 }
 
-// TestTemperatureReproducible (whisper.temperature): above 0 whisper
+// TestTemperatureReproducible: above 0 whisper
 // samples with its fallback, every decoder's generator reseeded per
 // request (shim/build.sh), so two identical requests on different slots
 // and histories give identical bytes.
@@ -184,7 +184,7 @@ func TestTemperatureReproducible(t *testing.T) {
 	}
 }
 
-// TestDetectedLanguage (whisper.language-detect): without a language a
+// TestDetectedLanguage: without a language a
 // multilingual model detects one and reports its probability; a named
 // language is not detected (no probability).
 func TestDetectedLanguage(t *testing.T) {
@@ -198,7 +198,7 @@ func TestDetectedLanguage(t *testing.T) {
 	}
 }
 
-// TestDTWWordTimes (whisper.dtw-words): option dtw takes word times from
+// TestDTWWordTimes: option dtw takes word times from
 // DTW token timestamps (top-N heads on a synthetic model); a published
 // preset on other dimensions is refused naming the mismatch.
 func TestDTWWordTimes(t *testing.T) {

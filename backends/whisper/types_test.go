@@ -51,7 +51,7 @@ func typed(t *testing.T, suffix string) string {
 	return filepath.Join(typesRoot, "t-"+suffix)
 }
 
-// TestEveryTypeLoads (whisper.model-types): f32, f16, q4_0, q4_1, q5_0,
+// TestEveryTypeLoads: f32, f16, q4_0, q4_1, q5_0,
 // q5_1 and q8_0 files and a 128-mel file pass the structure check with
 // their type and memory need read from the header, load, and transcribe.
 func TestEveryTypeLoads(t *testing.T) {
@@ -152,7 +152,7 @@ func TestTypesMatchedAcrossSlots(t *testing.T) {
 	}
 }
 
-// TestHugeHeaderRefusedByMemory (whisper.memory-limit): a sparse file
+// TestHugeHeaderRefusedByMemory: a sparse file
 // whose header declares about 8 GB of tensors (holes, no disk) under a
 // 1 GB limit is refused as invalid before the library sees it, the error
 // naming the need and the limit, and a loaded model keeps serving.
@@ -241,7 +241,7 @@ func openErr(sp backends.Spec) error {
 	return err
 }
 
-// TestCPUVariantChosen (whisper.cpu-dispatch): the build's CPU backend is
+// TestCPUVariantChosen: the build's CPU backend is
 // several modules (libggml-cpu-<variant>.so) and ggml loads the best one
 // this CPU executes: exactly one is mapped, and it is the one the CPU's
 // flags call for among the built variants (x64, haswell, skylakex).
