@@ -66,6 +66,10 @@ func (f fdReader) Read(p []byte) (int, error) {
 }
 
 func (st *segmentStream) run() {
+	// However the reader ends, the shim must not wait for an
+	// acknowledgement that never comes: closing the write end makes its
+	// read return (end of file) and whisper decode on.
+	defer syscall.Close(st.ack[1])
 	r := fdReader(st.seg[0])
 	var failed error
 	var head [24]byte
@@ -79,11 +83,20 @@ func (st *segmentStream) run() {
 		}
 		t0 := int64(binary.LittleEndian.Uint64(head[4:]))
 		t1 := int64(binary.LittleEndian.Uint64(head[12:]))
-		n := binary.LittleEndian.Uint32(head[20:])
-		text := make([]byte, min(n, 1<<20))
+		n := int64(binary.LittleEndian.Uint32(head[20:]))
+		// A segment is at most n_text_ctx tokens of at most 1024 bytes
+		// (CheckModel bounds both): well under maxSegment.
+		const maxSegment = 1 << 20
+		text := make([]byte, min(n, maxSegment))
 		if _, err := io.ReadFull(r, text); err != nil {
 			st.done <- errors.Join(failed, err)
 			return
+		}
+		if n > maxSegment {
+			if _, err := io.CopyN(io.Discard, r, n-maxSegment); err != nil {
+				st.done <- errors.Join(failed, err)
+				return
+			}
 		}
 		if failed == nil {
 			if seg := strings.TrimSpace(clean(string(text))); seg != "" {
@@ -113,8 +126,7 @@ func (st *segmentStream) close() error {
 	syscall.Close(st.seg[1])
 	err := <-st.done
 	syscall.Close(st.seg[0])
-	syscall.Close(st.ack[0])
-	syscall.Close(st.ack[1])
+	syscall.Close(st.ack[0]) // run closed ack[1]
 	return err
 }
 
