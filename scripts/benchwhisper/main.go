@@ -184,6 +184,9 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 		if err := measureCancel("whisper "+whisper.Version, filepath.Join(dir, "bench"), speech.Samples, cancels); err != nil {
 			return err
 		}
+		if err := measureHTTPCancel("whisper "+whisper.Version, dir, speech.Samples, cancels); err != nil {
+			return fmt.Errorf("cancel over HTTP: %w", err)
+		}
 		if opt.baselineLib != "" {
 			out, err := childCmd(opt.baselineLib, dir, "bench", 0, npm, "-cancels", fmt.Sprint(cancels)).Output()
 			if err != nil {
