@@ -79,7 +79,10 @@ func child(nLong, nShort int, longSec, shortSec float64, clients, cancels int, n
 		return err
 	}
 	if nLong == 0 && nShort == 0 {
-		return measureCancel("whisper 1.5.0", filepath.Join(opt.childRoot, opt.childModel), speech.Samples, cancels)
+		if err := measureCancel("whisper 1.5.0", filepath.Join(opt.childRoot, opt.childModel), speech.Samples, cancels); err != nil {
+			return err
+		}
+		return measureHTTPCancel("whisper 1.5.0", opt.childRoot, speech.Samples, cancels)
 	}
 	x, err := benchSluice(opt.childRoot, opt.childModel, opt.childSlots, workload(speech.Samples, nLong, nShort, longSec, shortSec), clients)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 // measureHTTPCancel serves the bench model on one slot and, n times,
 // disconnects a client whose 60 s clip whisper is decoding (its
-// decode-start event) and at once sends a 1 s probe on the same model:
+// decode-start event) and at once sends a 2 s probe on the same model:
 // the probe's answer time is the cancel-to-free-slot time plus the
 // probe's own decode, which is measured alone beside it each time.
 func measureHTTPCancel(label, root string, speech []int16, n int) error {
@@ -53,7 +53,7 @@ func measureHTTPCancel(label, root string, speech []int16, n int) error {
 		}
 		return audio.WAV(16000, pcm)
 	}
-	long, probe := clip(60), clip(1)
+	long, probe := clip(60), clip(2) // 1.5.0 skips audio of 1 s or less without decoding
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	post := func(ctx context.Context, wav []byte) error {
@@ -114,7 +114,7 @@ func measureHTTPCancel(label, root string, speech []int16, n int) error {
 	}
 	slices.Sort(alone)
 	slices.Sort(after)
-	fmt.Printf("cancel over HTTP (1 slot, %s): disconnect to a 1 s probe's answer p50 %v (max %v); the probe alone p50 %v; over %d\n",
+	fmt.Printf("cancel over HTTP (1 slot, %s): disconnect to a 2 s probe's answer p50 %v (max %v); the probe alone p50 %v; over %d\n",
 		label, after[n/2].Round(time.Millisecond), after[n-1].Round(time.Millisecond), alone[n/2].Round(time.Millisecond), n)
 	return nil
 }
