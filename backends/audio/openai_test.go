@@ -102,8 +102,8 @@ func TestParseTranscription(t *testing.T) {
 	for field, fs := range map[string]map[string][]string{
 		"foo":                       {"foo": {"1"}},
 		"include[]":                 {"include[]": {"logprobs"}},
-		"prompt":                    {"prompt": {"kitchen words"}},
-		"temperature":               {"temperature": {"0.7"}},
+		"prompt":                    {"prompt": {strings.Repeat("kitchen words ", 400)}},
+		"temperature":               {"temperature": {"1.7"}},
 		"stream":                    {"stream": {"yes please"}},
 		"timestamp_granularities[]": {"timestamp_granularities[]": {"word"}},
 		"response_format":           {"response_format": {"mp3"}},
@@ -115,6 +115,56 @@ func TestParseTranscription(t *testing.T) {
 	}
 	if _, err := ParseTranscription(map[string][]string{"stream": {"true"}, "response_format": {"srt"}}); !errors.Is(err, backends.ErrInvalid) {
 		t.Errorf("stream srt: %v", err)
+	}
+	// prompt and temperature go to the engine, which refuses what it
+	// cannot honour (AudioRequest.CheckPlain).
+	p, err = ParseTranscription(map[string][]string{"prompt": {"kitchen words"}, "temperature": {"0.7"}})
+	if err != nil || p.Prompt != "kitchen words" || p.Temperature != 0.7 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	in, err := p.Input(json.RawMessage(`{"sample_rate":8000}`))
+	var r AudioRequest
+	if err != nil || DecodeStrict(in, &r) != nil || r.Prompt != "kitchen words" || r.Temperature != 0.7 || r.SampleRate != 8000 {
+		t.Fatalf("input %s %v", in, err)
+	}
+	for field, r := range map[string]AudioRequest{"prompt": {Prompt: "x"}, "temperature": {Temperature: 0.5}, "task": {Task: TaskTranslate}} {
+		if err := r.CheckPlain("e"); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), field) {
+			t.Errorf("CheckPlain %+v: %v", r, err)
+		}
+	}
+	if err := (AudioRequest{Language: "en", Task: TaskTranscribe}).CheckPlain("e"); err != nil {
+		t.Errorf("plain: %v", err)
+	}
+}
+
+// Translations take OpenAI's fields (no language, granularities or
+// stream) and ask for the translate task.
+func TestParseTranslation(t *testing.T) {
+	p, err := ParseTranslation(map[string][]string{"model": {"m"}, "response_format": {"srt"}, "prompt": {"p"}, "temperature": {"0"}})
+	if err != nil || p.Task != TaskTranslate || p.Model != "m" || p.Prompt != "p" {
+		t.Fatalf("%+v %v", p, err)
+	}
+	for field, fs := range map[string]map[string][]string{
+		"language":        {"language": {"de"}},
+		"stream":          {"stream": {"true"}},
+		"response_format": {"response_format": {"mp3"}},
+		"temperature":     {"temperature": {"-1"}},
+	} {
+		if _, err := ParseTranslation(fs); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%v: %v, want invalid naming %s", fs, err, field)
+		}
+	}
+}
+
+// A whisper stream: deltas as they come, then done alone.
+func TestTranscriptEventsDeltas(t *testing.T) {
+	evs, err := TranscriptEvents(json.RawMessage(`{"delta":" two","start":1,"end":2}`))
+	if err != nil || len(evs) != 1 || string(evs[0]) != `{"delta":" two","type":"transcript.text.delta"}` {
+		t.Fatalf("%s %v", evs, err)
+	}
+	evs, err = TranscriptEvents(json.RawMessage(`{"text":"one two","duration":2,"streamed":true,"segments":[{"id":0,"start":0,"end":2,"text":"one two"}]}`))
+	if err != nil || len(evs) != 1 || string(evs[0]) != `{"text":"one two","type":"transcript.text.done"}` {
+		t.Fatalf("%s %v", evs, err)
 	}
 }
 

@@ -58,6 +58,44 @@ type TTSRequest struct {
 type AudioRequest struct {
 	SampleRate int    `json:"sample_rate,omitempty"` // declares raw PCM16LE Data at this rate; ignored for WAV
 	Language   string `json:"language,omitempty"`    // ISO-639-1 (or its English name); "" = the model's; one it cannot do is invalid
+	// The fields below are whisper's (an engine that cannot honour one
+	// refuses it with CheckPlain): Task "translate" answers in English,
+	// Prompt conditions the decoder (whisper's initial prompt),
+	// Temperature above 0 samples.
+	Task        string  `json:"task,omitempty"` // "" or "transcribe", or "translate"
+	Prompt      string  `json:"prompt,omitempty"`
+	Temperature float64 `json:"temperature,omitempty"` // 0..1
+}
+
+// Tasks of an AudioRequest.
+const (
+	TaskTranscribe = "transcribe"
+	TaskTranslate  = "translate"
+)
+
+// CheckPlain refuses, naming the field, a request that asks for what
+// only whisper does: translation, a prompt, sampling. Engines that
+// transcribe deterministically without a prompt (pocketsphinx) call it.
+func (r AudioRequest) CheckPlain(engine string) error {
+	switch {
+	case r.Task != "" && r.Task != TaskTranscribe:
+		return backends.Invalidf("%s: task %q is not supported: this model transcribes only (translation needs a multilingual whisper model)", engine, r.Task)
+	case r.Prompt != "":
+		return backends.Invalidf("%s: prompt is not supported: this model cannot be prompted (send it empty or not at all)", engine)
+	case r.Temperature != 0:
+		return backends.Invalidf("%s: temperature %g is not supported: this model decodes deterministically (only 0)", engine, r.Temperature)
+	}
+	return nil
+}
+
+// TranscriptDelta is a chunk an ASR engine streams while it decodes (a
+// whisper segment as soon as it exists): Delta is the text to append to
+// what came before (a leading space between segments). The final chunk
+// is the ASRResult, with Streamed set when deltas came first.
+type TranscriptDelta struct {
+	Delta string  `json:"delta"`
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
 }
 
 // VADRequest is the optional Input of a VAD request; zero fields take the
@@ -73,11 +111,16 @@ type VADRequest struct {
 // ASRResult is the Output.JSON of an ASR request. Segments and Words are
 // in seconds from the start of the audio, in order, within Duration.
 type ASRResult struct {
-	Text     string       `json:"text"`
-	Duration float64      `json:"duration"`           // seconds of audio
-	Language string       `json:"language,omitempty"` // ISO-639-1 code of the transcript
-	Segments []ASRSegment `json:"segments,omitempty"`
-	Words    []Word       `json:"words,omitempty"`
+	Text     string  `json:"text"`
+	Duration float64 `json:"duration"`           // seconds of audio
+	Language string  `json:"language,omitempty"` // ISO-639-1 code of the transcript
+	// LanguageProbability is the detected language's probability (whisper,
+	// when no language was asked); 0 when the language was not detected.
+	LanguageProbability float64      `json:"language_probability,omitempty"`
+	Task                string       `json:"task,omitempty"`     // "translate" when the text is a translation into English
+	Streamed            bool         `json:"streamed,omitempty"` // the text went out as TranscriptDelta chunks first
+	Segments            []ASRSegment `json:"segments,omitempty"`
+	Words               []Word       `json:"words,omitempty"`
 }
 
 // ASRSegment is one stretch of the transcript (split at pauses and at

@@ -262,6 +262,9 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
+	if err := r.CheckPlain("pocketsphinx"); err != nil {
+		return backends.Output{}, err
+	}
 	lang, err := audio.CheckLanguage(r.Language, []string{s.cfg.language})
 	if err != nil {
 		return backends.Output{}, fmt.Errorf("pocketsphinx: %w", err)

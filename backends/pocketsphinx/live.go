@@ -55,6 +55,9 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
+	if err := r.CheckPlain("pocketsphinx"); err != nil {
+		return backends.Output{}, err
+	}
 	if _, err := audio.CheckLanguage(r.Language, []string{s.cfg.language}); err != nil {
 		return backends.Output{}, fmt.Errorf("pocketsphinx: %w", err)
 	}

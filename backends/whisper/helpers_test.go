@@ -86,8 +86,10 @@ func infer(t *testing.T, s backends.Session, wav []byte, input string) (audio.AS
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if tinyRoot != "" {
-		os.RemoveAll(tinyRoot)
+	for _, d := range []string{tinyRoot, typesRoot} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -24,60 +23,32 @@ var (
 )
 
 // Version is the whisper.cpp version the library is built from.
-const Version = "1.5.0"
+const Version = "1.9.1"
 
-// cpuFeatures are the SIMD features ggml 1.5.0 compiles for (whisper.cpp's
-// Makefile's list), in build.sh's order.
-var cpuFeatures = []string{"avx", "avx2", "fma", "f16c", "sse3", "ssse3"}
+// DefaultCPUVariants are the ggml CPU backend variants build.sh compiles
+// unless SLUICE_WHISPER_CPU_VARIANTS names others: any x86-64, AVX2 and
+// AVX-512. ggml picks the best one the running CPU executes.
+const DefaultCPUVariants = "x64 haswell skylakex"
 
-// BuildID returns the build folder name for this CPU: build.sh's
-// "1.5.0-<hash>-<features>[-<backend>]". SLUICE_WHISPER_FEATURES and
-// SLUICE_WHISPER_BACKEND (opencl, cuda) change it as they change build.sh's.
+// BuildID returns the build folder name: build.sh's
+// "1.9.1-<hash>-<backend>", the hash over the shim, the build script and
+// the CPU variant list. SLUICE_WHISPER_BACKEND (cpu, vulkan, cuda) and
+// SLUICE_WHISPER_CPU_VARIANTS change it as they change build.sh's.
 func BuildID() string {
-	feat := os.Getenv("SLUICE_WHISPER_FEATURES")
-	if feat == "" {
-		feat = hostFeatures()
+	variants := os.Getenv("SLUICE_WHISPER_CPU_VARIANTS")
+	if variants == "" {
+		variants = DefaultCPUVariants
 	}
-	if feat == "" {
-		feat = "none"
+	backend := os.Getenv("SLUICE_WHISPER_BACKEND")
+	if backend == "" {
+		backend = "cpu"
 	}
-	id := Version + "-" + native.SourceHash(shimSource, buildScript) + "-" + feat
-	if b := os.Getenv("SLUICE_WHISPER_BACKEND"); b != "" && b != "cpu" {
-		id += "-" + b
-	}
-	return id
-}
-
-// hostFeatures reads /proc/cpuinfo's first flags line.
-func hostFeatures() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	flags := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
-			for _, f := range strings.Fields(v) {
-				flags[f] = true
-			}
-			break
-		}
-	}
-	var have []string
-	for _, f := range cpuFeatures {
-		probe := f
-		if f == "sse3" {
-			probe = "pni"
-		}
-		if flags[probe] {
-			have = append(have, f)
-		}
-	}
-	return strings.Join(have, "_")
+	return Version + "-" + native.SourceHash(shimSource, buildScript, []byte(variants+"\n")) + "-" + backend
 }
 
 // LibraryPath returns SLUICE_WHISPER_LIB, else
-// <module root>/.deps/whisper/<BuildID>/libwhisper.so (make deps builds it).
+// <module root>/.deps/whisper/<BuildID>/libsluice_whisper.so (make deps
+// builds it; libwhisper, ggml and ggml's backend modules lie beside it).
 func LibraryPath() string {
 	if p := os.Getenv("SLUICE_WHISPER_LIB"); p != "" {
 		return p
@@ -86,13 +57,19 @@ func LibraryPath() string {
 	if root == "" {
 		root = "."
 	}
-	return filepath.Join(root, ".deps", "whisper", BuildID(), "libwhisper.so")
+	return filepath.Join(root, ".deps", "whisper", BuildID(), "libsluice_whisper.so")
+}
+
+// QuantizeTool returns whisper.cpp's quantize tool of the build (beside
+// the library).
+func QuantizeTool() string {
+	return filepath.Join(filepath.Dir(LibraryPath()), "whisper-quantize")
 }
 
 // lib is the loaded libwhisper.so with Sluice's shim.
 type lib struct {
-	quiet     func()
-	load      func(path unsafe.Pointer, useGPU int32) unsafe.Pointer
+	initFn    func(dir unsafe.Pointer) int32
+	load      func(path, params unsafe.Pointer) unsafe.Pointer
 	lastError func(buf unsafe.Pointer, n int32)
 	initState func(ctx unsafe.Pointer) unsafe.Pointer
 	freeState func(state unsafe.Pointer)
@@ -109,9 +86,12 @@ type lib struct {
 	langMax   func() int32
 	langStr   func(id int32) unsafe.Pointer
 	isMulti   func(ctx unsafe.Pointer) int32
+	tokenize  func(ctx, text, tokens unsafe.Pointer, nMax int32) int32
 	backendFn func() unsafe.Pointer
+	versionFn func() unsafe.Pointer
 
-	backend string // "cpu", "opencl" or "cuda": the build's compute path
+	backend string // the ggml backends loaded: "CPU", or a GPU's and "CPU"
+	version string // whisper.cpp's own version string
 
 	langs []string // whisper's language codes by id
 
@@ -134,7 +114,7 @@ func load() (*lib, error) {
 		}
 		l := &lib{}
 		if err := native.Bind(h,
-			&l.quiet, "sluice_whisper_quiet",
+			&l.initFn, "sluice_whisper_init",
 			&l.load, "sluice_whisper_load",
 			&l.lastError, "sluice_whisper_last_error",
 			&l.full, "sluice_whisper_full",
@@ -152,13 +132,24 @@ func load() (*lib, error) {
 			&l.langMax, "whisper_lang_max_id",
 			&l.langStr, "whisper_lang_str",
 			&l.isMulti, "whisper_is_multilingual",
+			&l.tokenize, "whisper_tokenize",
 			&l.backendFn, "sluice_whisper_backend",
+			&l.versionFn, "sluice_whisper_version",
 		); err != nil {
 			theLibErr = fmt.Errorf("%w (%s is not a Sluice build of whisper.cpp %s: rebuild with make deps)", err, path, Version)
 			return
 		}
-		l.quiet()
+		dir := native.CString(filepath.Dir(path))
+		devices := l.initFn(dir)
+		native.Free(dir)
 		l.backend = native.GoString(l.backendFn())
+		l.version = native.GoString(l.versionFn())
+		// 1.5.0 is the benchmark baseline's build (shim/build-1.5.0.sh),
+		// loaded only through SLUICE_WHISPER_LIB.
+		if devices < 1 || (l.version != Version && l.version != "1.5.0") {
+			theLibErr = fmt.Errorf("whisper: %s: whisper.cpp %q with %d ggml devices (backends %q), want %s with a CPU backend module beside it", path, l.version, devices, l.backend, Version)
+			return
+		}
 		for id := range l.langMax() + 1 {
 			l.langs = append(l.langs, native.GoString(l.langStr(id)))
 		}
@@ -173,22 +164,52 @@ func Available() error {
 	return err
 }
 
+// loadParams mirrors the shim's struct sluice_load_params.
+type loadParams struct {
+	useGPU    int32
+	flashAttn int32
+	dtwPreset int32 // whisper_alignment_heads_preset; 0: no DTW
+	dtwNTop   int32 // with the top-most preset: how many text layers
+	dtwNHeads int32
+	_         int32
+	dtwHeads  unsafe.Pointer // int32 pairs (text layer, head), C memory
+}
+
 // loadModel loads a model file into a context without a state, or returns
 // the library's reason.
-func (l *lib) loadModel(path string, useGPU bool) (unsafe.Pointer, error) {
+func (l *lib) loadModel(path string, lp loadParams, heads [][2]int32) (unsafe.Pointer, error) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
 	cpath := native.CString(path)
 	defer native.Free(cpath)
-	g := int32(0)
-	if useGPU {
-		g = 1
+	mem := native.Malloc(int(unsafe.Sizeof(loadParams{})) + 8*max(1, len(heads)))
+	defer native.Free(mem)
+	hs := unsafe.Slice((*int32)(unsafe.Add(mem, unsafe.Sizeof(loadParams{}))), 2*max(1, len(heads)))
+	for i, h := range heads {
+		hs[2*i], hs[2*i+1] = h[0], h[1]
 	}
-	ctx := l.load(cpath, g)
+	lp.dtwNHeads, lp.dtwHeads = int32(len(heads)), unsafe.Pointer(&hs[0])
+	*(*loadParams)(mem) = lp
+	ctx := l.load(cpath, mem)
 	if ctx == nil {
 		return nil, fmt.Errorf("whisper.cpp did not load %s: %s", filepath.Base(path), l.takeError())
 	}
 	return ctx, nil
+}
+
+// countTokens returns how many tokens text is in ctx's vocabulary, or
+// more than limit when it is longer (whisper_tokenize reports the count
+// it needed).
+func (l *lib) countTokens(ctx unsafe.Pointer, text string, limit int) int {
+	ct := native.CString(text)
+	defer native.Free(ct)
+	buf := native.Malloc(4 * (limit + 1))
+	defer native.Free(buf)
+	n := l.tokenize(ctx, ct, buf, int32(limit+1))
+	if n < 0 {
+		return int(-n)
+	}
+	return int(n)
 }
 
 // takeError returns and clears the library's last logged error.
@@ -217,5 +238,9 @@ type cReq struct {
 	abort           unsafe.Pointer // *int32 in C memory
 	polls           unsafe.Pointer // *int64 in C memory
 	notifyFD        int32          // >= 0: the shim writes one byte here at its first abort poll
-	_               int32
+	segmentFD       int32          // >= 0: the shim writes each new segment here (streaming)
+	ackFD           int32          // with segmentFD: the shim reads one byte here after each segment
+	bestOf          int32          // greedy decoders when temperature > 0; 0: whisper's default
+	outLangID       int32          // out: the detected language's id, -1 when not detected
+	outLangProb     float32        // out: its probability
 }

@@ -16,17 +16,56 @@ import (
 type ModelInfo struct {
 	Hparams      synth.Hparams
 	Multilingual bool
-	Bytes        int64
+	Bytes        int64  // the file's size
+	WeightBytes  int64  // the tensors' data, as the library allocates it
+	Type         string // the matrices' type: f32, f16, q4_0, q4_1, q5_0, q5_1 or q8_0
 }
+
+// ggmlType is one ggml tensor type a Whisper file may hold: its name and
+// its block (elements per block, bytes per block).
+type ggmlType struct {
+	name         string
+	block, bytes int64
+}
+
+// ggmlTypes are the tensor types whisper.cpp 1.9.1 loads from a Whisper
+// file, by ggml type id (ggml.h's enum ggml_type).
+var ggmlTypes = map[int32]ggmlType{
+	0: {"f32", 1, 4},
+	1: {"f16", 1, 2},
+	2: {"q4_0", 32, 18},
+	3: {"q4_1", 32, 20},
+	6: {"q5_0", 32, 22},
+	7: {"q5_1", 32, 24},
+	8: {"q8_0", 32, 34},
+}
+
+// ftypeMatrix maps a file's ftype (ggml.h's enum ggml_ftype, after the
+// quantization version is taken off) to the ggml type of its matrices.
+var ftypeMatrix = map[int32]int32{0: 0, 1: 1, 2: 2, 3: 3, 7: 8, 8: 6, 9: 7}
+
+// qntVersionFactor and qntVersion: a quantized file's ftype is
+// qntVersion*1000 + ftype (ggml's GGML_QNT_VERSION_FACTOR and
+// GGML_QNT_VERSION); version 2 is the block layout ggml reads today.
+const (
+	qntVersionFactor = 1000
+	qntVersion       = 2
+)
+
+// matrixType returns the ggml type of the file's matrices for hparams h
+// (after checkHparams).
+func matrixType(h synth.Hparams) int32 { return ftypeMatrix[h.Ftype%qntVersionFactor] }
 
 // CheckModel reads a whole ggml Whisper file and checks every part the
 // library would read (hyperparameters in range, mel filters, vocabulary,
 // every tensor's header, shape, type and data length, no tensor missing
 // or repeated, nothing after the last) before whisper.cpp sees it:
-// whisper.cpp 1.5.0 trusts lengths from the file (a bad one is an
-// allocation that aborts the process, or a read past the end). Only
-// ftype 0 (f32) and 1 (f16) files are accepted; quantized files are
-// refused by name. Errors wrap backends.ErrInvalid.
+// whisper.cpp trusts lengths from the file (a bad one is an allocation
+// that aborts the process, or a read past the end). Every type
+// whisper.cpp 1.9.1 loads is accepted: f32, f16 and the quantized q4_0,
+// q4_1, q5_0, q5_1 and q8_0 (their block sizes checked: a quantized row
+// must be a whole number of 32-element blocks), with 80 or 128 mel bands.
+// Errors wrap backends.ErrInvalid.
 func CheckModel(path string) (ModelInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -43,6 +82,7 @@ func CheckModel(path string) (ModelInfo, error) {
 		return ModelInfo{}, backends.Invalidf("whisper: model file %s: %w", path, err)
 	}
 	info.Bytes = st.Size()
+	info.Type = ggmlTypes[matrixType(info.Hparams)].name
 	return info, nil
 }
 
@@ -138,10 +178,13 @@ func checkModel(r *reader) (ModelInfo, error) {
 		want[t.Name] = t
 	}
 	seen := map[string]bool{}
+	var weights int64
 	for r.left > 0 {
-		if err := checkTensor(r, h, want, seen); err != nil {
+		n, err := checkTensor(r, h, want, seen)
+		if err != nil {
 			return ModelInfo{}, err
 		}
+		weights += n
 	}
 	if len(seen) != len(want) {
 		for _, t := range synth.Tensors(h) {
@@ -150,13 +193,21 @@ func checkModel(r *reader) (ModelInfo, error) {
 			}
 		}
 	}
-	return ModelInfo{Hparams: h, Multilingual: h.Vocab >= 51865}, nil
+	return ModelInfo{Hparams: h, Multilingual: h.Vocab >= 51865, WeightBytes: weights}, nil
 }
 
 func checkHparams(h synth.Hparams) error {
+	ft, qv := h.Ftype%qntVersionFactor, h.Ftype/qntVersionFactor
+	mt, known := ftypeMatrix[ft]
 	switch {
-	case h.Ftype != 0 && h.Ftype != 1:
-		return fmt.Errorf("ftype %d: only f32 (0) and f16 (1) models are accepted, not quantized ones", h.Ftype)
+	case h.Ftype < 0 || !known:
+		return fmt.Errorf("ftype %d: whisper.cpp 1.9.1 loads f32 (0), f16 (1), q4_0 (2), q4_1 (3), q8_0 (7), q5_0 (8) and q5_1 (9)", h.Ftype)
+	case mt > 1 && qv != qntVersion:
+		return fmt.Errorf("ftype %d: %s blocks of quantization version %d, want version %d (quantize the f16 file again with whisper.cpp's quantize tool)", h.Ftype, ggmlTypes[mt].name, qv, qntVersion)
+	case mt <= 1 && qv != 0:
+		return fmt.Errorf("ftype %d: an unquantized file with a quantization version", h.Ftype)
+	case mt > 1 && h.AudioState%int32(ggmlTypes[mt].block) != 0:
+		return fmt.Errorf("n_audio_state %d is not a multiple of %s's %d-element block", h.AudioState, ggmlTypes[mt].name, ggmlTypes[mt].block)
 	case h.Vocab < 51864 || h.Vocab > 51866:
 		return fmt.Errorf("n_vocab %d, want 51864..51866 (Whisper's vocabularies)", h.Vocab)
 	case h.AudioCtx != synth.AudioCtx:
@@ -177,13 +228,15 @@ func checkHparams(h synth.Hparams) error {
 	return nil
 }
 
-func checkTensor(r *reader, h synth.Hparams, want map[string]synth.Tensor, seen map[string]bool) error {
+// checkTensor checks one tensor's header and skips its data, returning
+// the data's length.
+func checkTensor(r *reader, h synth.Hparams, want map[string]synth.Tensor, seen map[string]bool) (int64, error) {
 	nDims, nameLen, ttype := r.i32(), r.i32(), r.i32()
 	if r.err != nil {
-		return r.err
+		return 0, r.err
 	}
 	if nDims < 1 || nDims > 4 || nameLen < 1 || nameLen > 256 {
-		return fmt.Errorf("a tensor header has %d dims and a %d-byte name", nDims, nameLen)
+		return 0, fmt.Errorf("a tensor header has %d dims and a %d-byte name", nDims, nameLen)
 	}
 	ne := make([]int, nDims)
 	for i := range ne {
@@ -192,31 +245,46 @@ func checkTensor(r *reader, h synth.Hparams, want map[string]synth.Tensor, seen 
 	name := make([]byte, nameLen)
 	r.bytes(name)
 	if r.err != nil {
-		return r.err
+		return 0, r.err
 	}
 	t, ok := want[string(name)]
 	switch {
 	case !ok:
-		return fmt.Errorf("unknown tensor %q", name)
+		return 0, fmt.Errorf("unknown tensor %q", name)
 	case seen[t.Name]:
-		return fmt.Errorf("tensor %s appears twice", t.Name)
+		return 0, fmt.Errorf("tensor %s appears twice", t.Name)
 	case !sameShape(ne, t.Ne):
-		return fmt.Errorf("tensor %s has shape %v, want %v", t.Name, ne, t.Ne)
+		return 0, fmt.Errorf("tensor %s has shape %v, want %v", t.Name, ne, t.Ne)
 	}
 	seen[t.Name] = true
-	wantType := int32(0)
-	if t.F16 && h.Ftype == 1 {
-		wantType = 1
-	}
+	wantType := tensorType(t, h)
 	if ttype != wantType {
-		return fmt.Errorf("tensor %s has type %d, want %d", t.Name, ttype, wantType)
+		return 0, fmt.Errorf("tensor %s has type %d, want %d (%s)", t.Name, ttype, wantType, ggmlTypes[wantType].name)
+	}
+	gt := ggmlTypes[wantType]
+	if int64(t.Ne[0])%gt.block != 0 {
+		return 0, fmt.Errorf("tensor %s's rows of %d are not whole %s blocks of %d", t.Name, t.Ne[0], gt.name, gt.block)
 	}
 	n := int64(1)
 	for _, x := range t.Ne {
 		n *= int64(x)
 	}
-	r.skip(n * int64(4-2*wantType))
-	return r.err
+	size := n / gt.block * gt.bytes
+	r.skip(size)
+	return size, r.err
+}
+
+// tensorType is the ggml type whisper.cpp 1.9.1 creates tensor t with in
+// a file of hparams h: vectors and positional embeddings f32, the
+// convolutions f16 (f32 in an f32 file), the matrices the file's type.
+func tensorType(t synth.Tensor, h synth.Hparams) int32 {
+	switch {
+	case !t.F16:
+		return 0
+	case len(t.Ne) == 3:
+		return min(1, matrixType(h))
+	}
+	return matrixType(h)
 }
 
 func sameShape(got, want []int) bool {

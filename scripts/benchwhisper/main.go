@@ -1,11 +1,15 @@
 // Command benchwhisper is `make bench-whisper`: the same mixed workload of
 // long and short clips, in one run and on the same synthetic model file
 // (backends/whisper/synth's Bench dims, seeded), sent over loopback to
-// (a) whisper.cpp 1.5.0's own examples/server, built from the same npm
+// (a) whisper.cpp 1.9.1's own examples/server, built from the same npm
 // source by backends/whisper/shim/build.sh, which serves one request at a
-// time behind a global mutex, and (b) Sluice's server with the whisper
-// engine at 1, 2 and 4 slots (one thread per slot; the peer runs with 1
-// thread, as one slot does, and with 2, this machine's cores). Every
+// time behind a global mutex, (b) Sluice's server with the whisper
+// engine (1.9.1) at 1, 2 and 4 slots (one thread per slot; the peer runs
+// with 1 thread, as one slot does, and with 2, this machine's cores),
+// (c) with -baseline-lib, the same Sluice rows on whisper.cpp 1.5.0
+// (shim/build-1.5.0.sh), each in a child process since one process loads
+// one libwhisper, and (d) with -types, the bench model quantized by
+// whisper-quantize (q5_0, q8_0, ...) at 2 slots beside f16. Every
 // target decodes greedily without temperature fallback in English, so
 // they do the same work per clip. It prints, per target, the whole
 // workload's requests/s, CPU seconds per request (robust to other work on
@@ -56,7 +60,19 @@ func main() {
 	rounds := flag.Int("rounds", 2, "rounds; each runs every target, in alternating order")
 	peerThreads := flag.String("peer-threads", "1,2", "thread counts of whisper.cpp's server (one row each; the first is the baseline)")
 	npm := flag.String("npm", "", "npm prefix (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
+	flag.StringVar(&opt.baselineLib, "baseline-lib", "", "a whisper.cpp 1.5.0 build (shim/build-1.5.0.sh's libwhisper.so): adds its Sluice rows, run in a child process, at the same slot counts")
+	flag.StringVar(&opt.types, "types", "", "quantized types of the bench model to add as 2-slot rows beside f16 (for example q5_0,q8_0; whisper-quantize makes them)")
+	flag.IntVar(&opt.childSlots, "child-slots", 0, "internal: run one Sluice row in this process and print it as JSON")
+	flag.StringVar(&opt.childRoot, "child-root", "", "internal: the models root of -child-slots")
+	flag.StringVar(&opt.childModel, "child-model", "bench", "internal: the checkpoint of -child-slots")
 	flag.Parse()
+	if opt.childSlots > 0 {
+		if err := child(*long, *short, *longSec, *shortSec, *clients, *cancels, *npm); err != nil {
+			fmt.Fprintln(os.Stderr, "benchwhisper child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*long, *short, *longSec, *shortSec, *clients, *slotList, *cancels, *rounds, *peerThreads, *npm); err != nil {
 		fmt.Fprintln(os.Stderr, "benchwhisper:", err)
 		os.Exit(1)
@@ -74,8 +90,8 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 		return err
 	}
 	peerBin := filepath.Join(filepath.Dir(whisper.LibraryPath()), "whisper-server")
-	if _, err := os.Stat(peerBin); err != nil {
-		return fmt.Errorf("%s missing: the Makefile target builds it (build.sh ... server): %w", peerBin, err)
+	if _, err := os.Stat(peerBin); err != nil && peerThreads != "" {
+		return fmt.Errorf("%s missing: the Makefile target builds it (build.sh ... server), or -peer-threads '' leaves it out: %w", peerBin, err)
 	}
 	dir, err := os.MkdirTemp("", "sluice-bench-whisper")
 	if err != nil {
@@ -86,7 +102,20 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 	if err != nil {
 		return err
 	}
-	if _, err := catalogue.Build(dir, []catalogue.Recipe{r}); err != nil {
+	recipes := []catalogue.Recipe{r}
+	var types []string
+	if opt.types != "" {
+		types = strings.Split(opt.types, ",")
+	}
+	for _, q := range types {
+		qr, err := whisper.QuantizedRecipe("bench-"+q, synth.Bench, whisper.Seed, catalogue.MaxSlots, q)
+		if err != nil {
+			return err
+		}
+		recipes = append(recipes, qr)
+		fmt.Printf("bench model %s: %.2f MB (f16 %.2f MB)\n", q, float64(len(qr.Files[0].Content))/1e6, float64(len(r.Files[0].Content))/1e6)
+	}
+	if _, err := catalogue.Build(dir, recipes); err != nil {
 		return err
 	}
 	model := filepath.Join(dir, "bench", whisper.ModelFile)
@@ -101,6 +130,9 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 	}
 	var targets []target
 	for _, f := range strings.Split(peerThreads, ",") {
+		if f == "" {
+			continue
+		}
 		var th int
 		if _, err := fmt.Sscan(f, &th); err != nil || th < 1 {
 			return fmt.Errorf("bad peer thread count %q", f)
@@ -112,7 +144,15 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 		if _, err := fmt.Sscan(f, &slots); err != nil || slots < 1 {
 			return fmt.Errorf("bad slot count %q", f)
 		}
-		targets = append(targets, target{fmt.Sprintf("sluice whisper, %d slot(s)", slots), func() (sample, error) { return benchSluice(dir, slots, jobs, clients) }})
+		targets = append(targets, target{fmt.Sprintf("sluice whisper %s, %d slot(s)", whisper.Version, slots), func() (sample, error) { return benchSluice(dir, "bench", slots, jobs, clients) }})
+		if opt.baselineLib != "" {
+			targets = append(targets, target{fmt.Sprintf("sluice whisper 1.5.0, %d slot(s)", slots), func() (sample, error) {
+				return benchChild(opt.baselineLib, dir, "bench", slots, npm, nLong, nShort, longSec, shortSec, clients)
+			}})
+		}
+	}
+	for _, q := range types {
+		targets = append(targets, target{fmt.Sprintf("sluice whisper %s %s, 2 slot(s)", whisper.Version, q), func() (sample, error) { return benchSluice(dir, "bench-"+q, 2, jobs, clients) }})
 	}
 	// Rounds alternate the targets' order, so the machine's drift (other
 	// work on shared cores) falls on all of them alike.
@@ -141,7 +181,19 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 	tw.Flush()
 	fmt.Printf("(%d rounds; CPU is the peer process's rusage, and for Sluice this process's, load generator included)\n", rounds)
 	if cancels > 0 {
-		return measureCancel(filepath.Join(dir, "bench"), speech.Samples, cancels)
+		if err := measureCancel("whisper "+whisper.Version, filepath.Join(dir, "bench"), speech.Samples, cancels); err != nil {
+			return err
+		}
+		if err := measureHTTPCancel("whisper "+whisper.Version, dir, speech.Samples, cancels); err != nil {
+			return fmt.Errorf("cancel over HTTP: %w", err)
+		}
+		if opt.baselineLib != "" {
+			out, err := childCmd(opt.baselineLib, dir, "bench", 0, npm, "-cancels", fmt.Sprint(cancels)).Output()
+			if err != nil {
+				return fmt.Errorf("1.5.0 cancels: %w", err)
+			}
+			fmt.Print(string(out))
+		}
 	}
 	return nil
 }
@@ -173,7 +225,7 @@ func workload(speech []int16, nLong, nShort int, longSec, shortSec float64) []jo
 	return jobs
 }
 
-func benchSluice(root string, slots int, jobs []job, clients int) (sample, error) {
+func benchSluice(root, checkpoint string, slots int, jobs []job, clients int) (sample, error) {
 	cfg := server.DefaultConfig()
 	cfg.ParallelJobs, cfg.ModelsRoot = true, root
 	cfg.AdmissionTimeout = 30 * time.Minute
@@ -191,7 +243,7 @@ func benchSluice(root string, slots int, jobs []job, clients int) (sample, error
 		_ = s.Shutdown(context.Background())
 		<-served
 	}()
-	spec := server.ModelSpec{Engine: whisper.Name, Task: "asr", Checkpoint: "bench", Slots: []byte(fmt.Sprint(slots)),
+	spec := server.ModelSpec{Engine: whisper.Name, Task: "asr", Checkpoint: checkpoint, Slots: []byte(fmt.Sprint(slots)),
 		Options: []byte(`{"threads":1,"oversubscribe":true,"max_seconds":3600}`)}
 	if err := s.RegisterModels(context.Background(), []server.ModelEntry{{ID: "asr", Spec: spec}}); err != nil {
 		return sample{}, err
@@ -226,7 +278,7 @@ func selfCPU() time.Duration {
 // measureCancel opens the bench model on the engine directly and, n
 // times, cancels a 60 s decode once whisper is decoding (its decode-start
 // event), timing the cancel to Infer's return: the slot is free then.
-func measureCancel(dir string, speech []int16, n int) error {
+func measureCancel(label, dir string, speech []int16, n int) error {
 	var times []time.Duration
 	for range n {
 		d, err := cancelOnce(dir, speech)
@@ -236,8 +288,8 @@ func measureCancel(dir string, speech []int16, n int) error {
 		times = append(times, d)
 	}
 	slices.Sort(times)
-	fmt.Printf("\ncancel mid-decode to free slot (engine, bench model, 1 thread): p50 %v, max %v over %d\n",
-		times[len(times)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), n)
+	fmt.Printf("\ncancel mid-decode to free slot (%s, engine, bench model, 1 thread): p50 %v, max %v over %d\n",
+		label, times[len(times)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), n)
 	return nil
 }
 

@@ -17,16 +17,19 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 )
 
 // Magic is ggml's file magic ("ggml" as a little-endian uint32).
 const Magic = 0x67676d6c
 
-// Whisper's fixed audio front end: 80 mel bands over a 400-point FFT (201
-// bins), 1500 encoder positions for a 30 s window.
+// Whisper's fixed audio front end: 80 mel bands (128 in large-v3 and
+// large-v3-turbo: Dims.Mels) over a 400-point FFT (201 bins), 1500 encoder
+// positions for a 30 s window.
 const (
 	Mels     = 80
+	Mels128  = 128
 	FFTBins  = 201
 	AudioCtx = 1500
 	// TextVocab is the number of text tokens the file lists (the GPT-2
@@ -35,6 +38,10 @@ const (
 	TextVocab = 50257
 	// Vocab is the multilingual vocabulary size (99 languages).
 	Vocab = 51865
+	// VocabV3 is large-v3's vocabulary (100 languages, Cantonese added).
+	VocabV3 = 51866
+	// VocabEn is the English-only models' vocabulary (tiny.en ... medium.en).
+	VocabEn = 51864
 )
 
 // Dims are a model's hyperparameters. AudioState is also the text state
@@ -46,6 +53,23 @@ type Dims struct {
 	TextCtx            int // the decoder's context; whisper.cpp decodes at most TextCtx/2-4 tokens per 30 s window
 	Name               string
 	ZeroEndOfTextLogit bool // the end-of-text token's embedding is zero: decoding runs to the window's token limit
+	Mels               int  // mel bands: 0 or 80, or 128 (large-v3's front end)
+	Vocab              int  // 0: Vocab (multilingual); VocabV3 as large-v3; VocabEn English-only
+	F32                bool // the matrices as 32-bit floats (ftype 0) instead of 16-bit (ftype 1)
+}
+
+func (d Dims) mels() int {
+	if d.Mels == 0 {
+		return Mels
+	}
+	return d.Mels
+}
+
+func (d Dims) vocab() int {
+	if d.Vocab == 0 {
+		return Vocab
+	}
+	return d.Vocab
 }
 
 // Tiny is the make-test model: 6.9 MB, about a second per short clip on
@@ -54,6 +78,10 @@ var Tiny = Dims{Name: "tiny", State: 64, Heads: 2, AudioLayers: 2, TextLayers: 2
 
 // Bench is the benchmark model: 14 MB, several times Tiny's work per window.
 var Bench = Dims{Name: "bench", State: 128, Heads: 2, AudioLayers: 3, TextLayers: 3, TextCtx: 128, ZeroEndOfTextLogit: true}
+
+// Tiny128 is Tiny with large-v3's front end: 128 mel bands and the
+// 51866-token vocabulary.
+var Tiny128 = Dims{Name: "tiny-128", State: 64, Heads: 2, AudioLayers: 2, TextLayers: 2, TextCtx: 64, ZeroEndOfTextLogit: true, Mels: Mels128, Vocab: VocabV3}
 
 // Check reports dims that whisper.cpp could not load.
 func (d Dims) Check() error {
@@ -64,6 +92,10 @@ func (d Dims) Check() error {
 		return fmt.Errorf("synth: layers %d/%d outside 1..64", d.AudioLayers, d.TextLayers)
 	case d.TextCtx < 16 || d.TextCtx > 448:
 		return fmt.Errorf("synth: text context %d outside 16..448", d.TextCtx)
+	case d.mels() != Mels && d.mels() != Mels128:
+		return fmt.Errorf("synth: %d mel bands, want 80 or 128", d.Mels)
+	case d.vocab() != Vocab && d.vocab() != VocabV3 && d.vocab() != VocabEn:
+		return fmt.Errorf("synth: vocabulary %d, want %d, %d or %d", d.Vocab, Vocab, VocabV3, VocabEn)
 	}
 	return nil
 }
@@ -80,13 +112,17 @@ type Tensor struct {
 type Hparams struct {
 	Vocab, AudioCtx, AudioState, AudioHead, AudioLayer int32
 	TextCtx, TextState, TextHead, TextLayer, Mels      int32
-	Ftype                                              int32 // 0: f32, 1: f16 for the matrices
+	Ftype                                              int32 // 0: f32, 1: f16 for the matrices (quantized files: 1000*version + ggml ftype)
 }
 
-// Hparams returns d's hyperparameters (f16 matrices).
+// Hparams returns d's hyperparameters (f16 matrices unless d.F32).
 func (d Dims) Hparams() Hparams {
-	return Hparams{Vocab, AudioCtx, int32(d.State), int32(d.Heads), int32(d.AudioLayers),
-		int32(d.TextCtx), int32(d.State), int32(d.Heads), int32(d.TextLayers), Mels, 1}
+	ftype := int32(1)
+	if d.F32 {
+		ftype = 0
+	}
+	return Hparams{int32(d.vocab()), AudioCtx, int32(d.State), int32(d.Heads), int32(d.AudioLayers),
+		int32(d.TextCtx), int32(d.State), int32(d.Heads), int32(d.TextLayers), int32(d.mels()), ftype}
 }
 
 // Tensors lists the tensors of a model with hyperparameters h in the order
@@ -168,9 +204,10 @@ func Token(id int) string {
 	return string(b)
 }
 
-// MelFilters returns whisper's 80 x 201 triangular mel filterbank (Slaney
-// scale, area-normalised, as librosa computes it for 16 kHz and n_fft 400).
-func MelFilters() []float32 {
+// MelFilters returns whisper's mels x 201 triangular mel filterbank (Slaney
+// scale, area-normalised, as librosa computes it for 16 kHz and n_fft 400;
+// mels is 80, or 128 for large-v3).
+func MelFilters(mels int) []float32 {
 	const sr, nfft = 16000.0, 400
 	hzToMel := func(f float64) float64 {
 		if f < 1000 {
@@ -185,12 +222,12 @@ func MelFilters() []float32 {
 		return 1000 * math.Exp(math.Log(6.4)*(m-15)/27)
 	}
 	lo, hi := hzToMel(0), hzToMel(sr/2)
-	pts := make([]float64, Mels+2)
+	pts := make([]float64, mels+2)
 	for i := range pts {
-		pts[i] = melToHz(lo + (hi-lo)*float64(i)/float64(Mels+1))
+		pts[i] = melToHz(lo + (hi-lo)*float64(i)/float64(mels+1))
 	}
-	out := make([]float32, Mels*FFTBins)
-	for m := range Mels {
+	out := make([]float32, mels*FFTBins)
+	for m := range mels {
 		l, c, r := pts[m], pts[m+1], pts[m+2]
 		norm := 2 / (r - l)
 		for k := range FFTBins {
@@ -216,8 +253,8 @@ func Write(w io.Writer, d Dims, seed uint64) error {
 	h := d.Hparams()
 	le(Magic, h.Vocab, h.AudioCtx, h.AudioState, h.AudioHead, h.AudioLayer,
 		h.TextCtx, h.TextState, h.TextHead, h.TextLayer, h.Mels, h.Ftype)
-	le(Mels, FFTBins)
-	_ = binary.Write(bw, binary.LittleEndian, MelFilters())
+	le(h.Mels, FFTBins)
+	_ = binary.Write(bw, binary.LittleEndian, MelFilters(int(h.Mels)))
 	le(TextVocab)
 	for id := range TextVocab {
 		tok := Token(id)
@@ -226,8 +263,9 @@ func Write(w io.Writer, d Dims, seed uint64) error {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5c1ce))
 	for _, t := range Tensors(h) {
+		f16 := t.F16 && !d.F32
 		ttype := int32(0)
-		if t.F16 {
+		if f16 {
 			ttype = 1
 		}
 		le(int32(len(t.Ne)), int32(len(t.Name)), ttype)
@@ -238,7 +276,7 @@ func Write(w io.Writer, d Dims, seed uint64) error {
 		}
 		_, _ = bw.WriteString(t.Name)
 		vals := values(t, n, d, rng)
-		if t.F16 {
+		if f16 {
 			buf := make([]byte, 2*n)
 			for i, v := range vals {
 				binary.LittleEndian.PutUint16(buf[2*i:], F16(v))
@@ -293,7 +331,11 @@ func values(t Tensor, n int, d Dims, rng *rand.Rand) []float32 {
 			out[i] = float32(rng.NormFloat64() * scale)
 		}
 		if name == "decoder.token_embedding.weight" && d.ZeroEndOfTextLogit {
+			// the end-of-text id is TextVocab in both multilingual vocabularies
 			eot := TextVocab // the multilingual end-of-text id (the loader shifts it past 50256)
+			if d.vocab() == VocabEn {
+				eot = TextVocab - 1 // English-only: GPT-2's 50256
+			}
 			clear(out[eot*d.State : (eot+1)*d.State])
 		}
 	}
@@ -330,4 +372,57 @@ func F16(f float32) uint16 {
 		h++
 	}
 	return h
+}
+
+// WriteSparse writes a file with hyperparameters h (ftype 0 or 1) whose
+// headers, mel filters and vocabulary are real and whose tensor data are
+// holes (f.Seek past them, then one Truncate): a file of any declared size
+// that takes no disk, for checks that must refuse it by its header alone.
+func WriteSparse(f *os.File, h Hparams) error {
+	if h.Ftype != 0 && h.Ftype != 1 {
+		return fmt.Errorf("synth: sparse files are f32 or f16, not ftype %d", h.Ftype)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	le := func(vs ...int32) {
+		for _, v := range vs {
+			_ = binary.Write(bw, binary.LittleEndian, v)
+		}
+	}
+	le(Magic, h.Vocab, h.AudioCtx, h.AudioState, h.AudioHead, h.AudioLayer,
+		h.TextCtx, h.TextState, h.TextHead, h.TextLayer, h.Mels, h.Ftype)
+	le(h.Mels, FFTBins)
+	_ = binary.Write(bw, binary.LittleEndian, MelFilters(int(h.Mels)))
+	le(TextVocab)
+	for id := range TextVocab {
+		tok := Token(id)
+		le(int32(len(tok)))
+		_, _ = bw.WriteString(tok)
+	}
+	for _, t := range Tensors(h) {
+		ttype := int32(0)
+		if t.F16 && h.Ftype == 1 {
+			ttype = 1
+		}
+		le(int32(len(t.Ne)), int32(len(t.Name)), ttype)
+		n := int64(1)
+		for _, x := range t.Ne {
+			le(int32(x))
+			n *= int64(x)
+		}
+		_, _ = bw.WriteString(t.Name)
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if _, err := f.Seek(n*int64(4-2*ttype), io.SeekCurrent); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	return f.Truncate(end)
 }

@@ -2,13 +2,15 @@
 // flite-slt, pocketsphinx-en-us, silero-v5 and espeak-en, copied from the
 // Debian packages and the npm prefix that `make deps` installs. Running it
 // again changes nothing when nothing changed. It then scans the root and
-// prints the catalogue. -whisper adds the synthetic Whisper checkpoint
-// (backends/whisper.Recipe, tiny dims: meaningless transcripts) to the
-// root; it is not a default, since a root is scanned whole and a server
-// without the whisper engine would refuse a root that holds it. -sherpa
-// builds only the synthetic sherpa-onnx checkpoints (backends/sherpa:
-// Piper voices, recognizers; seeded random weights, generated with
-// Debian's python3-onnx) into -root, a root of their own (make models:
+// prints the catalogue. -whisper adds the synthetic Whisper checkpoints
+// (backends/whisper.SyntheticRecipes, tiny dims: meaningless transcripts;
+// f16, f32, 128 mel bands, and q4_0, q4_1, q5_0, q5_1, q8_0 written by
+// whisper.cpp's quantize tool, which make deps builds) to the root; it is
+// not a default, since a root is scanned whole and a server without the
+// whisper engine would refuse a root that holds it. -sherpa builds only
+// the synthetic sherpa-onnx checkpoints (backends/sherpa: Piper voices,
+// recognizers; seeded random weights, generated with Debian's
+// python3-onnx) into -root, a root of their own (make models:
 // models-sherpa). -import DIR writes the manifest of a folder in
 // sherpa-onnx's release layout (see backends/sherpa.Import).
 package main
@@ -22,13 +24,12 @@ import (
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/sherpa"
 	"github.com/sluice-dev/sluice/backends/whisper"
-	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
 
 func main() {
 	root := flag.String("root", "models", "models root to build")
 	npm := flag.String("npm", "", "npm prefix holding node_modules (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
-	withWhisper := flag.Bool("whisper", false, "also build the synthetic Whisper checkpoint "+whisperName)
+	withWhisper := flag.Bool("whisper", false, "also build the synthetic Whisper checkpoints "+whisperName+"[-f32|-128mel|-q4_0|-q4_1|-q5_0|-q5_1|-q8_0]")
 	withSherpa := flag.Bool("sherpa", false, "build only the synthetic sherpa-onnx checkpoints into -root")
 	importDir := flag.String("import", "", "write the manifest of `DIR`, a sherpa-onnx model folder in its release layout (family detected from its files), and exit")
 	importName := flag.String("name", "", "with -import: the checkpoint name (default: the folder's name, which a models root requires)")
@@ -68,11 +69,11 @@ func run(root, npm string, withWhisper bool) error {
 		return fmt.Errorf("%w (run `make deps` first)", err)
 	}
 	if withWhisper {
-		r, err := whisper.Recipe(whisperName, synth.Tiny, whisper.Seed, catalogue.MaxSlots)
+		rs, err := whisper.SyntheticRecipes(whisperName, catalogue.MaxSlots)
 		if err != nil {
 			return err
 		}
-		recipes = append(recipes, r)
+		recipes = append(recipes, rs...)
 	}
 	rep, err := catalogue.Build(root, recipes)
 	if err != nil {

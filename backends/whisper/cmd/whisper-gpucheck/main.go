@@ -1,7 +1,7 @@
 // Command whisper-gpucheck runs the whisper engine's matched-output check
-// and throughput on one build of libwhisper.so (the one SLUICE_WHISPER_LIB
-// names, else the CPU build), for scripts/gpu-check.sh (CPU against CUDA)
-// and `make whisper-opencl-check` (CPU against OpenCL): for the tiny and
+// and throughput on one build of whisper.cpp (the libsluice_whisper.so
+// SLUICE_WHISPER_LIB names, else the CPU build), for scripts/gpu-check.sh
+// (CPU against CUDA; a Vulkan check runs it the same way): for the tiny and
 // bench synthetic models, the 1-slot answers to clips of jfk.wav, then
 // pools of 1, 2 and 4 slots with as many concurrent clients answering
 // every clip twice, byte-identical to the 1-slot answers; then requests/s
