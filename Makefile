@@ -189,9 +189,12 @@ deps:
 models: deps
 	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(MODELS_ROOT) -npm $(NPM_PREFIX)
 
-# validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs.
+# validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs,
+# and (contract E1) the same bytes whatever came before: 6 seeded shuffled orders per pool
+# at 1, 2 and 4 slots against each request's answer from a fresh pool, every engine of
+# the root plus whisper's synthetic model.
 validate-engines: models
-	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2
+	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2 -orders 6
 
 # bench-diarization: DER of the diarize engine on the generated evaluation
 # sets' test split (2, 3 and 4 speakers; 6 short recordings of about 30 s
