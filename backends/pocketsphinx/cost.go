@@ -1,0 +1,92 @@
+package pocketsphinx
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Cost bound and cancellation of a decode (CONTRACT.md E2, E3): an upload
+// is decoded in pieces of pieceSamples (ps_process_raw without full_utt,
+// the way the live path feeds the decoder), the request's context is
+// checked between pieces, and the CPU time the decoding thread spends is
+// checked against a budget derived from the audio's duration.
+
+// wholeSamples is the longest request decoded in one call (3 s): batch
+// CMN over the whole request, as before pieces; its worst cost measured is
+// under 2 CPU-s (0.53 CPU-s per audio second on real speech).
+const wholeSamples = 3 * SampleRate
+
+// pieceSamples is the audio one ps_process_raw call takes: 0.5 s at
+// 16 kHz. The worst piece measured on hostile input costs well under a
+// second of CPU (sluice-ps-cost), so work stops within 1 s of the context
+// ending.
+const pieceSamples = SampleRate / 2
+
+// Default cost options: the en-us checkpoint's measured cost on real
+// speech is 0.39-0.53 CPU-s per audio second (jfk.wav, 11 s, warm session,
+// on a shared 2-core machine; sluice-ps-cost), and seeded noise at 1, 8
+// and 16 kHz, white or brown, 300 to 10000 peak, costs 0.03-0.16. The
+// default declares 0.5 and allows twice that, plus a floor so that short
+// requests never meet it.
+const (
+	defaultCostPerSecond = 0.5 // CPU-s per audio second on real speech, declared
+	defaultCostFactor    = 2   // budget = factor x cost per second x duration + floor
+)
+
+// costFloor is the budget every decode has whatever its duration (a
+// variable so tests can remove it).
+var costFloor = 5 * time.Second
+
+// afterPiece, when set (tests), is called after each piece is decoded
+// with the number decoded so far.
+var afterPiece func(pieces int)
+
+// ErrCostBudget is the error of a decode stopped by its cost budget.
+var ErrCostBudget = errors.New("pocketsphinx: decoding passed its cost budget")
+
+// budget is the CPU time a decode of seconds of audio may take.
+func (c config) budget(seconds float64) time.Duration {
+	return costFloor + time.Duration(c.costFactor*c.costPerSecond*seconds*float64(time.Second))
+}
+
+// threadCPU is the CPU time of the calling OS thread
+// (CLOCK_THREAD_CPUTIME_ID); the caller holds runtime.LockOSThread so the
+// native calls it measures run on that thread.
+func threadCPU() time.Duration {
+	const clockThreadCPUTimeID = 3
+	var ts syscall.Timespec
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// meter measures a decode's CPU time on one locked OS thread.
+type meter struct {
+	start, budget time.Duration
+}
+
+// startMeter locks the goroutine to its thread and starts measuring;
+// stop unlocks it.
+func startMeter(budget time.Duration) *meter {
+	runtime.LockOSThread()
+	return &meter{start: threadCPU(), budget: budget}
+}
+
+func (m *meter) used() time.Duration { return threadCPU() - m.start }
+
+// check returns ErrCostBudget, wrapped with the figures, once the budget
+// is spent.
+func (m *meter) check(seconds float64) error {
+	if u := m.used(); u > m.budget {
+		return fmt.Errorf("%w: %.1f CPU-s spent on %.1f s of audio (budget %.1f CPU-s; options cost_per_second and cost_factor)",
+			ErrCostBudget, u.Seconds(), seconds, m.budget.Seconds())
+	}
+	return nil
+}
+
+func (m *meter) stop() { runtime.UnlockOSThread() }
