@@ -426,6 +426,7 @@ func (s *session) Close(ctx context.Context) error {
 		native.Free(s.score)
 		s.cmn.free()
 		s.ps, s.score = nil, nil
+		native.TrimHeap() // give the freed decoder's pages back (E5)
 	}
 	return nil
 }
