@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/pocketsphinx"
 )
 
 // HistoryPair is a request eSpeak NG answered differently right after the
@@ -172,4 +175,38 @@ func references(ctx context.Context, eng backends.Engine, spec backends.Spec, re
 		want[i] = out[0]
 	}
 	return want, nil
+}
+
+// ShortHistory is the short form of the history check over a scanned root
+// (the default test run and the conformance case engine.history): every
+// checkpoint at 1, 2 and 4 slots, two orders, jfk.wav left out (11 s), a
+// fresh reference per request except for pocketsphinx (one pool; its
+// decoders take seconds to load). It returns every row and an error naming
+// each row that is not as the checkpoint's slot ceiling says: refused
+// above it, ok up to it.
+func ShortHistory(ctx context.Context, cat *catalogue.Catalogue, reg backends.Registry, in map[string][]backends.Request) ([]HistoryRow, error) {
+	var all []HistoryRow
+	var errs []error
+	for _, name := range cat.Names() {
+		cp, _ := cat.Get(name)
+		reqs := slices.DeleteFunc(HistoryInputs(in, cp.Task), func(r backends.Request) bool { return r.ID == "asr-jfk" })
+		o := HistoryOptions{Slots: []int{1, 2, 4}, Orders: 2, Seed: 32, Fresh: cp.Engine != pocketsphinx.Name}
+		rows, err := History(ctx, reg[cp.Engine], SpecFor(name, cp, 1), name, reqs, o)
+		if err != nil {
+			return all, err
+		}
+		for _, r := range rows {
+			switch {
+			case r.Slots > cp.Parallel.MaxSlots:
+				if !errors.Is(r.Refused, backends.ErrInvalid) {
+					errs = append(errs, fmt.Errorf("%s: %d slots not refused (%s)", name, r.Slots, r.Status()))
+				}
+			case r.Status() != "ok":
+				errs = append(errs, fmt.Errorf("%s at %d slots: %s: %d/%d answers equal the fresh ones; differ: %v; err %v; refused %v",
+					name, r.Slots, r.Status(), r.Matched, r.Requests, r.Differs, r.Err, r.Refused))
+			}
+		}
+		all = append(all, rows...)
+	}
+	return all, errors.Join(errs...)
 }
