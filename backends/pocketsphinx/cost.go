@@ -27,13 +27,14 @@ const wholeSamples = 3 * SampleRate
 const pieceSamples = SampleRate / 2
 
 // Default cost options: the en-us checkpoint's measured cost on real
-// speech is 0.39-0.53 CPU-s per audio second (jfk.wav, 11 s, warm session,
-// on a shared 2-core machine; sluice-ps-cost), and seeded noise at 1, 8
-// and 16 kHz, white or brown, 300 to 10000 peak, costs 0.03-0.16. The
-// default declares 0.5 and allows twice that, plus a floor so that short
+// speech is 0.4-1.03 CPU-s per audio second (jfk.wav, 11 s, warm session,
+// on a 2-core machine shared with other builds, the high end under a load
+// average of 17; sluice-ps-cost), and seeded noise at 1, 8 and 16 kHz,
+// white or brown, 300 to 10000 peak, costs 0.06-0.22 in the same run. The
+// default declares 1.0 and allows twice that, plus a floor so that short
 // requests never meet it.
 const (
-	defaultCostPerSecond = 0.5 // CPU-s per audio second on real speech, declared
+	defaultCostPerSecond = 1.0 // CPU-s per audio second on real speech, declared
 	defaultCostFactor    = 2   // budget = factor x cost per second x duration + floor
 )
 

@@ -44,7 +44,7 @@ func TestCancelStopsBetweenPieces(t *testing.T) {
 // TestCostBudgetStopsDecode: a decode whose CPU time passes its budget
 // stops with ErrCostBudget (E2) after its first piece and the session
 // stays usable. The budget here is tiny (no floor, 1 µs per audio
-// second); the default is 2 x 0.5 CPU-s per audio second plus 5 s.
+// second); the default is 2 x 1.0 CPU-s per audio second plus 5 s.
 func TestCostBudgetStopsDecode(t *testing.T) {
 	dir := checkpoint(t)
 	wav := speak(t, "Turn on the kitchen lights. Set a timer for ten minutes.")

@@ -70,7 +70,7 @@ type Options struct {
 	Dict       string `json:"dict"`
 	MaxSeconds int    `json:"max_seconds,omitempty"`
 	// CostPerSecond is the checkpoint's declared decoding cost on real
-	// speech, in CPU-seconds per audio second (0 = 0.5), and CostFactor
+	// speech, in CPU-seconds per audio second (0 = 1.0), and CostFactor
 	// the multiple of it a request may spend (0 = 2) on top of a 5 CPU-s
 	// floor before the decode stops with ErrCostBudget (CONTRACT.md E2).
 	CostPerSecond float64 `json:"cost_per_second,omitempty"`
