@@ -269,7 +269,7 @@ func (s *session) Clone(ctx context.Context, index int) (backends.Session, error
 }
 
 // Infer implements backends.Session. The decode stops between pieces of
-// half a second of audio when ctx ends or the cost budget is spent (see
+// a quarter second of audio when ctx ends or the cost budget is spent (see
 // decode).
 func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
 	if s.ps == nil {
