@@ -31,6 +31,7 @@ import (
 var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"custom-listener": checkCustomListener,
 	"decode-cancel":   checkDecodeCancel,
+	"engine-history":  checkEngineHistory,
 	"whisper-cancel":  checkWhisperCancel,
 	"whisper-corrupt": checkWhisperCorrupt,
 	"whisper-matched": checkWhisperMatched,
