@@ -138,9 +138,7 @@ func ShuffledJobs(n, orders int, seed uint64) []int {
 	var jobs []int
 	for o := range orders {
 		r := rand.New(rand.NewPCG(seed, uint64(o)))
-		for _, i := range r.Perm(n) {
-			jobs = append(jobs, i)
-		}
+		jobs = append(jobs, r.Perm(n)...)
 	}
 	return jobs
 }
