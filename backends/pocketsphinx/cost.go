@@ -2,11 +2,12 @@ package pocketsphinx
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/sluice-dev/sluice/backends"
 )
 
 // Cost bound and cancellation of a decode (CONTRACT.md E2, E3): an upload
@@ -80,11 +81,12 @@ func startMeter(budget time.Duration) *meter {
 
 func (m *meter) used() time.Duration { return threadCPU() - m.start }
 
-// check returns ErrCostBudget, wrapped with the figures, once the budget
-// is spent.
+// check returns ErrCostBudget, wrapped with the figures in an ErrInvalid
+// naming the field file, once the budget is spent.
 func (m *meter) check(seconds float64) error {
 	if u := m.used(); u > m.budget {
-		return fmt.Errorf("%w: %.1f CPU-s spent on %.1f s of audio (budget %.1f CPU-s; options cost_per_second and cost_factor)",
+		// A 400 naming file: the work is this audio's (E2).
+		return backends.InvalidParam("file", "%w: %.1f CPU-s spent on %.1f s of audio (budget %.1f CPU-s; options cost_per_second and cost_factor)",
 			ErrCostBudget, u.Seconds(), seconds, m.budget.Seconds())
 	}
 	return nil

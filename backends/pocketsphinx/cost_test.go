@@ -62,7 +62,7 @@ func TestCostBudgetStopsDecode(t *testing.T) {
 	afterPiece = func(n int) { pieces = n }
 	defer func() { afterPiece = nil }()
 	_, err = s.Infer(context.Background(), backends.Request{Data: wav}, nil)
-	if !errors.Is(err, ErrCostBudget) || pieces != 1 {
+	if !errors.Is(err, ErrCostBudget) || !errors.Is(err, backends.ErrInvalid) || backends.ParamOf(err) != "file" || pieces != 1 {
 		t.Fatalf("err %v after %d pieces, want ErrCostBudget after 1", err, pieces)
 	}
 	costFloor = floor
