@@ -9,15 +9,24 @@ import (
 // scheduler runs a call on, and glibc gives threads their own arenas (up
 // to 8 per core), whose freed pages stay mapped; a model unloaded leaves
 // its memory spread over arenas that later loads do not reuse. Open
-// limits the arenas once per process (mallopt M_ARENA_MAX, arenaMax) and
-// the engines call TrimHeap after tearing a model down (malloc_trim(0):
-// return the free pages of every arena to the system).
+// limits the arenas once per process (mallopt M_ARENA_MAX, arenaMax),
+// keeps blocks of 128 KiB and more in their own mappings (M_MMAP_THRESHOLD,
+// so a model's buffers go back to the system when freed), and the engines
+// call TrimHeap after tearing a model down (malloc_trim(0): return the
+// free pages of every arena to the system).
 
 // arenaMax is the process's glibc malloc arena limit.
 const arenaMax = 2
 
-// mArenaMax is glibc's M_ARENA_MAX mallopt parameter.
-const mArenaMax = -8
+// glibc's mallopt parameters: M_ARENA_MAX, and M_MMAP_THRESHOLD, which
+// set explicitly also turns off glibc's dynamic threshold (after a large
+// mmapped block is freed glibc raises the threshold up to 32 MiB, and
+// later model-sized buffers land in the heap, where they fragment).
+const (
+	mArenaMax      = -8
+	mMmapThreshold = -3
+	mmapThreshold  = 128 << 10 // glibc's initial default, kept fixed
+)
 
 var (
 	mallocOnce sync.Once
@@ -38,6 +47,7 @@ func loadMalloc() {
 			return
 		}
 		cMallopt(mArenaMax, arenaMax)
+		cMallopt(mMmapThreshold, mmapThreshold)
 	})
 }
 
