@@ -16,12 +16,6 @@ import (
 // checked between pieces, and the CPU time the decoding thread spends is
 // checked against a budget derived from the audio's duration.
 
-// wholeSamples is the longest request decoded in one call (3 s): batch
-// CMN over the whole request, as before pieces, at 1.2-1.6 CPU-s on an
-// idle core and up to 3 under load (0.4-1.03 CPU-s per audio second on
-// real speech): such a request stops only after that call.
-const wholeSamples = 3 * SampleRate
-
 // pieceSamples is the audio one ps_process_raw call takes: 0.25 s at
 // 16 kHz, 0.1-0.26 CPU-s on real speech (less on the hostile inputs
 // measured), so work stops well within 1 s of the context ending.

@@ -3,9 +3,12 @@ package pocketsphinx
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
 // TestCancelStopsBetweenPieces: a request whose context ends while it is
@@ -97,5 +100,29 @@ func TestCMNFound(t *testing.T) {
 	defer s.Close(context.Background())
 	if s.(*session).cmn.cmn == nil {
 		t.Fatal("the decoder's cmn_t was not found: uploads decode whole")
+	}
+}
+
+// TestAnswersIndependentOfPathBefore: a short request (one whole decode)
+// and a long one (pieces) give the same answers whatever the session
+// decoded before, by either path (E1).
+func TestAnswersIndependentOfPathBefore(t *testing.T) {
+	dir := checkpoint(t)
+	jfk, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Skip(err)
+	}
+	short := speak(t, "Turn on the kitchen lights.")
+	s, _, err := New().Open(context.Background(), spec(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	a := transcribe(t, s, short)
+	b := transcribe(t, s, jfk)
+	a2 := transcribe(t, s, short)
+	b2 := transcribe(t, s, jfk)
+	if fmt.Sprint(a) != fmt.Sprint(a2) || fmt.Sprint(b) != fmt.Sprint(b2) {
+		t.Fatalf("short %v then %v; long %v then %v", a, a2, b, b2)
 	}
 }

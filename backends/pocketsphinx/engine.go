@@ -316,19 +316,21 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 const frameRate = 100
 
 // decode runs one utterance in a fresh stream: the result depends on this
-// audio alone, not on earlier requests. The audio goes to the decoder in
-// pieces of pieceSamples; between pieces the context and the cost budget
-// are checked (E2, E3), and either ends the utterance and returns its
-// error, leaving the session ready for the next request.
+// audio alone, not on earlier requests. Every request goes to the decoder
+// in pieces of pieceSamples, after adaptCMN's first pass over its first
+// adaptSamples; between pieces the context and the cost budget are checked
+// (E2, E3), and either ends the utterance and returns its error, leaving
+// the session ready for the next request. (Short requests were once one
+// whole full_utt decode; that decode's word times then depended on what a
+// pieced request had left in the decoder: TestAnswersIndependentOfPathBefore.)
 // It returns the hypothesis and its words with their times (from the
 // decoder's word segmentation, fillers and silences left out), clamped to
 // the audio's seconds.
 func (s *session) decode(ctx context.Context, samples []int16, seconds float64) (string, []audio.Word, error) {
 	n := min(len(samples), pieceSamples)
 	whole := int32(0)
-	if s.cmn.cmn == nil || len(samples) <= wholeSamples {
-		// A short request (or an unknown CMN layout): one whole decode
-		// with batch CMN, the cost of a few pieces.
+	if s.cmn.cmn == nil {
+		// An unknown CMN layout: one whole decode with batch CMN.
 		n, whole = len(samples), 1
 	}
 	buf := native.Malloc(2 * max(1, n))
