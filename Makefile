@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -195,9 +195,30 @@ models: deps
 	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(MODELS_ROOT) -npm $(NPM_PREFIX)
 	$(GO) run ./backends/catalogue/cmd/sluice-models -root $(SHERPA_MODELS_ROOT) -npm $(NPM_PREFIX) -sherpa
 
-# validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs.
+# validate-engines: the same inputs at 1, 2 and 4 slots must give byte-identical outputs,
+# and (contract E1) the same bytes whatever came before: 6 seeded shuffled orders per pool
+# at 1, 2 and 4 slots against each request's answer from a fresh pool, every engine of
+# the root plus whisper's synthetic model.
 validate-engines: models
-	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2
+	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2 -orders 6
+
+# soak-engines (contract E5): for every checkpoint of the root and whisper's synthetic
+# model, one at a time, 200 load/unload cycles (open a one-slot pool, answer one request,
+# close it); prints RSS after 10 and after 200 cycles and fails above 1.2x. Size: 1,200
+# cycles in all, about 15 minutes on 2 cores (pocketsphinx's model load dominates).
+soak-engines: models
+	$(GO) run ./backends/engines/cmd/sluice-soak-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -cycles 200 -early 10 -max-ratio 1.2
+
+# bench-ps-cost (contract E2): pocketsphinx's CPU-s per audio second on jfk.wav beside
+# seeded white and brown noise at 1, 8 and 16 kHz (10 s each).
+bench-ps-cost: models
+	$(GO) run ./backends/pocketsphinx/cmd/sluice-ps-cost -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -noise-seconds 10
+
+# bench-cancel (contract E3): cancel-to-free-slot over HTTP for pocketsphinx (a 220 s
+# upload whose client leaves after 2 s, then a short request on the one slot), 5 trials.
+bench-cancel: models
+	$(GO) build -o out/sluice ./cmd/sluice
+	MODELS_ROOT=$(MODELS_ROOT) NPM_PREFIX=$(NPM_PREFIX) scripts/cancel-bench.sh out/sluice 5 2
 
 # bench-diarization: DER of the diarize engine on the generated evaluation
 # sets' test split (2, 3 and 4 speakers; 6 short recordings of about 30 s

@@ -138,8 +138,30 @@ func AsInvalid(err error) error {
 	return &invalidError{err: err}
 }
 
-// invalidError is Invalidf's and AsInvalid's error.
-type invalidError struct{ err error }
+// InvalidParam is Invalidf naming the request field at fault (param):
+// the HTTP answer's param says it (ParamOf).
+func InvalidParam(param, format string, args ...any) error {
+	return &invalidError{err: fmt.Errorf(format, args...), param: param}
+}
+
+// ParamOf returns the request field an ErrInvalid from InvalidParam names
+// ("" when none does).
+func ParamOf(err error) string {
+	var ie *invalidError
+	for errors.As(err, &ie) {
+		if ie.param != "" {
+			return ie.param
+		}
+		err = ie.err
+	}
+	return ""
+}
+
+// invalidError is Invalidf's, InvalidParam's and AsInvalid's error.
+type invalidError struct {
+	err   error
+	param string // the request field at fault, or ""
+}
 
 func (e *invalidError) Error() string        { return e.err.Error() }
 func (e *invalidError) Unwrap() error        { return e.err }

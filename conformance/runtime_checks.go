@@ -31,8 +31,9 @@ import (
 var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"custom-listener":  checkCustomListener,
 	"decode-cancel":    checkDecodeCancel,
-	"sherpa-matched":   checkSherpaMatched,
+	"engine-history":   checkEngineHistory,
 	"sherpa-malformed": checkSherpaMalformed,
+	"sherpa-matched":   checkSherpaMatched,
 	"whisper-cancel":   checkWhisperCancel,
 	"whisper-corrupt":  checkWhisperCorrupt,
 	"whisper-matched":  checkWhisperMatched,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
@@ -84,6 +85,9 @@ func FromCode(c core.Code, msg string, cause error) *Error {
 		e.Status, e.Type = http.StatusInternalServerError, "internal_error"
 	}
 	e.Code = c.String()
+	if c == core.CodeInvalid {
+		e.Param = backends.ParamOf(cause) // an engine naming the field at fault (file)
+	}
 	if re := (*runtime.Error)(nil); c == core.CodeServerBusy && errors.As(cause, &re) {
 		e.RetryAfter = re.RetryAfter
 	}

@@ -32,6 +32,30 @@ const (
 	MaxChannels = 32
 )
 
+// Upload bounds (CONTRACT.md E2): decoding an upload costs in proportion
+// to its frames times its channels, and a compressed file of silence
+// states hours of them in little space (an 8-channel 384 kHz FLAC cost
+// about 35 CPU-s per MB), so its channels and rate are refused from the
+// header, before decoding, naming the field (file): at most
+// MaxUploadChannels channels, MaxUploadRate samples per second per
+// channel, and MaxUploadSampleRate samples per second over all channels
+// (e.g. 96 kHz stereo, 48 kHz x 4, 24 kHz x 8). Speech needs 16 kHz mono.
+const (
+	MaxUploadChannels   = 8
+	MaxUploadRate       = 192000
+	MaxUploadSampleRate = 192000
+)
+
+// checkUpload refuses an upload's channels and rate beyond the upload
+// bounds, naming the field file.
+func checkUpload(what string, channels, rate int) error {
+	if channels < 1 || channels > MaxUploadChannels || rate < MinRate || rate > MaxUploadRate || channels*rate > MaxUploadSampleRate {
+		return backends.InvalidParam("file", "audio: %s has %d channel(s) at %d Hz; uploads are limited to %d channels, %d..%d Hz and %d samples per second over all channels",
+			what, channels, rate, MaxUploadChannels, MinRate, MaxUploadRate, MaxUploadSampleRate)
+	}
+	return nil
+}
+
 // Audio is mono PCM16 audio at Rate samples per second.
 type Audio struct {
 	Rate    int

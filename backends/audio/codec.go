@@ -51,6 +51,9 @@ func decodeCodec(ctx context.Context, src backends.Blob, name string, rate int, 
 	if err := checkRate(info.Rate); err != nil {
 		return Audio{}, err
 	}
+	if err := checkUpload("the "+name, info.Channels, info.Rate); err != nil {
+		return Audio{}, err
+	}
 	if rate == 0 {
 		rate = info.Rate
 	}

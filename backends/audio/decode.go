@@ -130,7 +130,7 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 		// audio.unknown-format / audio.raw-declared
 		return nil, invalid("%s is not supported: send WAV (PCM 8/16/24/32-bit or float32), FLAC, Ogg Vorbis/Opus or MP3, or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
 	}
-	if err := checkRate(rawRate); err != nil {
+	if err := checkUpload("raw PCM16", 1, rawRate); err != nil {
 		return nil, err
 	}
 	size := src.Size()
@@ -217,6 +217,9 @@ func parseHeader(src backends.Blob) (*stream, error) {
 		return nil, invalid("%d channels (1..%d supported)", h.channels, MaxChannels)
 	}
 	if err := checkRate(h.rate); err != nil {
+		return nil, err
+	}
+	if err := checkUpload("the WAV file", h.channels, h.rate); err != nil {
 		return nil, err
 	}
 	switch {

@@ -53,6 +53,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/internal/native"
 	"github.com/sluice-dev/sluice/backends/onnx"
 )
 
@@ -327,6 +328,7 @@ func (s *session) Close(ctx context.Context) error {
 	if s.vad != nil {
 		s.vad.Close()
 		s.vad = nil
+		native.TrimHeap() // give the freed session's pages back (E5)
 	}
 	return nil
 }

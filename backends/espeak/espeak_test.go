@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 // checkpoint builds the default checkpoint: the shared good one when edit
 // is nil, else an edited copy in a test folder.
-func checkpoint(t *testing.T, edit func(*catalogue.Recipe)) string {
+func checkpoint(t testing.TB, edit func(*catalogue.Recipe)) string {
 	t.Helper()
 	native.SkipUnavailable(t, Available())
 	r, err := catalogue.DefaultRecipe(catalogue.DefaultSources(""), catalogue.EspeakEn)

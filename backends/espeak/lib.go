@@ -2,6 +2,7 @@ package espeak
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -162,6 +163,7 @@ func (l *lib) synth(voice string, wpm int, text string, abort *atomic.Bool) ([]i
 	if st := l.setParameter(paramRate, int32(wpm), 0); st != ensOK {
 		return nil, fmt.Errorf("espeak-ng: rate %d: %s", wpm, l.message(st))
 	}
+	l.scrub()
 	ct := native.CString(text)
 	defer native.Free(ct)
 	l.buf, l.abort = nil, abort
@@ -177,4 +179,40 @@ func (l *lib) synth(voice string, wpm int, text string, abort *atomic.Bool) ([]i
 		return nil, fmt.Errorf("espeak-ng: synthesize: %s", l.message(st))
 	}
 	return out, nil
+}
+
+// scrubText is one clause of vowel phonemes in espeak's phoneme input
+// ([[...]], espeakPHONEMES: no dictionary work): four words of 199 "a"
+// (a word holds under 200 phonemes), about as long as a clause may be
+// (espeak-ng reads at most 800 bytes of source per clause).
+var scrubText = "[[" + strings.TrimSpace(strings.Repeat(strings.Repeat("a", 199)+" ", 4)) + "]]"
+
+// phonemeInput is espeakPHONEMES (speak_lib.h): [[...]] is phonemes.
+const phonemeInput = 0x100
+
+// scrubbed is the abort flag of the scrub pass: always set, so the
+// synthesis stops at its first audio callback, after translation.
+var scrubbed = func() *atomic.Bool { var b atomic.Bool; b.Store(true); return &b }()
+
+// scrub clears the history eSpeak NG keeps in its phoneme list (contract
+// E1, history independence). MakePhonemeList ends every clause with two
+// pause entries whose prepause field it never sets, so they keep the
+// prepause a stop or fricative of an earlier, longer clause left in the
+// same slot of the global phoneme_list, and Generate plays it as extra
+// silence: "Sure, I will open it after the news." had a 150 ms comma
+// pause alone and 189 ms right after "Good, we can leave in ten minutes
+// then.". Translating a clause of vowels sets prepause to 0 in every slot
+// it covers and CalcLengths sets none for vowels; the pass stops at the
+// first audio callback, so it costs one translation and no audio (measured
+// 0.3 ms, BenchmarkScrub, beside 3-5 ms for a short command). A clause
+// translated to more phonemes than scrubText (only number-dense text near
+// the 300-character sentence split can) may still leave a prepause in a
+// slot past its reach.
+// Call with mu.
+func (l *lib) scrub() {
+	ct := native.CString(scrubText)
+	defer native.Free(ct)
+	l.buf, l.abort = nil, scrubbed
+	l.synthesize(ct, uintptr(len(scrubText)+1), 0, posCharacter, 0, charsUTF8|phonemeInput, nil, nil)
+	l.buf, l.abort = nil, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
 // Name is the engine name model specs use.
@@ -291,6 +292,7 @@ func (s *session) Close(ctx context.Context) error {
 	if s.voice != nil {
 		s.lib.delVoice(s.voice)
 		s.voice = nil
+		native.TrimHeap() // give the freed voice's pages back (E5)
 	}
 	return nil
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
 // Name is the engine name model specs use.
@@ -401,6 +402,7 @@ func (s *session) Close(ctx context.Context) error {
 			s.w.release()
 			s.w = nil
 		}
+		native.TrimHeap() // give the freed session's pages back (E5)
 	}
 	return nil
 }

@@ -69,6 +69,12 @@ type Options struct {
 	LM         string `json:"lm"`
 	Dict       string `json:"dict"`
 	MaxSeconds int    `json:"max_seconds,omitempty"`
+	// CostPerSecond is the checkpoint's declared decoding cost on real
+	// speech, in CPU-seconds per audio second (0 = 1.0), and CostFactor
+	// the multiple of it a request may spend (0 = 2) on top of a 5 CPU-s
+	// floor before the decode stops with ErrCostBudget (CONTRACT.md E2).
+	CostPerSecond float64 `json:"cost_per_second,omitempty"`
+	CostFactor    float64 `json:"cost_factor,omitempty"`
 	// Language is the ISO-639-1 code of the model's language ("" = "en":
 	// the Debian models are US English).
 	Language string `json:"language,omitempty"`
@@ -95,7 +101,9 @@ type config struct {
 	dict       string
 	maxSeconds int
 	maxSlots   int
-	language   string
+
+	costPerSecond, costFactor float64 // see Options
+	language                  string
 }
 
 // resolve checks spec and every model file without the library.
@@ -114,10 +122,20 @@ func resolve(spec backends.Spec) (config, error) {
 	if o.Language == "" {
 		o.Language = "en"
 	}
+	if o.CostPerSecond == 0 {
+		o.CostPerSecond = defaultCostPerSecond
+	}
+	if o.CostFactor == 0 {
+		o.CostFactor = defaultCostFactor
+	}
+	if !(o.CostPerSecond > 0 && o.CostPerSecond <= 100) || !(o.CostFactor >= 1 && o.CostFactor <= 1000) {
+		return config{}, backends.Invalidf("pocketsphinx: cost_per_second %g outside (0, 100] or cost_factor %g outside 1..1000", o.CostPerSecond, o.CostFactor)
+	}
 	if len(o.Language) != 2 || strings.ToLower(o.Language) != o.Language {
 		return config{}, backends.Invalidf("pocketsphinx: language %q is not an ISO-639-1 code", o.Language)
 	}
-	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission(cp.Name))), language: o.Language}
+	c := config{name: cp.Name, maxSeconds: o.MaxSeconds, maxSlots: min(cp.Parallel.MaxSlots, max(1, ParallelAdmission(cp.Name))), language: o.Language,
+		costPerSecond: o.CostPerSecond, costFactor: o.CostFactor}
 	for _, f := range []struct {
 		rel string
 		dst *string
@@ -224,6 +242,7 @@ type session struct {
 	cfg   config
 	ps    unsafe.Pointer
 	score unsafe.Pointer // C int32 out-parameter of ps_get_hyp
+	cmn   cmnState       // the fresh decoder's CMN (cmn.go)
 }
 
 func newSession(ctx context.Context, c config) (*session, error) {
@@ -238,7 +257,7 @@ func newSession(ctx context.Context, c config) (*session, error) {
 	if ps == nil {
 		return nil, backends.Invalidf("pocketsphinx: the decoder rejected checkpoint %s (its files passed validation; check the model's feat.params and formats)", c.name)
 	}
-	return &session{lib: l, cfg: c, ps: ps, score: native.Malloc(8)}, nil
+	return &session{lib: l, cfg: c, ps: ps, score: native.Malloc(8), cmn: l.snapshotCMN(ps)}, nil
 }
 
 // Clone implements backends.Session.
@@ -249,8 +268,9 @@ func (s *session) Clone(ctx context.Context, index int) (backends.Session, error
 	return newSession(ctx, s.cfg)
 }
 
-// Infer implements backends.Session. The decoder cannot be interrupted
-// inside an utterance: the context is checked before decoding.
+// Infer implements backends.Session. The decode stops between pieces of
+// a quarter second of audio when ctx ends or the cost budget is spent (see
+// decode).
 func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
 	if s.ps == nil {
 		return backends.Output{}, fmt.Errorf("pocketsphinx: session is closed")
@@ -279,7 +299,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, err
 	}
 	dur := round3(a.Seconds())
-	text, words, err := s.decode(a.Samples, dur)
+	text, words, err := s.decode(ctx, a.Samples, dur)
 	if err != nil {
 		return backends.Output{}, err
 	}
@@ -298,17 +318,50 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 // frameRate is the decoder's frames per second (its default -frate).
 const frameRate = 100
 
-// decode runs one whole utterance in a fresh stream (full_utt, so batch
-// CMN sees all of it): the result depends on this audio alone, not on
-// earlier requests.
+// decode runs one utterance in a fresh stream: the result depends on this
+// audio alone, not on earlier requests. Every request goes to the decoder
+// in pieces of pieceSamples, after adaptCMN's first pass over its first
+// adaptSamples; between pieces the context and the cost budget are checked
+// (E2, E3), and either ends the utterance and returns its error, leaving
+// the session ready for the next request. (Short requests were once one
+// whole full_utt decode; that decode's word times then depended on what a
+// pieced request had left in the decoder: TestAnswersIndependentOfPathBefore.)
 // It returns the hypothesis and its words with their times (from the
 // decoder's word segmentation, fillers and silences left out), clamped to
 // the audio's seconds.
-func (s *session) decode(samples []int16, seconds float64) (string, []audio.Word, error) {
-	buf := native.Malloc(2 * len(samples))
+func (s *session) decode(ctx context.Context, samples []int16, seconds float64) (string, []audio.Word, error) {
+	n := min(len(samples), pieceSamples)
+	whole := int32(0)
+	if s.cmn.cmn == nil {
+		// An unknown CMN layout: one whole decode with batch CMN.
+		n, whole = len(samples), 1
+	}
+	buf := native.Malloc(2 * max(1, n))
 	defer native.Free(buf)
-	copy(unsafe.Slice((*int16)(buf), len(samples)), samples)
 	l := s.lib
+	m := startMeter(s.cfg.budget(seconds))
+	defer m.stop()
+	pieces := 0
+	run := func(samples []int16) error {
+		for off := 0; off < len(samples); off += n {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			piece := samples[off:min(off+n, len(samples))]
+			copy(unsafe.Slice((*int16)(buf), len(piece)), piece)
+			if l.processRaw(s.ps, buf, uintptr(len(piece)), 0, whole) < 0 {
+				return fmt.Errorf("pocketsphinx: process_raw failed")
+			}
+			pieces++
+			if afterPiece != nil {
+				afterPiece(pieces)
+			}
+			if err := m.check(seconds); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	// Every request is its own stream: the front end's noise and voice
 	// activity statistics are kept per stream, and would otherwise carry
 	// one request's channel estimate into the next (the same audio then
@@ -316,12 +369,17 @@ func (s *session) decode(samples []int16, seconds float64) (string, []audio.Word
 	if l.startStream(s.ps) < 0 {
 		return "", nil, fmt.Errorf("pocketsphinx: start_stream failed")
 	}
+	if whole == 0 {
+		if err := s.adaptCMN(samples, run); err != nil {
+			return "", nil, err
+		}
+	}
 	if l.startUtt(s.ps) < 0 {
 		return "", nil, fmt.Errorf("pocketsphinx: start_utt failed")
 	}
-	if l.processRaw(s.ps, buf, uintptr(len(samples)), 0, 1) < 0 {
+	if err := run(samples); err != nil {
 		l.endUtt(s.ps)
-		return "", nil, fmt.Errorf("pocketsphinx: process_raw failed")
+		return "", nil, err
 	}
 	if l.endUtt(s.ps) < 0 {
 		return "", nil, fmt.Errorf("pocketsphinx: end_utt failed")
@@ -371,7 +429,9 @@ func (s *session) Close(ctx context.Context) error {
 	if s.ps != nil {
 		s.lib.freePS(s.ps)
 		native.Free(s.score)
+		s.cmn.free()
 		s.ps, s.score = nil, nil
+		native.TrimHeap() // give the freed decoder's pages back (E5)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ type lib struct {
 	processRaw  func(ps unsafe.Pointer, data unsafe.Pointer, n uintptr, noSearch, fullUtt int32) int32
 	endUtt      func(ps unsafe.Pointer) int32
 	getHyp      func(ps unsafe.Pointer, score unsafe.Pointer) unsafe.Pointer
+	getFeat     func(ps unsafe.Pointer) unsafe.Pointer // ps_get_feat
+	cmnGet      func(cmn, vec unsafe.Pointer) int32    // cmn_live_get
+	cmnSet      func(cmn, vec unsafe.Pointer)          // cmn_live_set
 	// The word segmentation of the last utterance. ps_seg_iter takes only
 	// the decoder in 5prealpha (older releases had a score out-parameter:
 	// a valid pointer is passed as a second argument, which the C calling
@@ -57,6 +60,8 @@ func load() (*lib, error) {
 			&l.parse, "cmd_ln_parse_r",
 			&l.freeConfig, "cmd_ln_free_r",
 			&setLogFP, "err_set_logfp",
+			&l.cmnGet, "cmn_live_get",
+			&l.cmnSet, "cmn_live_set",
 		); err != nil {
 			theLibErr = err
 			return
@@ -70,6 +75,7 @@ func load() (*lib, error) {
 			&l.processRaw, "ps_process_raw",
 			&l.endUtt, "ps_end_utt",
 			&l.getHyp, "ps_get_hyp",
+			&l.getFeat, "ps_get_feat",
 			&l.segIter, "ps_seg_iter",
 			&l.segNext, "ps_seg_next",
 			&l.segWord, "ps_seg_word",

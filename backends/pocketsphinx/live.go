@@ -65,6 +65,9 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 	if l.startStream(s.ps) < 0 {
 		return backends.Output{}, fmt.Errorf("pocketsphinx: start_stream failed")
 	}
+	// A live session starts from the fresh decoder's CMN, whatever the
+	// session's earlier requests left (cmn.go; E1).
+	l.resetCMN(s.cmn)
 	var buf liveBuf
 	defer func() { native.Free(buf.p) }()
 	var (

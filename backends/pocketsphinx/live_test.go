@@ -87,3 +87,40 @@ func TestLiveTurns(t *testing.T) {
 		t.Errorf("whole-file transcript after a live session: %q", r.Text)
 	}
 }
+
+// TestLiveSessionsIndependent: the same audio in the same pieces gives the
+// same events in a live session whatever the session ran before (E1):
+// every live session starts from the fresh decoder's CMN. On main the live
+// CMN's running mean carried over from earlier requests.
+func TestLiveSessionsIndependent(t *testing.T) {
+	dir := checkpoint(t)
+	s, _, err := New().Open(context.Background(), spec(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	wav := speak(t, "Set a timer for ten minutes. Open the garage door.")
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func() string {
+		pieces := chunks(a.Samples, a.Rate)
+		pieces[len(pieces)-1].Commit = true
+		var b strings.Builder
+		_, err := s.Infer(context.Background(), backends.Request{Live: &backends.LiveReplay{Pieces: pieces}, Input: json.RawMessage(`{}`)}, func(m json.RawMessage) error {
+			b.Write(m)
+			b.WriteByte('\n')
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	first := live()
+	transcribe(t, s, speak(t, "Call my sister at six o'clock. What is the weather like today? Play some music in the living room."))
+	if again := live(); again != first {
+		t.Fatalf("the same live session after other requests:\n%s\nfirst:\n%s", again, first)
+	}
+}

@@ -31,6 +31,9 @@ var ErrUnavailable = errors.New("native library unavailable")
 // error wraps ErrUnavailable and names every candidate and the hint (for
 // example the Debian package to install).
 func Open(hint string, names ...string) (uintptr, error) {
+	if len(names) == 0 || names[0] != "libc.so.6" {
+		loadMalloc() // the arena limit, before any engine library allocates (trim.go)
+	}
 	var msgs []string
 	for _, n := range names {
 		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)

@@ -1,0 +1,131 @@
+// Command sluice-soak-engines is the bounded-native-memory check of the
+// engine contract (CONTRACT.md E5, `make soak-engines`): for each
+// checkpoint of a models root (and whisper's synthetic model), one engine
+// at a time, it runs -cycles load/unload cycles (open a one-slot pool,
+// answer one standard request, close it) and prints the process's resident
+// set after -early cycles and after the last, and their ratio, which must
+// be at most -max-ratio. The exit status is 1 when a ratio is over it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/engines"
+	"github.com/sluice-dev/sluice/backends/whisper"
+)
+
+func main() {
+	root := flag.String("models", "models", "models root (built by `make models`)")
+	npm := flag.String("npm", "", "npm prefix (for jfk.wav)")
+	cycles := flag.Int("cycles", 200, "load/unload cycles per engine")
+	early := flag.Int("early", 10, "cycles after which the first RSS is taken")
+	maxRatio := flag.Float64("max-ratio", 1.2, "largest allowed RSS(cycles)/RSS(early)")
+	only := flag.String("only", "", "comma-separated checkpoints to soak (default: all, then whisper)")
+	flag.Parse()
+	if err := run(*root, *npm, *cycles, *early, *maxRatio, *only); err != nil {
+		slog.Error("soak-engines", "err", err)
+		os.Exit(1)
+	}
+}
+
+// rssMB is the process's resident set (VmRSS) in MB.
+func rssMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func run(root, npm string, cycles, early int, maxRatio float64, only string) error {
+	if early < 1 || cycles <= early {
+		return errors.New("need 1 <= early < cycles")
+	}
+	ctx := context.Background()
+	reg := engines.Registry(engines.Config{})
+	cat, err := engines.ScanRoot(root, reg)
+	if err != nil {
+		return fmt.Errorf("%w (run `make models`)", err)
+	}
+	inputs, err := engines.Inputs(ctx, catalogue.DefaultSources(npm))
+	if err != nil {
+		return err
+	}
+	type target struct {
+		name string
+		eng  backends.Engine
+		spec backends.Spec
+		req  backends.Request
+	}
+	var ts []target
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
+	for _, name := range cat.Names() {
+		cp, _ := cat.Get(name)
+		if len(want) > 0 && !want[name] {
+			continue
+		}
+		ts = append(ts, target{name, reg[cp.Engine], engines.SpecFor(name, cp, 1), inputs[cp.Task][0]})
+	}
+	if len(want) == 0 || want[engines.WhisperCheckpoint] {
+		spec, done, err := engines.WhisperSpec()
+		if err != nil {
+			return err
+		}
+		defer done()
+		ts = append(ts, target{engines.WhisperCheckpoint, whisper.New(), spec, inputs["asr"][0]})
+	}
+	fmt.Printf("%-24s %10s %12s %12s %7s\n", "checkpoint", "cycles", fmt.Sprintf("rss@%d MB", early), fmt.Sprintf("rss@%d MB", cycles), "ratio")
+	bad := 0
+	for _, t := range ts {
+		var first float64
+		for i := 1; i <= cycles; i++ {
+			p, err := engines.OpenPool(ctx, t.eng, t.spec)
+			if err != nil {
+				return fmt.Errorf("%s cycle %d: %w", t.name, i, err)
+			}
+			_, err = p.Serve(ctx, []backends.Request{t.req}, []int{0})
+			p.Close(ctx)
+			if err != nil {
+				return fmt.Errorf("%s cycle %d: %w", t.name, i, err)
+			}
+			if i == early {
+				first = rssMB()
+			}
+		}
+		last := rssMB()
+		ratio := last / first
+		flag := ""
+		if ratio > maxRatio {
+			bad++
+			flag = " OVER"
+		}
+		fmt.Printf("%-24s %10d %12.0f %12.0f %7.2f%s\n", t.name, cycles, first, last, ratio, flag)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d engine(s) grew more than %.2fx", bad, maxRatio)
+	}
+	return nil
+}
