@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-dev/sluice/backends/internal/native"
 	"os"
 	"testing"
 
@@ -110,7 +111,7 @@ func TestAnswersIndependentOfPathBefore(t *testing.T) {
 	dir := checkpoint(t)
 	jfk, err := os.ReadFile(catalogue.DefaultSources("").JFK())
 	if err != nil {
-		t.Skip(err)
+		native.SkipUnavailable(t, err) // make deps installs it; SLUICE_REQUIRE_ENGINES makes its absence a failure
 	}
 	short := speak(t, "Turn on the kitchen lights.")
 	s, _, err := New().Open(context.Background(), spec(dir, 1))
