@@ -166,3 +166,19 @@ func TestBudgetEdges(t *testing.T) {
 		t.Fatal("a budget without a limit refused a reservation")
 	}
 }
+
+// A raw upload refused for its query (too many parameters) after its body
+// was spooled leaves no spool file behind (edge.upload-spool; edgemutants
+// spool-kept-on-query-refusal).
+func TestUploadSpoolRemovedOnQueryRefusal(t *testing.T) {
+	ts, eng := startBlobServer(t, nil)
+	payload := bytes.Repeat([]byte{1}, 2<<20) // over the spool threshold
+	q := "model=asr"
+	for i := range maxFormFields {
+		q += "&p" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + "=1"
+	}
+	ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions?"+q, string(payload), "Content-Type", "audio/wav")
+	if ents, _ := os.ReadDir(eng.dir); len(ents) != 0 {
+		t.Fatalf("spool files left: %v", ents)
+	}
+}
