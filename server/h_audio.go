@@ -268,12 +268,20 @@ func declaredRate(contentType string) (json.RawMessage, error) {
 // unknown or unusable one is 400 naming it; language is checked by the
 // engine against the model's.
 func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) error {
+	return s.transcribe(w, r, audio.ParseTranscription)
+}
+
+// transcribe is the path transcriptions and translations share: the
+// upload, its fields checked by parse before a lease is taken, the
+// engine's answer as the response_format asks (or, with stream=true,
+// server-sent events).
+func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, parse func(map[string][]string) (audio.TranscriptionParams, error)) error {
 	u, err := audioUpload(r)
 	if err != nil {
 		return err
 	}
 	defer u.Close()
-	p, err := audio.ParseTranscription(u.fields)
+	p, err := parse(u.fields)
 	if err != nil {
 		return Invalid("%v", err)
 	}

@@ -177,36 +177,7 @@ func (s *Server) handleTranslation(w http.ResponseWriter, r *http.Request) error
 	if !s.anyEngine("whisper") {
 		return refuseTranslation(w, r)
 	}
-	u, err := audioUpload(r)
-	if err != nil {
-		return err
-	}
-	defer u.Close()
-	p, err := audio.ParseTranslation(u.fields)
-	if err != nil {
-		return Invalid("%v", err)
-	}
-	in, err := p.Input(u.input)
-	if err != nil {
-		return Invalid("%v", err)
-	}
-	lease, err := s.taskLease(r, p.Model, "asr")
-	if err != nil {
-		return err
-	}
-	defer lease.Release(true)
-	req := u.request(requestIDFrom(r.Context()))
-	req.Input = in
-	out, err := lease.Infer(r.Context(), req, nil)
-	u.Close() // the spool file goes before the answer is written
-	if err != nil {
-		return fromRuntime(err)
-	}
-	ct, body, err := audio.TranscriptionBody(out, p)
-	if err != nil {
-		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a transcription model", Err: err}
-	}
-	return writeTask(w, r, lease, ct, body)
+	return s.transcribe(w, r, audio.ParseTranslation)
 }
 
 // anyEngine reports whether a registered model runs engine.
