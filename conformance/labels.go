@@ -21,8 +21,9 @@ import (
 //	   left);
 //	U  no passing case exercises it (none does, or they were skipped).
 //
-// A GPU-only cell is never D here (the fixture cannot show a device); its
-// Test column says GPU-only. An area names the GPU-only cells that hold its
+// A GPU-only cell is never D from the suite's own run (the fixture cannot
+// show a device); its Test column says GPU-only, unless a recorded device
+// run covers it (devices.go): then the run's log is its evidence. An area names the GPU-only cells that hold its
 // GPU part (Area.GPU) and the real engines' tests outside this suite that
 // exercise its real-engine part (Area.External) in its Test column.
 
@@ -151,8 +152,31 @@ func (s *Suite) Evidence(cells []Cell, ran *RunEvidence) (map[string]Evidence, e
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	runs, err := DeviceRuns()
+	if err != nil {
+		return nil, err
+	}
+	device := map[string]DeviceRun{}
+	for _, r := range runs {
+		for _, id := range r.Covers {
+			if _, ok := known[id]; !ok {
+				errs = append(errs, fmt.Errorf("device run %s covers %s, which CONTRACT.md does not have", r.Log, id))
+			}
+			if _, area := s.Areas[id]; area {
+				errs = append(errs, fmt.Errorf("device run %s covers %s, an area (areas take the label of their cells)", r.Log, id))
+			}
+			device[id] = r // a later run supersedes an earlier one
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	out := map[string]Evidence{}
 	for _, c := range cells {
+		if r, ok := device[c.ID]; ok {
+			out[c.ID] = Evidence{Test: r.evidence(), Label: "D"}
+			continue
+		}
 		var e Evidence
 		switch {
 		case len(full[c.ID]) > 0 && !c.GPUOnly:

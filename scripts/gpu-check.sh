@@ -37,6 +37,11 @@ if ! command -v nvcc >/dev/null; then
 	fi
 fi
 nvcc --version
+# ggml-cuda is a module the shim loads at run time; it needs the toolkit's
+# libcudart and libcublas.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+	if [ -d "$d" ]; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+done
 
 command -v cmake >/dev/null || { echo "gpu-check: no cmake" >&2; exit 2; }
 export SLUICE_WHISPER_CPU_VARIANTS="${SLUICE_WHISPER_CPU_VARIANTS:-x64 haswell}"
@@ -51,7 +56,13 @@ echo "cpu:  $cpu_dir ($((t1 - t0)) s)"
 echo "cuda: $cuda_dir ($((t2 - t1)) s)"
 
 echo "== matched outputs and throughput, CPU then CUDA"
-go build -o bin/whisper-gpucheck ./backends/whisper/cmd/whisper-gpucheck
-SLUICE_WHISPER_LIB="$cpu_dir/libsluice_whisper.so" ./bin/whisper-gpucheck -label cpu -out /tmp/whisper-cpu.json
-SLUICE_WHISPER_LIB="$cuda_dir/libsluice_whisper.so" ./bin/whisper-gpucheck -label cuda -gpu -out /tmp/whisper-cuda.json
-./bin/whisper-gpucheck -compare /tmp/whisper-cpu.json,/tmp/whisper-cuda.json
+# A device machine may have no Go: SLUICE_GPUCHECK_BIN names a checker
+# built elsewhere (CGO_ENABLED=0 go build ./backends/whisper/cmd/whisper-gpucheck).
+check="${SLUICE_GPUCHECK_BIN:-}"
+if [ -z "$check" ]; then
+	go build -o bin/whisper-gpucheck ./backends/whisper/cmd/whisper-gpucheck
+	check=./bin/whisper-gpucheck
+fi
+SLUICE_WHISPER_LIB="$cpu_dir/libsluice_whisper.so" "$check" -label cpu -out /tmp/whisper-cpu.json
+SLUICE_WHISPER_LIB="$cuda_dir/libsluice_whisper.so" "$check" -label cuda -gpu -out /tmp/whisper-cuda.json
+"$check" -compare /tmp/whisper-cpu.json,/tmp/whisper-cuda.json
