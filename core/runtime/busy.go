@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
@@ -27,31 +28,53 @@ type Work struct {
 	Running time.Duration
 }
 
-// reqID remembers the request ID of the ticket whose index it sits at.
+// reqID remembers the request ID of the ticket whose index it sits at:
+// id when it was known at submission (Infer), else the lease's cell, which
+// Lease.Infer fills without the runtime lock.
 type reqID struct {
-	tk core.Ticket
-	id string
+	tk   core.Ticket
+	id   string
+	cell *idCell
 }
 
-// noteReqIDLocked remembers tk's request ID for Busy. r.mu is held; it
-// costs a store in the critical section the request takes anyway.
-func (r *Runtime) noteReqIDLocked(tk core.Ticket, id string) {
-	if id == "" {
+// idCell is a lease's request ID, written once the request is known
+// (Lease.Infer) and read by Busy; it lives in the Lease, so noting an ID
+// after admission takes neither the runtime lock nor an allocation.
+type idCell struct{ v atomic.Pointer[string] }
+
+// noteReqIDLocked remembers tk's request ID (id, or later cell's) for Busy.
+// r.mu is held; it costs a store in the critical section the request takes
+// anyway.
+func (r *Runtime) noteReqIDLocked(tk core.Ticket, id string, cell *idCell) {
+	if id == "" && cell == nil {
 		return
 	}
 	i := int(uint32(tk))
 	for len(r.reqIDs) <= i {
 		r.reqIDs = append(r.reqIDs, reqID{})
 	}
-	r.reqIDs[i] = reqID{tk: tk, id: id}
+	r.reqIDs[i] = reqID{tk: tk, id: id, cell: cell}
+}
+
+// forgetReqIDLocked drops tk's entry when its lease ends, so the table
+// holds no released Lease (and through it no closed session). r.mu is held.
+func (r *Runtime) forgetReqIDLocked(tk core.Ticket) {
+	if i := int(uint32(tk)); i < len(r.reqIDs) && r.reqIDs[i].tk == tk {
+		r.reqIDs[i] = reqID{}
+	}
 }
 
 func (r *Runtime) reqIDLocked(tk core.Ticket) string {
 	i := int(uint32(tk))
-	if i < len(r.reqIDs) && r.reqIDs[i].tk == tk {
-		return r.reqIDs[i].id
+	if i >= len(r.reqIDs) || r.reqIDs[i].tk != tk {
+		return ""
 	}
-	return ""
+	if c := r.reqIDs[i].cell; c != nil {
+		if p := c.v.Load(); p != nil {
+			return *p
+		}
+	}
+	return r.reqIDs[i].id
 }
 
 // Busy returns the work in progress now: every admitted request (from the

@@ -64,3 +64,47 @@ func TestBusyNamesRequestsAndJobs(t *testing.T) {
 		t.Fatalf("idle runtime busy: %+v", busy)
 	}
 }
+
+// A lease notes its request ID without the runtime lock (a warm request
+// through Acquire, Lease.Infer and Release takes the lock three times, not
+// four: issue 33's lock target): Lease.Infer completes while the test holds
+// r.mu, and Busy then names the ID; after Release the table forgets it.
+func TestLeaseNotesRequestIDWithoutTheLock(t *testing.T) {
+	e := newEnv(t, core.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e.apply("a", spec(1, `{}`))
+	l, err := e.rt.Acquire(ctx, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	e.rt.mu.Lock()
+	go func() {
+		_, err := l.Infer(ctx, backends.Request{ID: "req-9", Input: json.RawMessage(`{}`)}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		e.rt.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		e.rt.mu.Unlock()
+		<-done
+		l.Release(false) // so the environment's shutdown does not wait for it
+		t.Fatal("Lease.Infer waited for the runtime lock")
+	}
+	var named bool
+	for _, w := range e.rt.Busy() {
+		named = named || (w.Model == "a" && w.RequestID == "req-9")
+	}
+	if !named {
+		t.Fatalf("busy does not name req-9: %+v", e.rt.Busy())
+	}
+	l.Release(false)
+	if i := int(uint32(l.g.tk)); i < len(e.rt.reqIDs) && e.rt.reqIDs[i].cell != nil {
+		t.Fatal("released lease still in the request-ID table")
+	}
+}

@@ -65,7 +65,7 @@ func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o 
 	if err != nil {
 		return Result{}, err
 	}
-	g, err := r.acquire(ctx, id, timeout, req.ID)
+	g, err := r.acquire(ctx, id, timeout, req.ID, nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -88,11 +88,13 @@ func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration
 	if err != nil {
 		return nil, err
 	}
-	g, err := r.acquire(ctx, id, d, "")
+	l := &Lease{r: r, model: id}
+	g, err := r.acquire(ctx, id, d, "", &l.id)
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{r: r, g: g, model: id}, nil
+	l.g = g
+	return l, nil
 }
 
 // Lease is an admitted request's hold on one session of a model's published
@@ -101,6 +103,7 @@ type Lease struct {
 	r        *Runtime
 	g        grant
 	model    string
+	id       idCell // the request's ID, for Busy (noted by Infer)
 	released atomic.Bool
 }
 
@@ -119,10 +122,10 @@ func (l *Lease) Infer(ctx context.Context, req backends.Request, emit backends.E
 	if l.released.Load() {
 		return backends.Output{}, &Error{Code: core.CodeBackend, Msg: fmt.Sprintf("model %q: lease already released", l.model)}
 	}
-	if req.ID != "" {
-		l.r.mu.Lock()
-		l.r.noteReqIDLocked(l.g.tk, req.ID)
-		l.r.mu.Unlock()
+	if req.ID != "" && l.id.v.Load() == nil {
+		// No runtime lock: the cell was registered at admission (a warm
+		// request takes the lock three times: admit, nothing here, release).
+		l.id.v.Store(&req.ID)
 	}
 	return l.r.runInfer(ctx, l.model, &l.g, req, emit)
 }
@@ -141,8 +144,8 @@ func (l *Lease) Release(failed bool) bool {
 // hot path (a warm model with a spare slot and nothing queued) is one
 // critical section with no channel and no allocation. reqID, when set, is
 // remembered for Busy.
-func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string) (grant, error) {
-	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID)
+func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, error) {
+	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID, cell)
 	if err != nil {
 		return grant{}, err
 	}
@@ -157,6 +160,7 @@ func (r *Runtime) release(tk core.Ticket, failed bool) {
 	t := r.clock()
 	r.mu.Lock()
 	now := r.stampLocked(t)
+	r.forgetReqIDLocked(tk)
 	ev := core.Event{Kind: core.EvRelease, Now: now, Ticket: tk, Failed: failed}
 	if err := r.m.Release(ev.Now, ev.Ticket, ev.Failed); err != nil {
 		r.mu.Unlock()

@@ -86,7 +86,7 @@ func (r *Runtime) Unregistered(id string) bool {
 // first, and unknown IDs are reported in NotFound without failing the
 // others. Bulk waits are unbounded.
 func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult, error) {
-	_, o, err := r.submitAndWait(ctx, "", kindBulk, &core.Event{Kind: core.EvSubmitBulkUnload, Models: ids}, "")
+	_, o, err := r.submitAndWait(ctx, "", kindBulk, &core.Event{Kind: core.EvSubmitBulkUnload, Models: ids}, "", nil)
 	if err != nil {
 		return core.BulkResult{}, err
 	}
@@ -99,7 +99,7 @@ func (r *Runtime) BulkUnload(ctx context.Context, ids []string) (core.BulkResult
 // manage submits one targeted manager and waits for its Done or Reject.
 func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.Config) (core.ModelStatus, error) {
 	ev := core.Event{Kind: core.EvSubmitManager, Model: id, Op: op, Config: cfg, Timeout: core.NoTimeout}
-	_, o, err := r.submitAndWait(ctx, id, kindManager, &ev, "")
+	_, o, err := r.submitAndWait(ctx, id, kindManager, &ev, "", nil)
 	if err != nil {
 		return core.ModelStatus{}, err
 	}

@@ -23,7 +23,7 @@ const (
 // (await) unless the section answered it already. A request granted at
 // once on a warm model (core's hot path) takes no waiter, no channel and
 // no allocation: its Grant is the only effect and no observer wants it.
-func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind, ev *core.Event, reqID string) (core.Ticket, outcome, error) {
+func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind, ev *core.Event, reqID string, cell *idCell) (core.Ticket, outcome, error) {
 	if ctx.Err() != nil {
 		return 0, outcome{}, cancelled(ctx, id)
 	}
@@ -34,7 +34,7 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 	var tk core.Ticket
 	if h, known := r.m.Lookup(ev.Model); known && ev.Kind == core.EvSubmitRequest {
 		tk = r.m.SubmitRequest(now, h, ev.Timeout)
-		r.noteReqIDLocked(tk, reqID)
+		r.noteReqIDLocked(tk, reqID, cell)
 		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
 			e := &effs[0]
 			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot]}
