@@ -14,9 +14,11 @@
 // BeginShutdown), named exactly as the actions of spec/Scheduler.tla, and
 // Step replays any of them from an Event value. Each event carries the time at
 // which it happened. The effects the event caused (Grant, Reject, Done,
-// StartLoad, StartClone, StartProbe, StartTeardown, ShutdownComplete) are
-// appended to a buffer that the caller reads with Effects and clears with
-// Advance before the next event. Effects are plain values, never callbacks.
+// StartLoad, StartClone, StartProbe, StartTeardown, ShutdownComplete, and
+// the observations Publish and Retire: a pool starts or stops serving, with
+// its cause) are appended to a buffer that the caller reads with Effects and
+// clears with Advance before the next event. Effects are plain values, never
+// callbacks; the shell acts on them and decides nothing they do not say.
 //
 // Threading rule: a Machine is not safe for concurrent use. The shell
 // (core/runtime) guards it with one mutex and never holds that mutex across a

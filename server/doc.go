@@ -16,8 +16,9 @@
 // tracking, Serve, Run, Shutdown and its slices), metrics.go and
 // metrics_feed.go (Prometheus), config.go (flags and the models file).
 // The dashboard (CONTRACT.md ui.*): events.go and events_translate.go (the event
-// hub behind GET /v1/events: one runtime subscriber, a scheduler mirror,
-// a ring for Last-Event-ID, non-blocking fan-out), h_events.go (the SSE
+// hub behind GET /v1/events: one runtime observer whose steps it translates
+// (the runtime's status snapshots, never a state of its own), a ring for
+// Last-Event-ID, non-blocking fan-out), h_events.go (the SSE
 // stream), catalogue.go and h_catalogue.go (the models root and its
 // catalogue, swapped together), h_spec.go (a model's committed spec),
 // ui.go and ui/ (the embedded page).

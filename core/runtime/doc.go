@@ -37,6 +37,7 @@
 // lost the race with the ticket's end) change nothing and are not written.
 // Test suites set the environment variable SLUICE_TRACE_DIR (TraceDirEnv) to
 // write one trace per runtime into that directory with TraceFromEnv, for
-// `make trace-check`. Subscribe gives tests and a future /v1/events stream
-// the same records on a channel.
+// `make trace-check`. Subscribe gives tests the same records on a channel;
+// Observe gives the server's GET /v1/events hub and metrics feed the
+// scheduler's steps with status snapshots.
 package runtime
