@@ -15,13 +15,13 @@ import (
 )
 
 // benchNames are the checkpoints benchmarked: one per family.
-var benchNames = []string{PiperSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
+var benchNames = []string{PiperSynthetic, KokoroSynthetic, KittenSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
 	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
 
 // benchRequest is each family's request in the benchmarks: a two-sentence
 // text for TTS, jfk.wav (11 s) for the recognizers.
 func benchRequest(b testing.TB, name string) backends.Request {
-	if name == PiperSynthetic || name == KokoroSynthetic || name == MatchaSynthetic {
+	if families[synthetic[name].opts["family"].(string)].task == "tts" {
 		return backends.Request{Input: []byte(`{"text":"The quick brown fox jumps over the lazy dog. Sluice serves speech models."}`)}
 	}
 	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())

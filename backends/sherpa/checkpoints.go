@@ -29,10 +29,11 @@ const (
 	CanarySynthetic      = "sherpa-canary-synthetic"
 	DiarizationSynthetic = "sherpa-diarization-synthetic"
 	ParakeetSynthetic    = "sherpa-parakeet-tdt-synthetic"
+	KittenSynthetic      = "sherpa-kitten-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -48,6 +49,8 @@ var synthetic = map[string]struct {
 			"speakers": []string{"amy", "bob", "cleo"}}},
 	KokoroSynthetic: {"kokoro", 37, "synthetic Kokoro voice (v0.19 layout: model.onnx, voices.bin, tokens.txt; two speakers, 24 kHz)",
 		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	KittenSynthetic: {"kitten", 45, "synthetic KittenTTS voice (kitten-nano-en layout: model.fp16.onnx, voices.bin, tokens.txt; three speakers, 24 kHz)",
+		map[string]any{"family": FamilyKitten, "model": "model.fp16.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	MatchaSynthetic: {"matcha", 39, "synthetic Matcha-TTS voice with a HiFi-GAN vocoder (model-steps-3.onnx, hifigan_v2.onnx, tokens.txt; 22.05 kHz)",
 		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "hifigan_v2.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",
@@ -98,7 +101,7 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 	rate := SampleRate
 	if _, ok := s.opts["data_dir"]; ok {
 		rate = 22050
-		if s.gen == "kokoro" {
+		if s.gen == "kokoro" || s.gen == "kitten" {
 			rate = 24000
 		}
 		es, err := catalogue.DefaultRecipe(src, catalogue.EspeakEn)

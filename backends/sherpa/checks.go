@@ -361,6 +361,8 @@ func (c *config) checkFamily() error {
 			stacks = n
 		}
 		c.rate = SampleRate
+	default:
+		return c.checkMoreFamilies()
 	}
 	return nil
 }

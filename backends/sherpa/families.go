@@ -54,6 +54,7 @@ const (
 	FamilyCanary           = "canary"
 	FamilyDiarization      = "diarization"
 	FamilyNemoTransducer   = "nemo-transducer"
+	FamilyKitten           = "kitten"
 )
 
 // canaryTokens are the tokens sherpa-onnx's Canary decoder looks up
@@ -79,6 +80,13 @@ var families = map[string]family{
 		onnx: map[string]onnxReq{"model": {
 			inputs: []string{"tokens", "style", "speed"},
 			meta:   []string{"sample_rate", "n_speakers", "has_espeak", "style_dim"}, intMeta: []string{"sample_rate", "n_speakers", "has_espeak"},
+		}},
+	},
+	FamilyKitten: {
+		name: FamilyKitten, task: "tts", files: []string{"model", "voices", "tokens"}, tokens: "kokoro",
+		onnx: map[string]onnxReq{"model": {
+			meta:    []string{"model_type", "sample_rate", "n_speakers", "has_espeak", "style_dim"},
+			intMeta: []string{"sample_rate", "n_speakers", "has_espeak"},
 		}},
 	},
 	FamilyMatcha: {

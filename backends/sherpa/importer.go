@@ -252,17 +252,21 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 			return o, FamilyMatcha, nil
 		}
 		if _, ok := info.Meta["style_dim"]; ok {
+			fam := FamilyKokoro
+			if info.Meta["model_type"] == "kitten-tts" {
+				fam = FamilyKitten
+			}
 			if !hasEspeak {
 				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no espeak-ng-data", f)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "voices.bin")); err != nil {
 				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no voices.bin", f)
 			}
-			o := map[string]any{"family": FamilyKokoro, "model": f, "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			o := map[string]any{"family": fam, "model": f, "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
 			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
 				o["sample_rate"] = r
 			}
-			return o, FamilyKokoro, nil
+			return o, fam, nil
 		}
 		if strings.Contains(info.Meta["comment"], "piper") {
 			if !hasEspeak {

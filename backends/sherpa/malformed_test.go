@@ -199,6 +199,14 @@ func TestMalformedRefused(t *testing.T) {
 		{"ctc/tokens-gap", NemoCTCSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<unk> 0\n", "<unk> 99\n", 1)) }), "IDs are not"},
 		{"ctc/wrong-family", NemoCTCSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
 	}
+	fileMeta := func(file string) func(k, v string) mut {
+		return func(k, v string) mut {
+			return func(t *testing.T, dir string) string {
+				return modify(file, func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
+			}
+		}
+	}
+	kittenMeta := fileMeta("model.fp16.onnx")
 	encMeta := func(k, v string) mut {
 		return func(t *testing.T, dir string) string {
 			return modify("encoder.onnx", func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
@@ -284,6 +292,11 @@ func TestMalformedRefused(t *testing.T) {
 		{"kokoro/no-space", KokoroSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
 		{"kokoro/names", KokoroSynthetic, meta("speaker_names", "a,b,c"), "3 speaker names for 2 speakers"},
 		{"kokoro/no-voices", KokoroSynthetic, remove("voices.bin"), "voices"},
+		{"kitten/voices-size", KittenSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 380 bytes"},
+		{"kitten/style-dim", KittenSynthetic, kittenMeta("style_dim", "1,1,32"), "style_dim"},
+		{"kitten/model-type", KittenSynthetic, kittenMeta("model_type", "kokoro"), "want kitten-tts"},
+		{"kitten/priors", KittenSynthetic, kittenMeta("speaker_speed_priors", "1,1"), "2 values for 3 speakers"},
+		{"kitten/no-space", KittenSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
 		{"paraformer/no-eos", ParaformerSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "</s> 2\n", "</S> 2\n", 1)) }), "no </s>"},
 		{"paraformer/inv-stddev", ParaformerSynthetic, meta("inv_stddev", "x"), "inv_stddev has 1 values"},
 		{"paraformer/no-lfr", ParaformerSynthetic, meta("lfr_window_size", ""), "lfr_window_size"},
@@ -303,6 +316,7 @@ func TestMalformedRefused(t *testing.T) {
 		KokoroSynthetic:      open(t, e, root, KokoroSynthetic, ""),
 		ParaformerSynthetic:  open(t, e, root, ParaformerSynthetic, ""),
 		MatchaSynthetic:      open(t, e, root, MatchaSynthetic, ""),
+		KittenSynthetic:      open(t, e, root, KittenSynthetic, ""),
 		WhisperSynthetic:     open(t, e, root, WhisperSynthetic, ""),
 		MoonshineSynthetic:   open(t, e, root, MoonshineSynthetic, ""),
 		CanarySynthetic:      open(t, e, root, CanarySynthetic, ""),
@@ -314,7 +328,7 @@ func TestMalformedRefused(t *testing.T) {
 		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
 		if name == DiarizationSynthetic {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 2*16000*12)}
-		} else if name != PiperSynthetic && name != KokoroSynthetic && name != MatchaSynthetic {
+		} else if families[synthetic[name].opts["family"].(string)].task != "tts" {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
 		}
 		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
@@ -326,7 +340,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr", DiarizationSynthetic: "diarization", ParakeetSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: families[synthetic[c.ckpt].opts["family"].(string)].task,
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

@@ -70,6 +70,18 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
+	case FamilyKitten:
+		cfg := cAlloc[ttsConfig]()
+		defer freeC(unsafe.Pointer(cfg))
+		cfg.Model.Kitten = ttsKitten{
+			Model: cs.of(c.files["model"]), Voices: cs.of(c.files["voices"]), Tokens: cs.of(c.files["tokens"]),
+			DataDir: cs.of(c.files["data_dir"]), LengthScale: float32(c.opts.LengthScale),
+		}
+		cfg.Model.NumThreads = int32(c.opts.Threads)
+		cfg.Model.Provider = cs.of("cpu")
+		cfg.MaxNumSentences = 1
+		cfg.SilenceScale = 1
+		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
 	case FamilyNemoCTC, FamilyTransducer, FamilyNemoTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyCanary:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))

@@ -15,7 +15,7 @@ import sys
 from asr import (canary, moonshine, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
                  sense_voice, whisper)
 from speakers import diarization
-from tts import kokoro, matcha, vits_piper
+from tts import kitten, kokoro, matcha, vits_piper
 
 
 FAMILIES = {
@@ -27,6 +27,7 @@ FAMILIES = {
     "matcha": matcha,
     "paraformer": paraformer,
     "kokoro": kokoro,
+    "kitten": kitten,
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
     "online-zipformer2": online_zipformer2,

@@ -128,3 +128,45 @@ def matcha(out, seed):
         [init("w", w), const_f32("half", [0.5]), const_i64("flat", [1, -1])])
     save(g, os.path.join(out, "hifigan_v2.onnx"), {"model_type": "hifigan", "sample_rate": 22050})
     write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(PIPER_SYMBOLS)))
+
+
+def kitten(out, seed):
+    """KittenTTS (kitten-nano-en-v0_1's export, as offline-tts-kitten-model.cc
+    runs it): input_ids [1, T] int64 (start_id and end_id around the
+    phonemes), style [1, D] float (the speaker's row of voices.bin), speed
+    [1]; waveform [N] at 24 kHz. voices.bin is float32 [n_speakers, rows,
+    D] (metadata style_dim "rows,D"); tokens.txt is Kokoro's alphabet (the
+    space after every '.', so it must be present)."""
+    r = rng(seed)
+    hop, dim, rows = 240, 32, 1
+    speakers = ["expr-voice-2-m", "expr-voice-2-f", "expr-voice-3-m"]
+    symbols = ["$"] + [s for s in PIPER_SYMBOLS if s not in ("_", "^", "$")]
+    vocab = len(symbols)
+    inits = [init("emb", (r.standard_normal((vocab, hop)) * 0.8).astype(np.float32)),
+             init("proj", (r.standard_normal((dim, hop)) * 0.8).astype(np.float32)),
+             const_i64("flat_shape", [1, 1, -1]), const_i64("out_shape", [-1]), const_f32("ones2", [1.0, 1.0]),
+             const_f32("one", [1.0]), const_f32("half", [0.4])]
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["e"], axis=0),
+             helper.make_node("MatMul", ["style", "proj"], ["sv"]),
+             helper.make_node("Add", ["e", "sv"], ["es"]),
+             helper.make_node("Sin", ["es"], ["t"]),
+             helper.make_node("Mul", ["t", "half"], ["th"]),
+             helper.make_node("Reshape", ["th", "flat_shape"], ["flat"]),
+             helper.make_node("Div", ["one", "speed"], ["ls"]),
+             helper.make_node("Concat", ["ones2", "ls"], ["rs"], axis=0),
+             helper.make_node("Resize", ["flat", "", "rs"], ["res"], mode="linear"),
+             helper.make_node("Reshape", ["res", "out_shape"], ["waveform"])]
+    g = helper.make_graph(nodes, "kitten",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
+                           helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, dim]),
+                           helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("waveform", TensorProto.FLOAT, ["N"])], inits)
+    save(g, os.path.join(out, "model.fp16.onnx"), {
+        "model_type": "kitten-tts", "version": 1, "sample_rate": 24000, "n_speakers": len(speakers),
+        "has_espeak": 1, "voice": "en-us", "style_dim": "%d,%d" % (rows, dim),
+        "speaker_names": ",".join(speakers), "language": "English",
+    })
+    voices = (r.standard_normal((len(speakers), rows, dim)) * 0.5).astype(np.float32)
+    with open(os.path.join(out, "voices.bin"), "wb") as f:
+        f.write(voices.tobytes())
+    write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(symbols)))

@@ -1,0 +1,28 @@
+package sherpa
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestKittenSpeaks: the Kitten voice lists its speakers from the model's
+// speaker_names, answers at 24 kHz, each speaker sounds different, and
+// speed shortens the audio.
+func TestKittenSpeaks(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{})
+	voices, err := e.Voices(specOf(t, root, KittenSynthetic, 1, ""))
+	if err != nil || len(voices) != 3 || voices[0].ID != "expr-voice-2-m" || voices[2].ID != "expr-voice-3-m" || voices[0].SampleRate != 24000 {
+		t.Fatalf("voices %+v, %v", voices, err)
+	}
+	s := open(t, e, root, KittenSynthetic, "")
+	a := speak(t, s, `{"text":"Hello there. How are you?","voice":"expr-voice-2-m"}`)
+	b := speak(t, s, `{"text":"Hello there. How are you?","voice":"expr-voice-2-f"}`)
+	fast := speak(t, s, `{"text":"Hello there. How are you?","voice":"expr-voice-2-m","speed":2}`)
+	if len(a) == 0 || len(a) != len(b) || slices.Equal(a, b) {
+		t.Errorf("two speakers: %d and %d samples, equal %v", len(a), len(b), slices.Equal(a, b))
+	}
+	if len(fast) > len(a)*11/20 || len(fast) < len(a)*9/20 {
+		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
+	}
+}
