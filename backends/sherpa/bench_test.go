@@ -16,7 +16,7 @@ import (
 
 // benchNames are the checkpoints benchmarked: one per family.
 var benchNames = []string{PiperSynthetic, KokoroSynthetic, KittenSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
-	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
+	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, DiarizationSynthetic}
 
 // benchRequest is each family's request in the benchmarks: a two-sentence
 // text for TTS, jfk.wav (11 s) for the recognizers.

@@ -30,10 +30,14 @@ const (
 	DiarizationSynthetic = "sherpa-diarization-synthetic"
 	ParakeetSynthetic    = "sherpa-parakeet-tdt-synthetic"
 	KittenSynthetic      = "sherpa-kitten-synthetic"
+	// OnlineNemoCTCSynthetic and OnlineParaformerSynthetic are the
+	// streaming NeMo CTC and Paraformer recognizers.
+	OnlineNemoCTCSynthetic    = "sherpa-nemo-ctc-streaming-synthetic"
+	OnlineParaformerSynthetic = "sherpa-paraformer-streaming-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -72,6 +76,10 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyDiarization, "segmentation": "segmentation.onnx", "embedding": "embedding.onnx"}},
 	ParakeetSynthetic: {"nemo-tdt", 44, "synthetic NeMo Parakeet TDT transducer (encoder.int8.onnx, decoder.int8.onnx, joiner.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyNemoTransducer, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "joiner": "joiner.int8.onnx", "tokens": "tokens.txt"}},
+	OnlineNemoCTCSynthetic: {"online-nemo-ctc", 46, "synthetic NeMo cache-aware streaming CTC recognizer (model.onnx, tokens.txt)",
+		map[string]any{"family": FamilyOnlineNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
+	OnlineParaformerSynthetic: {"online-paraformer", 47, "synthetic streaming Paraformer recognizer (encoder.onnx, decoder.onnx, tokens.txt)",
+		map[string]any{"family": FamilyOnlineParaformer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

@@ -55,6 +55,8 @@ const (
 	FamilyDiarization      = "diarization"
 	FamilyNemoTransducer   = "nemo-transducer"
 	FamilyKitten           = "kitten"
+	FamilyOnlineNemoCTC    = "online-nemo-ctc"
+	FamilyOnlineParaformer = "online-paraformer"
 )
 
 // canaryTokens are the tokens sherpa-onnx's Canary decoder looks up

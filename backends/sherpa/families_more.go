@@ -8,6 +8,45 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 )
 
+// The later families join the table as a package variable, not in an
+// init function: the child load (child.go) runs in an init function,
+// which may run before this file's.
+var _ = addFamilies()
+
+func addFamilies() bool {
+	families[FamilyOnlineNemoCTC] = family{
+		name: FamilyOnlineNemoCTC, task: "asr", files: []string{"model", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{"model": {
+			meta:    append([]string{"vocab_size", "window_size", "chunk_shift", "subsampling_factor"}, nemoCacheDims...),
+			intMeta: append([]string{"vocab_size", "window_size", "chunk_shift", "subsampling_factor"}, nemoCacheDims...),
+		}},
+	}
+	families[FamilyOnlineParaformer] = family{
+		name: FamilyOnlineParaformer, task: "asr", files: []string{"encoder", "decoder", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{
+			"encoder": {
+				meta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "encoder_output_size", "decoder_num_blocks",
+					"decoder_kernel_size", "neg_mean", "inv_stddev"},
+				intMeta: []string{"vocab_size", "lfr_window_size", "lfr_window_shift", "encoder_output_size", "decoder_num_blocks", "decoder_kernel_size"},
+			},
+			"decoder": {},
+		},
+	}
+	return true
+}
+
+// nemoCacheDims are the metadata keys of a NeMo cache-aware streaming
+// model's cache shapes (online-nemo-ctc-model.cc allocates its initial
+// caches from them).
+var nemoCacheDims = []string{"cache_last_channel_dim1", "cache_last_channel_dim2", "cache_last_channel_dim3",
+	"cache_last_time_dim1", "cache_last_time_dim2", "cache_last_time_dim3"}
+
+// streaming reports whether the family is an online (streaming)
+// recognizer: live sessions need one.
+func (f family) streaming() bool {
+	return f.name == FamilyOnlineTransducer || f.name == FamilyOnlineNemoCTC || f.name == FamilyOnlineParaformer
+}
+
 // checkMoreFamilies checks the families added after the first fourteen
 // (Kitten, the Vocos vocoder's Matcha, Moonshine v2, the streaming
 // Paraformer and NeMo CTC), each against what its sherpa-onnx model class
@@ -16,6 +55,10 @@ func (c *config) checkMoreFamilies() error {
 	switch c.fam.name {
 	case FamilyKitten:
 		return c.checkKitten()
+	case FamilyOnlineNemoCTC:
+		return c.checkOnlineNemoCTC()
+	case FamilyOnlineParaformer:
+		return c.checkOnlineParaformer()
 	}
 	return nil
 }
@@ -86,4 +129,92 @@ func dimList(s string, n int) ([]int, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// checkOnlineNemoCTC: online-nemo-ctc-model.cc feeds its five inputs by
+// position (features, length, the three caches) and keeps all outputs but
+// the second as the next states; it allocates the caches from the
+// metadata's dimensions; the recognizer exits unless tokens.txt holds a
+// blank (<blk>, <eps> or <blank>).
+func (c *config) checkOnlineNemoCTC() error {
+	m := c.infos["model"]
+	if len(m.Inputs) != 5 || len(m.Outputs) != 5 {
+		return backends.Invalidf("sherpa: model: %d inputs and %d outputs; a cache-aware streaming CTC model has 5 and 5 (features, length, three caches)", len(m.Inputs), len(m.Outputs))
+	}
+	if v := metaInt(m, "vocab_size"); v != c.nTokens {
+		return backends.Invalidf("sherpa: model: metadata vocab_size %d but tokens has %d", v, c.nTokens)
+	}
+	win, shift, sub := metaInt(m, "window_size"), metaInt(m, "chunk_shift"), metaInt(m, "subsampling_factor")
+	if win < 1 || win > 1024 || shift < 1 || shift > win || sub < 1 || sub > 64 {
+		return backends.Invalidf("sherpa: model: metadata window_size %d, chunk_shift %d, subsampling_factor %d: want 1 <= chunk_shift <= window_size <= 1024, subsampling 1..64", win, shift, sub)
+	}
+	for _, k := range nemoCacheDims {
+		if v := metaInt(m, k); v < 1 || v > 4096 {
+			return backends.Invalidf("sherpa: model: metadata %s %d outside 1..4096", k, v)
+		}
+	}
+	if err := c.needBlank(); err != nil {
+		return err
+	}
+	c.rate = SampleRate
+	return nil
+}
+
+// checkOnlineParaformer: the streaming Paraformer's encoder takes features
+// and their length and returns encoder_out, its length and the CIF
+// alphas; the decoder takes those, the fired embeddings, their count and
+// decoder_num_blocks states of [1, encoder_output_size,
+// decoder_kernel_size - 1], and returns logits, sample_ids and the
+// states; all by position.
+func (c *config) checkOnlineParaformer() error {
+	enc, dec := c.infos["encoder"], c.infos["decoder"]
+	if v := metaInt(enc, "vocab_size"); v != c.nTokens {
+		return backends.Invalidf("sherpa: encoder: metadata vocab_size %d but tokens has %d", v, c.nTokens)
+	}
+	if err := checkLFR(enc); err != nil {
+		return err
+	}
+	blocks, kernel, d := metaInt(enc, "decoder_num_blocks"), metaInt(enc, "decoder_kernel_size"), metaInt(enc, "encoder_output_size")
+	switch {
+	case blocks < 1 || blocks > 64 || kernel < 2 || kernel > 64 || d < 1 || d > 8192:
+		return backends.Invalidf("sherpa: encoder: metadata decoder_num_blocks %d, decoder_kernel_size %d, encoder_output_size %d out of range", blocks, kernel, d)
+	case len(enc.Inputs) != 2 || len(enc.Outputs) != 3:
+		return backends.Invalidf("sherpa: encoder: %d inputs and %d outputs, want features and length in, encoder_out, its length and alphas out", len(enc.Inputs), len(enc.Outputs))
+	case len(dec.Inputs) != 4+blocks || len(dec.Outputs) != 2+blocks:
+		return backends.Invalidf("sherpa: decoder: %d inputs and %d outputs; %d decoder blocks need %d and %d", len(dec.Inputs), len(dec.Outputs), blocks, 4+blocks, 2+blocks)
+	}
+	c.rate = SampleRate
+	return nil
+}
+
+// needBlank checks that tokens.txt names a CTC blank as the online CTC
+// recognizer looks it up (it exits otherwise).
+func (c *config) needBlank() error {
+	b, err := os.ReadFile(c.files["tokens"])
+	if err != nil {
+		return backends.Invalidf("sherpa: tokens: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && (f[0] == "<blk>" || f[0] == "<eps>" || f[0] == "<blank>") {
+			return nil
+		}
+	}
+	return backends.Invalidf("sherpa: tokens has no blank (<blk>, <eps> or <blank>; the streaming CTC decoder needs one)")
+}
+
+// tailPadding is the silence a streaming turn gets at its commit
+// (samples at 16 kHz): enough for the model's last chunk to be decoded.
+// The library decodes a chunk only once a whole one (and, for the CTC and
+// Paraformer models, one frame more) is ready: the Zipformer2's chunk is
+// decode_chunk_len frames, NeMo's window_size, the Paraformer's 61 fbank
+// frames (online-recognizer-paraformer-impl.h), each 10 ms.
+func (c *config) tailPadding() int {
+	frames := 0
+	switch c.fam.name {
+	case FamilyOnlineNemoCTC:
+		frames = metaInt(c.infos["model"], "window_size")
+	case FamilyOnlineParaformer:
+		frames = 61
+	}
+	return max(tailPadding, (frames+20)*SampleRate/100)
 }

@@ -88,6 +88,8 @@ func TestHTTP(t *testing.T) {
 		{ID: "kokoro", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KokoroSynthetic, Slots: two, Options: over}},
 		{ID: "zipformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerSynthetic, Slots: two, Options: over}},
 		{ID: "sense-voice", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.SenseVoiceSynthetic, Slots: two, Options: over}},
+		{ID: "nemo-stream", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.OnlineNemoCTCSynthetic, Slots: two, Options: over}},
+		{ID: "paraformer-stream", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.OnlineParaformerSynthetic, Slots: two, Options: over}},
 		{ID: "kitten", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KittenSynthetic, Slots: two, Options: over}},
 		{ID: "matcha", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaSynthetic, Slots: two, Options: over}},
 		{ID: "whisper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.WhisperSynthetic, Slots: two, Options: over}},

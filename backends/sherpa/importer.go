@@ -212,6 +212,8 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 	if enc, dec := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"); enc != "" && dec != "" && pick(onnxFiles, "joiner") == "" {
 		if info, err := read(enc); err == nil && info.Meta["model_type"] == "EncDecMultiTaskModel" {
 			return map[string]any{"family": FamilyCanary, "encoder": enc, "decoder": dec, "tokens": "tokens.txt"}, FamilyCanary, nil
+		} else if err == nil && info.Meta["decoder_num_blocks"] != "" {
+			return map[string]any{"family": FamilyOnlineParaformer, "encoder": enc, "decoder": dec, "tokens": "tokens.txt"}, FamilyOnlineParaformer, nil
 		}
 	}
 	if enc, dec, join := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"), pick(onnxFiles, "joiner"); enc != "" && dec != "" && join != "" {
@@ -285,6 +287,10 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 			return map[string]any{"family": FamilyParaformer, "model": pick(onnxFiles, strings.SplitN(f, ".", 2)[0]), "tokens": "tokens.txt"}, FamilyParaformer, nil
 		}
 		if mt := info.Meta["model_type"]; strings.HasPrefix(mt, "EncDecCTC") || strings.HasPrefix(mt, "EncDecHybridRNNTCTC") {
+			if _, ok := info.Meta["cache_last_time_dim1"]; ok {
+				f = pick(onnxFiles, strings.SplitN(f, ".", 2)[0])
+				return map[string]any{"family": FamilyOnlineNemoCTC, "model": f, "tokens": "tokens.txt"}, FamilyOnlineNemoCTC, nil
+			}
 			if _, ok := info.Meta["subsampling_factor"]; ok {
 				f = pick(onnxFiles, strings.SplitN(f, ".", 2)[0])
 				return map[string]any{"family": FamilyNemoCTC, "model": f, "tokens": "tokens.txt"}, FamilyNemoCTC, nil

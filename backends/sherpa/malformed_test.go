@@ -206,7 +206,7 @@ func TestMalformedRefused(t *testing.T) {
 			}
 		}
 	}
-	kittenMeta := fileMeta("model.fp16.onnx")
+	kittenMeta, paraEncMeta := fileMeta("model.fp16.onnx"), fileMeta("encoder.onnx")
 	encMeta := func(k, v string) mut {
 		return func(t *testing.T, dir string) string {
 			return modify("encoder.onnx", func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
@@ -292,6 +292,16 @@ func TestMalformedRefused(t *testing.T) {
 		{"kokoro/no-space", KokoroSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
 		{"kokoro/names", KokoroSynthetic, meta("speaker_names", "a,b,c"), "3 speaker names for 2 speakers"},
 		{"kokoro/no-voices", KokoroSynthetic, remove("voices.bin"), "voices"},
+		{"nemo-streaming/cache-dim", OnlineNemoCTCSynthetic, meta("cache_last_time_dim2", "0"), "cache_last_time_dim2 0"},
+		{"nemo-streaming/no-window", OnlineNemoCTCSynthetic, meta("window_size", ""), `no metadata "window_size"`},
+		{"nemo-streaming/shift", OnlineNemoCTCSynthetic, meta("chunk_shift", "99"), "chunk_shift 99"},
+		{"nemo-streaming/no-blank", OnlineNemoCTCSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<blk>", "<bl>", 1)) }), "no blank"},
+		{"nemo-streaming/offline", NemoCTCSynthetic, opts(`{"family":"online-nemo-ctc"}`), "no metadata"},
+		{"paraformer-streaming/blocks", OnlineParaformerSynthetic, paraEncMeta("decoder_num_blocks", "3"), "3 decoder blocks"},
+		{"paraformer-streaming/kernel", OnlineParaformerSynthetic, paraEncMeta("decoder_kernel_size", "1"), "decoder_kernel_size 1"},
+		{"paraformer-streaming/cmvn", OnlineParaformerSynthetic, paraEncMeta("neg_mean", "1,2"), "neg_mean has 2 values"},
+		{"paraformer-streaming/no-decoder", OnlineParaformerSynthetic, remove("decoder.onnx"), "decoder"},
+		{"paraformer-streaming/truncated", OnlineParaformerSynthetic, modify("encoder.onnx", func(b []byte) []byte { return b[:len(b)/2] }), "not a valid ONNX model"},
 		{"kitten/voices-size", KittenSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 380 bytes"},
 		{"kitten/style-dim", KittenSynthetic, kittenMeta("style_dim", "1,1,32"), "style_dim"},
 		{"kitten/model-type", KittenSynthetic, kittenMeta("model_type", "kokoro"), "want kitten-tts"},
@@ -308,20 +318,22 @@ func TestMalformedRefused(t *testing.T) {
 		{"transducer/as-streaming", TransducerSynthetic, opts(`{"family":"online-transducer"}`), "no metadata"},
 	}...)
 	good := map[string]backends.Session{
-		PiperSynthetic:       open(t, e, root, PiperSynthetic, ""),
-		NemoCTCSynthetic:     open(t, e, root, NemoCTCSynthetic, ""),
-		StreamingSynthetic:   open(t, e, root, StreamingSynthetic, ""),
-		TransducerSynthetic:  open(t, e, root, TransducerSynthetic, ""),
-		SenseVoiceSynthetic:  open(t, e, root, SenseVoiceSynthetic, ""),
-		KokoroSynthetic:      open(t, e, root, KokoroSynthetic, ""),
-		ParaformerSynthetic:  open(t, e, root, ParaformerSynthetic, ""),
-		MatchaSynthetic:      open(t, e, root, MatchaSynthetic, ""),
-		KittenSynthetic:      open(t, e, root, KittenSynthetic, ""),
-		WhisperSynthetic:     open(t, e, root, WhisperSynthetic, ""),
-		MoonshineSynthetic:   open(t, e, root, MoonshineSynthetic, ""),
-		CanarySynthetic:      open(t, e, root, CanarySynthetic, ""),
-		DiarizationSynthetic: open(t, e, root, DiarizationSynthetic, ""),
-		ParakeetSynthetic:    open(t, e, root, ParakeetSynthetic, ""),
+		PiperSynthetic:            open(t, e, root, PiperSynthetic, ""),
+		NemoCTCSynthetic:          open(t, e, root, NemoCTCSynthetic, ""),
+		StreamingSynthetic:        open(t, e, root, StreamingSynthetic, ""),
+		TransducerSynthetic:       open(t, e, root, TransducerSynthetic, ""),
+		SenseVoiceSynthetic:       open(t, e, root, SenseVoiceSynthetic, ""),
+		KokoroSynthetic:           open(t, e, root, KokoroSynthetic, ""),
+		ParaformerSynthetic:       open(t, e, root, ParaformerSynthetic, ""),
+		MatchaSynthetic:           open(t, e, root, MatchaSynthetic, ""),
+		KittenSynthetic:           open(t, e, root, KittenSynthetic, ""),
+		OnlineNemoCTCSynthetic:    open(t, e, root, OnlineNemoCTCSynthetic, ""),
+		OnlineParaformerSynthetic: open(t, e, root, OnlineParaformerSynthetic, ""),
+		WhisperSynthetic:          open(t, e, root, WhisperSynthetic, ""),
+		MoonshineSynthetic:        open(t, e, root, MoonshineSynthetic, ""),
+		CanarySynthetic:           open(t, e, root, CanarySynthetic, ""),
+		DiarizationSynthetic:      open(t, e, root, DiarizationSynthetic, ""),
+		ParakeetSynthetic:         open(t, e, root, ParakeetSynthetic, ""),
 	}
 	serve := func(name string) {
 		t.Helper()

@@ -94,6 +94,8 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.MoonshineSynthetic, asrRequests(t)},
 		{sherpa.CanarySynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
+		{sherpa.OnlineNemoCTCSynthetic, asrRequests(t)},
+		{sherpa.OnlineParaformerSynthetic, asrRequests(t)},
 		{sherpa.DiarizationSynthetic, diarizationRequests(t)},
 	}
 	for _, c := range cases {

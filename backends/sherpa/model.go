@@ -134,12 +134,19 @@ func create(l *lib, c config) (*model, error) {
 				m.ptr = 0
 			}
 		}
-	case FamilyOnlineTransducer:
+	case FamilyOnlineTransducer, FamilyOnlineNemoCTC, FamilyOnlineParaformer:
 		cfg := cAlloc[onRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
 		mc := &cfg.Model
-		mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
+		switch c.fam.name {
+		case FamilyOnlineNemoCTC:
+			mc.NemoCtc.Model = cs.of(c.files["model"])
+		case FamilyOnlineParaformer:
+			mc.Paraformer = onParaformer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"])}
+		default:
+			mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
+		}
 		mc.Tokens = cs.of(c.files["tokens"])
 		mc.NumThreads = int32(c.opts.Threads)
 		mc.Provider = cs.of("cpu")
@@ -253,7 +260,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, err
 	}
 	if req.Live != nil && s.m.kind != "online" {
-		return backends.Output{}, backends.Invalidf("sherpa: %s is not a streaming model (family %s): live sessions need a streaming family such as %s", s.m.cfg.name, s.m.cfg.fam.name, FamilyOnlineTransducer)
+		return backends.Output{}, backends.Invalidf("sherpa: %s is not a streaming model (family %s): live sessions need a streaming family (%s, %s or %s)", s.m.cfg.name, s.m.cfg.fam.name, FamilyOnlineTransducer, FamilyOnlineNemoCTC, FamilyOnlineParaformer)
 	}
 	switch s.m.kind {
 	case "tts":

@@ -183,7 +183,7 @@ func (t *turnState) finish(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	if err := t.accept(ctx, make([]int16, tailPadding)); err != nil {
+	if err := t.accept(ctx, make([]int16, t.m.cfg.tailPadding())); err != nil {
 		return "", err
 	}
 	t.m.lib.onFinished(t.stream)

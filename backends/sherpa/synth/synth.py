@@ -14,6 +14,7 @@ import sys
 
 from asr import (canary, moonshine, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
                  sense_voice, whisper)
+from online import online_nemo_ctc, online_paraformer
 from speakers import diarization
 from tts import kitten, kokoro, matcha, vits_piper
 
@@ -31,6 +32,8 @@ FAMILIES = {
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
     "online-zipformer2": online_zipformer2,
+    "online-nemo-ctc": online_nemo_ctc,
+    "online-paraformer": online_paraformer,
     "nemo-ctc": nemo_ctc,
     "vits-piper": lambda out, seed: vits_piper(out, seed, 1),
     "vits-piper-multi": lambda out, seed: vits_piper(out, seed, 3),
