@@ -34,10 +34,11 @@ const (
 	// streaming NeMo CTC and Paraformer recognizers.
 	OnlineNemoCTCSynthetic    = "sherpa-nemo-ctc-streaming-synthetic"
 	OnlineParaformerSynthetic = "sherpa-paraformer-streaming-synthetic"
+	MatchaVocosSynthetic      = "sherpa-matcha-vocos-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -55,6 +56,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	KittenSynthetic: {"kitten", 45, "synthetic KittenTTS voice (kitten-nano-en layout: model.fp16.onnx, voices.bin, tokens.txt; three speakers, 24 kHz)",
 		map[string]any{"family": FamilyKitten, "model": "model.fp16.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	MatchaVocosSynthetic: {"matcha-vocos", 48, "synthetic Matcha-TTS voice with a Vocos vocoder (model-steps-3.onnx, vocos-22khz-univ.onnx, tokens.txt; 22.05 kHz)",
+		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "vocos-22khz-univ.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	MatchaSynthetic: {"matcha", 39, "synthetic Matcha-TTS voice with a HiFi-GAN vocoder (model-steps-3.onnx, hifigan_v2.onnx, tokens.txt; 22.05 kHz)",
 		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "hifigan_v2.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",

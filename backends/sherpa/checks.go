@@ -49,8 +49,8 @@ func (c *config) checkFamily() error {
 		if c.files["data_dir"] == "" {
 			return backends.Invalidf("sherpa: family matcha needs option data_dir (espeak-ng-data)")
 		}
-		if len(c.infos["vocoder"].Inputs) != 1 {
-			return backends.Invalidf("sherpa: vocoder: %d inputs, want the mel spectrogram alone", len(c.infos["vocoder"].Inputs))
+		if err := checkVocoder(c.infos["vocoder"]); err != nil {
+			return err
 		}
 	case FamilyKokoro:
 		m := c.infos["model"]

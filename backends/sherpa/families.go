@@ -98,7 +98,7 @@ var families = map[string]family{
 				inputs: []string{"x", "x_length"},
 				meta:   []string{"sample_rate", "n_speakers", "use_eos_bos", "pad_id", "has_espeak"}, intMeta: []string{"sample_rate", "n_speakers", "use_eos_bos", "pad_id", "has_espeak"},
 			},
-			"vocoder": {meta: []string{"model_type"}, metaHas: map[string]string{"model_type": "hifigan"}},
+			"vocoder": {meta: []string{"model_type"}}, // hifigan or vocos: checkVocoder
 		},
 	},
 	FamilyNemoCTC: {

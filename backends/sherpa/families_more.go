@@ -218,3 +218,49 @@ func (c *config) tailPadding() int {
 	}
 	return max(tailPadding, (frames+20)*SampleRate/100)
 }
+
+// checkVocoder checks Matcha's vocoder as vocoder.cc picks and runs it:
+// metadata model_type hifigan (one output, the audio) or vocos ("vocos"
+// or "matcha-tts vocos": the STFT's magnitude and the phase's cosine and
+// sine, then an inverse STFT of n_fft, hop_length and win_length, with
+// defaults 1024, 256 and 1024, and a hann or hamming window).
+func checkVocoder(v onnxInfo) error {
+	if len(v.Inputs) != 1 {
+		return backends.Invalidf("sherpa: vocoder: %d inputs, want the mel spectrogram alone", len(v.Inputs))
+	}
+	switch mt := v.Meta["model_type"]; mt {
+	case "hifigan":
+		if len(v.Outputs) != 1 {
+			return backends.Invalidf("sherpa: vocoder: a HiFi-GAN vocoder with %d outputs, want the audio alone", len(v.Outputs))
+		}
+	case "vocos", "matcha-tts vocos":
+		if len(v.Outputs) != 3 {
+			return backends.Invalidf("sherpa: vocoder: a Vocos vocoder with %d outputs, want mag, x and y", len(v.Outputs))
+		}
+		get := func(k string, def int) int {
+			if s, ok := v.Meta[k]; ok {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil {
+					return -1
+				}
+				return n
+			}
+			return def
+		}
+		nfft, hop, win := get("n_fft", 1024), get("hop_length", 256), get("win_length", 1024)
+		if nfft < 16 || nfft > 8192 || hop < 1 || hop > nfft || win < 1 || win > nfft {
+			return backends.Invalidf("sherpa: vocoder: metadata n_fft %d, hop_length %d, win_length %d: want 1 <= hop_length, win_length <= n_fft <= 8192", nfft, hop, win)
+		}
+		for _, o := range v.Outputs {
+			if d := v.OutDims[o]; len(d) == 3 && d[1] > 0 && d[1] != int64(nfft/2+1) {
+				return backends.Invalidf("sherpa: vocoder: output %s has %d bins; n_fft %d makes %d", o, d[1], nfft, nfft/2+1)
+			}
+		}
+		if w, ok := v.Meta["window_type"]; ok && w != "hann" && w != "hamming" && w != "povey" {
+			return backends.Invalidf("sherpa: vocoder: metadata window_type %q, want hann, hamming or povey", w)
+		}
+	default:
+		return backends.Invalidf("sherpa: vocoder: metadata model_type %q, want hifigan or vocos", mt)
+	}
+	return nil
+}

@@ -26,3 +26,16 @@ func TestKittenSpeaks(t *testing.T) {
 		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
 	}
 }
+
+// TestMatchaVocosSpeaks: the Matcha voice with a Vocos vocoder (the
+// library's inverse STFT after the model) answers at 22.05 kHz with
+// hop_length samples per mel frame, and speed shortens the audio.
+func TestMatchaVocosSpeaks(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, MatchaVocosSynthetic, "")
+	a := speak(t, s, `{"text":"Hello there. How are you?"}`)
+	fast := speak(t, s, `{"text":"Hello there. How are you?","speed":2}`)
+	if len(a) == 0 || len(fast) > len(a)*11/20 || len(fast) < len(a)*9/20 {
+		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
+	}
+}

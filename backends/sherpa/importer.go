@@ -230,7 +230,7 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		return map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}, fam, nil
 	}
 	for _, f := range onnxFiles {
-		if info, err := read(f); err == nil && info.Meta["model_type"] == "hifigan" {
+		if info, err := read(f); err == nil && isVocoder(info) {
 			continue // Matcha's vocoder, found with its acoustic model below
 		}
 		info, err := read(f)
@@ -240,12 +240,12 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		if info.Meta["model_type"] == "matcha-tts" || strings.HasPrefix(f, "model-steps") {
 			voc := ""
 			for _, g := range onnxFiles {
-				if vi, err := read(g); err == nil && vi.Meta["model_type"] == "hifigan" {
+				if vi, err := read(g); err == nil && isVocoder(vi) {
 					voc = g
 				}
 			}
 			if voc == "" || !hasEspeak {
-				return nil, "", backends.Invalidf("import: %s is a Matcha acoustic model; the folder needs a HiFi-GAN vocoder (*.onnx with model_type hifigan) and espeak-ng-data", f)
+				return nil, "", backends.Invalidf("import: %s is a Matcha acoustic model; the folder needs a HiFi-GAN or Vocos vocoder (*.onnx with model_type hifigan or vocos) and espeak-ng-data", f)
 			}
 			o := map[string]any{"family": FamilyMatcha, "acoustic_model": f, "vocoder": voc, "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
 			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
@@ -298,4 +298,10 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		}
 	}
 	return nil, "", backends.Invalidf("import: cannot tell the family of %s from its files (%s) and their metadata; write its manifest by hand (README)", dir, strings.Join(onnxFiles, ", "))
+}
+
+// isVocoder reports whether a model is a Matcha vocoder (HiFi-GAN or Vocos).
+func isVocoder(info onnxInfo) bool {
+	mt := info.Meta["model_type"]
+	return mt == "hifigan" || mt == "vocos" || mt == "matcha-tts vocos"
 }

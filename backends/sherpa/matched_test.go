@@ -84,6 +84,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.PiperMultiSynthetic, ttsRequests("amy", "bob", "cleo")},
 		{sherpa.KokoroSynthetic, ttsRequests("af_synth", "am_synth")},
 		{sherpa.MatchaSynthetic, ttsRequests()},
+		{sherpa.MatchaVocosSynthetic, ttsRequests()},
 		{sherpa.KittenSynthetic, ttsRequests("expr-voice-2-m", "expr-voice-3-m")},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},

@@ -26,6 +26,7 @@ FAMILIES = {
     "moonshine": moonshine,
     "whisper": whisper,
     "matcha": matcha,
+    "matcha-vocos": lambda out, seed: matcha(out, seed, "vocos"),
     "paraformer": paraformer,
     "kokoro": kokoro,
     "kitten": kitten,

@@ -91,7 +91,7 @@ def kokoro(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(symbols)))
 
 
-def matcha(out, seed):
+def matcha(out, seed, vocoder="hifigan"):
     """Matcha-TTS (icefall's English export, as offline-tts-matcha-model.cc
     runs it) with a HiFi-GAN vocoder: the acoustic model maps x [1, T],
     x_length [1], noise_scale [1], length_scale [1] to mel [1, 80, F]
@@ -116,6 +116,10 @@ def matcha(out, seed):
         "model_type": "matcha-tts", "language": "English", "voice": "en-us", "has_espeak": 1, "n_speakers": 1,
         "sample_rate": 22050, "use_eos_bos": 1, "pad_id": 0, "version": 1,
     })
+    if vocoder == "vocos":
+        vocos(os.path.join(out, "vocos-22khz-univ.onnx"), r)
+        write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(PIPER_SYMBOLS)))
+        return
     w = (r.standard_normal((80, 256)) / np.sqrt(80)).astype(np.float32)
     g = helper.make_graph(
         [helper.make_node("Transpose", ["mel"], ["mt"], perm=[0, 2, 1]),
@@ -170,3 +174,34 @@ def kitten(out, seed):
     with open(os.path.join(out, "voices.bin"), "wb") as f:
         f.write(voices.tobytes())
     write(os.path.join(out, "tokens.txt"), "".join(("%d\n" % i) if t == " " else "%s %d\n" % (t, i) for i, t in enumerate(symbols)))
+
+
+def vocos(path, r):
+    """The Vocos vocoder as sherpa-onnx's vocoder-models release exports it
+    (vocos-22khz-univ.onnx, run by vocos-vocoder.cc): mels [1, 80, F] to
+    the STFT's magnitude and the phase's cosine and sine, mag, x and y
+    [1, n_fft/2 + 1, F]; the library's inverse STFT (metadata n_fft,
+    hop_length, win_length, window_type) makes hop_length x F samples."""
+    n_fft, hop = 1024, 256
+    bins = n_fft // 2 + 1
+    wm = (r.standard_normal((80, bins)) / np.sqrt(80)).astype(np.float32)
+    wp = (r.standard_normal((80, bins)) * 3 / np.sqrt(80)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Transpose", ["mels"], ["mt"], perm=[0, 2, 1]),       # [1, F, 80]
+         helper.make_node("MatMul", ["mt", "wm"], ["m1"]),
+         helper.make_node("Tanh", ["m1"], ["m2"]),
+         helper.make_node("Mul", ["m2", "two"], ["m3"]),
+         helper.make_node("Sub", ["m3", "three"], ["m4"]),
+         helper.make_node("Exp", ["m4"], ["m5"]),
+         helper.make_node("Transpose", ["m5"], ["mag"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["mt", "wp"], ["p1"]),
+         helper.make_node("Transpose", ["p1"], ["p"], perm=[0, 2, 1]),
+         helper.make_node("Cos", ["p"], ["x"]),
+         helper.make_node("Sin", ["p"], ["y"])],
+        "vocos", [helper.make_tensor_value_info("mels", TensorProto.FLOAT, [1, 80, "F"])],
+        [helper.make_tensor_value_info("mag", TensorProto.FLOAT, [1, bins, "F"]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, bins, "F"]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, bins, "F"])],
+        [init("wm", wm), init("wp", wp), const_f32("two", [2.0]), const_f32("three", [3.0])])
+    save(g, path, {"model_type": "vocos", "n_fft": n_fft, "hop_length": hop, "win_length": n_fft, "center": 1,
+                   "normalized": 0, "window_type": "hann", "pad_mode": "reflect", "sample_rate": 22050})
