@@ -16,7 +16,7 @@ import (
 
 // benchNames are the checkpoints benchmarked: one per family.
 var benchNames = []string{PiperSynthetic, KokoroSynthetic, KittenSynthetic, MatchaSynthetic, MatchaVocosSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
-	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, DiarizationSynthetic}
+	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, MoonshineV2Synthetic, CanarySynthetic, StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, DiarizationSynthetic}
 
 // benchRequest is each family's request in the benchmarks: a two-sentence
 // text for TTS, jfk.wav (11 s) for the recognizers.

@@ -35,10 +35,11 @@ const (
 	OnlineNemoCTCSynthetic    = "sherpa-nemo-ctc-streaming-synthetic"
 	OnlineParaformerSynthetic = "sherpa-paraformer-streaming-synthetic"
 	MatchaVocosSynthetic      = "sherpa-matcha-vocos-synthetic"
+	MoonshineV2Synthetic      = "sherpa-moonshine-v2-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -73,6 +74,8 @@ var synthetic = map[string]struct {
 	MoonshineSynthetic: {"moonshine", 41, "synthetic Moonshine v1 recognizer (preprocess.onnx, encode.int8.onnx, uncached_decode.int8.onnx, cached_decode.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyMoonshine, "preprocessor": "preprocess.onnx", "encoder": "encode.int8.onnx", "uncached_decoder": "uncached_decode.int8.onnx",
 			"cached_decoder": "cached_decode.int8.onnx", "tokens": "tokens.txt"}},
+	MoonshineV2Synthetic: {"moonshine-v2", 49, "synthetic Moonshine v2 recognizer (encoder_model.onnx, decoder_model_merged.onnx, tokens.txt; the release archives ship these graphs as .ort)",
+		map[string]any{"family": FamilyMoonshineV2, "encoder": "encoder_model.onnx", "merged_decoder": "decoder_model_merged.onnx", "tokens": "tokens.txt"}},
 	CanarySynthetic: {"canary", 42, "synthetic NeMo Canary recognizer (canary-180m-flash layout: encoder.int8.onnx, decoder.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyCanary, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "tokens": "tokens.txt"}},
 	DiarizationSynthetic: {"diarization", 43, "synthetic speaker diarization (pyannote segmentation-3.0 layout and a 3D-Speaker embedding extractor)",

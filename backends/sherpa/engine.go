@@ -34,6 +34,8 @@ type Options struct {
 	Preprocessor    string `json:"preprocessor,omitempty"`
 	UncachedDecoder string `json:"uncached_decoder,omitempty"`
 	CachedDecoder   string `json:"cached_decoder,omitempty"`
+	// MergedDecoder is Moonshine v2's decoder (with Encoder).
+	MergedDecoder string `json:"merged_decoder,omitempty"`
 	// Segmentation and Embedding are a diarization checkpoint's pyannote
 	// segmentation model and speaker embedding extractor.
 	Segmentation string `json:"segmentation,omitempty"`
@@ -168,7 +170,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("sherpa: noise_scale, noise_scale_w in 0..2 and length_scale in 0.1..10")
 	}
 	c := config{name: cp.Name, dir: cp.Dir, fam: fam, opts: o, files: map[string]string{}, infos: map[string]onnxInfo{}}
-	named := map[string]string{"segmentation": o.Segmentation, "embedding": o.Embedding, "preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
+	named := map[string]string{"segmentation": o.Segmentation, "embedding": o.Embedding, "preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "merged_decoder": o.MergedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
 	for _, k := range fam.files {
 		if named[k] == "" {
 			return config{}, backends.Invalidf("sherpa: family %s needs option %s (a file of the checkpoint)", fam.name, k)

@@ -57,6 +57,7 @@ const (
 	FamilyKitten           = "kitten"
 	FamilyOnlineNemoCTC    = "online-nemo-ctc"
 	FamilyOnlineParaformer = "online-paraformer"
+	FamilyMoonshineV2      = "moonshine-v2"
 )
 
 // canaryTokens are the tokens sherpa-onnx's Canary decoder looks up

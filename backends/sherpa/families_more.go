@@ -1,6 +1,7 @@
 package sherpa
 
 import (
+	"encoding/base64"
 	"os"
 	"strconv"
 	"strings"
@@ -32,6 +33,10 @@ func addFamilies() bool {
 			"decoder": {},
 		},
 	}
+	families[FamilyMoonshineV2] = family{
+		name: FamilyMoonshineV2, task: "asr", files: []string{"encoder", "merged_decoder", "tokens"}, tokens: "asr",
+		onnx: map[string]onnxReq{"encoder": {}, "merged_decoder": {}},
+	}
 	return true
 }
 
@@ -59,6 +64,8 @@ func (c *config) checkMoreFamilies() error {
 		return c.checkOnlineNemoCTC()
 	case FamilyOnlineParaformer:
 		return c.checkOnlineParaformer()
+	case FamilyMoonshineV2:
+		return c.checkMoonshineV2()
 	}
 	return nil
 }
@@ -261,6 +268,75 @@ func checkVocoder(v onnxInfo) error {
 		}
 	default:
 		return backends.Invalidf("sherpa: vocoder: metadata model_type %q, want hifigan or vocos", mt)
+	}
+	return nil
+}
+
+// checkMoonshineV2: offline-moonshine-model-v2.cc feeds the encoder the
+// audio (and a mask when it has a second input) and the merged decoder,
+// by position, [encoder_attention_mask,] input_ids, encoder_hidden_states,
+// four caches per layer and use_cache_branch; it counts the layers from
+// the inputs, takes heads and head_dim from the first key_values input's
+// shape (exiting unless it has four dimensions), and moves output 1 + i
+// into cache i. The greedy search starts at token 1 and ends at 2.
+func (c *config) checkMoonshineV2() error {
+	enc, dec := c.infos["encoder"], c.infos["merged_decoder"]
+	if len(enc.Inputs) < 1 || len(enc.Inputs) > 2 || len(enc.Outputs) < 1 {
+		return backends.Invalidf("sherpa: encoder: %d inputs and %d outputs, want the audio (and its mask) in, the hidden states out", len(enc.Inputs), len(enc.Outputs))
+	}
+	fixed := 3
+	for _, n := range dec.Inputs {
+		if strings.Contains(n, "encoder_attention_mask") {
+			fixed = 4
+		}
+	}
+	kv := len(dec.Inputs) - fixed
+	if kv < 4 || kv%4 != 0 || len(dec.Outputs) != 1+kv {
+		return backends.Invalidf("sherpa: merged_decoder: %d inputs and %d outputs: want %d fixed inputs, four caches per layer, and logits plus the caches out", len(dec.Inputs), len(dec.Outputs), fixed)
+	}
+	first := ""
+	for _, n := range dec.Inputs {
+		if strings.Contains(n, "key_values") {
+			first = n
+			break
+		}
+	}
+	if first == "" {
+		return backends.Invalidf("sherpa: merged_decoder: no past_key_values input")
+	}
+	// The caches' shapes are read from the first cache output (the
+	// library reads the input's; an export declares both alike).
+	d := dec.OutDims[dec.Outputs[1]]
+	if len(d) != 4 || d[1] < 1 || d[1] > 1024 || d[3] < 1 || d[3] > 4096 {
+		return backends.Invalidf("sherpa: merged_decoder: cache %s has shape %v; want [batch, heads, seq, head_dim] with heads and head_dim declared", dec.Outputs[1], d)
+	}
+	if c.nTokens < 3 {
+		return backends.Invalidf("sherpa: tokens has %d tokens; Moonshine's start and end are 1 and 2", c.nTokens)
+	}
+	if err := c.base64Tokens(); err != nil {
+		return err
+	}
+	c.rate = SampleRate
+	return nil
+}
+
+// base64Tokens checks a tokens.txt whose symbols the library decodes as
+// base64 at load (Whisper's, Moonshine v2's): its decoder exits on a
+// character outside the alphabet and reads past the end of a symbol
+// whose length is not a multiple of 4.
+func (c *config) base64Tokens() error {
+	b, err := os.ReadFile(c.files["tokens"])
+	if err != nil {
+		return backends.Invalidf("sherpa: tokens: %v", err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		if _, err := base64.StdEncoding.DecodeString(f[0]); err != nil || len(f[0])%4 != 0 {
+			return backends.Invalidf("sherpa: tokens line %d: symbol %q is not base64 (this model's tokens.txt is base64-encoded)", i+1, f[0])
+		}
 	}
 	return nil
 }

@@ -209,6 +209,9 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 	if pre, enc, un, ca := pick(onnxFiles, "preprocess"), pick(onnxFiles, "encode"), pick(onnxFiles, "uncached_decode"), pick(onnxFiles, "cached_decode"); pre != "" && enc != "" && un != "" && ca != "" {
 		return map[string]any{"family": FamilyMoonshine, "preprocessor": pre, "encoder": enc, "uncached_decoder": un, "cached_decoder": ca, "tokens": "tokens.txt"}, FamilyMoonshine, nil
 	}
+	if enc, dec := pick(onnxFiles, "encoder_model"), pick(onnxFiles, "decoder_model_merged"); enc != "" && dec != "" {
+		return map[string]any{"family": FamilyMoonshineV2, "encoder": enc, "merged_decoder": dec, "tokens": "tokens.txt"}, FamilyMoonshineV2, nil
+	}
 	if enc, dec := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"); enc != "" && dec != "" && pick(onnxFiles, "joiner") == "" {
 		if info, err := read(enc); err == nil && info.Meta["model_type"] == "EncDecMultiTaskModel" {
 			return map[string]any{"family": FamilyCanary, "encoder": enc, "decoder": dec, "tokens": "tokens.txt"}, FamilyCanary, nil

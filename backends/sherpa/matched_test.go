@@ -93,6 +93,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.ParaformerSynthetic, asrRequests(t)},
 		{sherpa.WhisperSynthetic, asrRequests(t)},
 		{sherpa.MoonshineSynthetic, asrRequests(t)},
+		{sherpa.MoonshineV2Synthetic, asrRequests(t)},
 		{sherpa.CanarySynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
 		{sherpa.OnlineNemoCTCSynthetic, asrRequests(t)},

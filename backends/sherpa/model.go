@@ -82,7 +82,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer, FamilyNemoTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyCanary:
+	case FamilyNemoCTC, FamilyTransducer, FamilyNemoTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyMoonshineV2, FamilyCanary:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -109,6 +109,8 @@ func create(l *lib, c config) (*model, error) {
 		case FamilyMoonshine:
 			mc.Moonshine = offMoonshine{Preprocessor: cs.of(c.files["preprocessor"]), Encoder: cs.of(c.files["encoder"]),
 				UncachedDecoder: cs.of(c.files["uncached_decoder"]), CachedDecoder: cs.of(c.files["cached_decoder"])}
+		case FamilyMoonshineV2:
+			mc.Moonshine = offMoonshine{Encoder: cs.of(c.files["encoder"]), MergedDecoder: cs.of(c.files["merged_decoder"])}
 		case FamilyWhisper:
 			lang := c.opts.Language
 			if lang == "auto" {

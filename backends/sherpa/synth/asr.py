@@ -441,3 +441,80 @@ def canary(out, seed):
                            const_i64("c0", [0]), const_i64("c1", [1]), const_i64("c2", [2])])
     save(g, os.path.join(out, "decoder.int8.onnx"), {"model_type": "EncDecMultiTaskModel"})
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+
+
+def moonshine_v2(out, seed):
+    """Moonshine v2 (Hugging Face's export with a merged decoder, as
+    offline-moonshine-model-v2.cc runs it; the release archives ship the
+    same graphs in ORT format, encoder_model.ort and
+    decoder_model_merged.ort): the encoder maps the audio [1, S] to
+    last_hidden_state [1, S/384, D]; the merged decoder maps input_ids
+    [1, 1] int64, encoder_hidden_states, four caches per layer
+    (past_key_values.N.decoder.key/value, .encoder.key/value, [1, heads,
+    seq, head_dim] with heads and head_dim declared) and use_cache_branch
+    [1] bool to logits [1, 1, vocab] and the caches one step on. Greedy
+    search starts at token 1 and stops at 2; the synthetic end grows with
+    the decoder cache's length."""
+    r = rng(seed)
+    heads, hd = 2, 16
+    dim = heads * hd
+    toks = ["<unk>", "<s>", "</s>"] + ASR_PIECES[1:]
+    vocab = len(toks)
+    conv = (r.standard_normal((dim, 1, 384)) / np.sqrt(384) * 40).astype(np.float32)
+    w = (r.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["input_values", "ax1"], ["a3"]),
+         helper.make_node("Conv", ["a3", "conv"], ["c"], strides=[384]),
+         helper.make_node("Transpose", ["c"], ["f"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["f", "w"], ["m"]),
+         helper.make_node("Tanh", ["m"], ["last_hidden_state"])],
+        "encoder", [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, [1, "S"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, "T", dim])],
+        [init("conv", conv), init("w", w), const_i64("ax1", [1])])
+    save(g, os.path.join(out, "encoder_model.onnx"), {"model_type": "moonshine-v2"})
+    emb = (r.standard_normal((vocab, vocab)) * 2).astype(np.float32)
+    proj = (r.standard_normal((dim, vocab)) * 3).astype(np.float32)
+    embk = (r.standard_normal((vocab, dim)) * 0.5).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[:2] = -30.0
+    bias[2] = -5.0
+    onehot = np.zeros(vocab, dtype=np.float32)
+    onehot[2] = 0.5
+    kv = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, heads, "seq_" + name.replace(".", "_"), hd])
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["e"], axis=0),                     # [1, 1, V]
+             helper.make_node("ReduceMean", ["encoder_hidden_states"], ["em"], axes=[1], keepdims=1),
+             helper.make_node("MatMul", ["em", "proj"], ["ep"]),
+             helper.make_node("Gather", ["embk", "input_ids"], ["k0"], axis=0),                   # [1, 1, D]
+             helper.make_node("Reshape", ["k0", "kshape"], ["k1"]),                               # [1, 1, heads, hd]
+             helper.make_node("Transpose", ["k1"], ["knew"], perm=[0, 2, 1, 3]),                  # [1, heads, 1, hd]
+             helper.make_node("Concat", ["past_key_values.0.decoder.key", "knew"], ["present.0.decoder.key"], axis=2),
+             helper.make_node("Concat", ["past_key_values.0.decoder.value", "knew"], ["present.0.decoder.value"], axis=2),
+             helper.make_node("Reshape", ["encoder_hidden_states", "eshape"], ["es"]),           # [1, T, heads, hd]
+             helper.make_node("Transpose", ["es"], ["present.0.encoder.key"], perm=[0, 2, 1, 3]),
+             helper.make_node("Mul", ["present.0.encoder.key", "half"], ["present.0.encoder.value"]),
+             helper.make_node("Shape", ["present.0.decoder.key"], ["ks"]),
+             helper.make_node("Slice", ["ks", "two", "three"], ["len"]),
+             helper.make_node("Cast", ["len"], ["lenf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["lenf", "onehot"], ["eo"]),
+             helper.make_node("Add", ["e", "ep"], ["l0"]),
+             helper.make_node("Add", ["l0", "eo"], ["l1"]),
+             helper.make_node("Add", ["l1", "bias"], ["logits"])]
+    g = helper.make_graph(
+        nodes, "decoder_merged",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 1]),
+         helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT, [1, "T", dim]),
+         kv("past_key_values.0.decoder.key"), kv("past_key_values.0.decoder.value"),
+         kv("past_key_values.0.encoder.key"), kv("past_key_values.0.encoder.value"),
+         helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab]),
+         kv("present.0.decoder.key"), kv("present.0.decoder.value"), kv("present.0.encoder.key"), kv("present.0.encoder.value")],
+        [init("emb", emb), init("proj", proj), init("embk", embk), init("bias", bias), init("onehot", onehot),
+         const_i64("kshape", [1, 1, heads, hd]), const_i64("eshape", [1, -1, heads, hd]), const_f32("half", [0.5]),
+         const_i64("two", [2]), const_i64("three", [3])])
+    save(g, os.path.join(out, "decoder_model_merged.onnx"), {"model_type": "moonshine-v2"})
+    # v2's tokens.txt holds each piece base64-encoded (the library decodes
+    # every symbol at load); a word's first piece starts with a space.
+    import base64
+    pieces = [t.replace("\u2581", " ") for t in toks]
+    write(os.path.join(out, "tokens.txt"),
+          "".join("%s %d\n" % (base64.b64encode(p.encode()).decode(), i) for i, p in enumerate(pieces)))

@@ -12,7 +12,7 @@ usage: synth.py FAMILY OUTDIR SEED
 import os
 import sys
 
-from asr import (canary, moonshine, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
+from asr import (canary, moonshine, moonshine_v2, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
                  sense_voice, whisper)
 from online import online_nemo_ctc, online_paraformer
 from speakers import diarization
@@ -24,6 +24,7 @@ FAMILIES = {
     "diarization": diarization,
     "canary": canary,
     "moonshine": moonshine,
+    "moonshine-v2": moonshine_v2,
     "whisper": whisper,
     "matcha": matcha,
     "matcha-vocos": lambda out, seed: matcha(out, seed, "vocos"),
