@@ -15,7 +15,7 @@ import (
 )
 
 // benchNames are the checkpoints benchmarked: one per family.
-var benchNames = []string{PiperSynthetic, KokoroSynthetic, KittenSynthetic, MatchaSynthetic, MatchaVocosSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
+var benchNames = []string{PiperSynthetic, KokoroSynthetic, KokoroMultiSynthetic, KittenSynthetic, MatchaSynthetic, MatchaVocosSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
 	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, MoonshineV2Synthetic, CanarySynthetic, StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, DiarizationSynthetic}
 
 // benchRequest is each family's request in the benchmarks: a two-sentence

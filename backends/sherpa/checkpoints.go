@@ -36,10 +36,11 @@ const (
 	OnlineParaformerSynthetic = "sherpa-paraformer-streaming-synthetic"
 	MatchaVocosSynthetic      = "sherpa-matcha-vocos-synthetic"
 	MoonshineV2Synthetic      = "sherpa-moonshine-v2-synthetic"
+	KokoroMultiSynthetic      = "sherpa-kokoro-multi-lang-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic, KokoroMultiSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -59,6 +60,9 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyKitten, "model": "model.fp16.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	MatchaVocosSynthetic: {"matcha-vocos", 48, "synthetic Matcha-TTS voice with a Vocos vocoder (model-steps-3.onnx, vocos-22khz-univ.onnx, tokens.txt; 22.05 kHz)",
 		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "vocos-22khz-univ.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	KokoroMultiSynthetic: {"kokoro-multi", 50, "synthetic multi-language Kokoro voice (kokoro-multi-lang-v1_0 layout: model.onnx, voices.bin, tokens.txt, lexicon-us-en.txt, lexicon-zh.txt; English and Spanish espeak-ng data; three speakers, 24 kHz)",
+		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data",
+			"lexicon": "lexicon-us-en.txt,lexicon-zh.txt"}},
 	MatchaSynthetic: {"matcha", 39, "synthetic Matcha-TTS voice with a HiFi-GAN vocoder (model-steps-3.onnx, hifigan_v2.onnx, tokens.txt; 22.05 kHz)",
 		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "hifigan_v2.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",
@@ -115,7 +119,7 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 	rate := SampleRate
 	if _, ok := s.opts["data_dir"]; ok {
 		rate = 22050
-		if s.gen == "kokoro" || s.gen == "kitten" {
+		if s.gen == "kokoro" || s.gen == "kokoro-multi" || s.gen == "kitten" {
 			rate = 24000
 		}
 		es, err := catalogue.DefaultRecipe(src, catalogue.EspeakEn)
@@ -126,6 +130,10 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 			if f.Src != "" { // Debian's files, not Sluice's steady variants
 				files = append(files, f)
 			}
+		}
+		if s.gen == "kokoro-multi" { // Spanish too: ef_synth speaks it
+			files = append(files, catalogue.Source{Dest: "espeak-ng-data/es_dict", Src: filepath.Join(src.EspeakData, "es_dict")},
+				catalogue.Source{Dest: "espeak-ng-data/lang/roa/es", Src: filepath.Join(src.EspeakData, "lang", "roa", "es")})
 		}
 	}
 	o, err := json.Marshal(s.opts)

@@ -58,8 +58,8 @@ func (c *config) checkFamily() error {
 		if c.rate < 8000 || c.rate > 48000 {
 			return backends.Invalidf("sherpa: model: metadata sample_rate %d outside 8000..48000", c.rate)
 		}
-		if v := metaInt(m, "version"); v > 1 {
-			return backends.Invalidf("sherpa: model: Kokoro metadata version %d (multi-language, lexicons and jieba): not served yet; version 1 (kokoro-en-v0_19) is", v)
+		if v := metaInt(m, "version"); v > 2 {
+			return backends.Invalidf("sherpa: model: Kokoro metadata version %d: versions 1 (kokoro-en-v0_19) and 2 (multi-language, lexicons) are served", v)
 		}
 		c.speakers = metaInt(m, "n_speakers")
 		if c.speakers < 1 || c.speakers > 4096 {
@@ -91,6 +91,9 @@ func (c *config) checkFamily() error {
 		}
 		if c.files["data_dir"] == "" {
 			return backends.Invalidf("sherpa: family kokoro needs option data_dir (espeak-ng-data)")
+		}
+		if err := c.checkKokoroMulti(); err != nil {
+			return err
 		}
 	case FamilyNemoCTC:
 		m := c.infos["model"]
@@ -273,6 +276,9 @@ func (c *config) checkFamily() error {
 		}
 		if ctx := metaInt(m, "n_text_ctx"); ctx < 4 || ctx > 4096 {
 			return backends.Invalidf("sherpa: encoder: metadata n_text_ctx %d outside 4..4096", ctx)
+		}
+		if err := c.base64Tokens(); err != nil {
+			return err
 		}
 		multi := metaInt(m, "is_multilingual") != 0
 		sot := strings.Split(m.Meta["sot_sequence"], ",")

@@ -34,6 +34,14 @@ type Options struct {
 	Preprocessor    string `json:"preprocessor,omitempty"`
 	UncachedDecoder string `json:"uncached_decoder,omitempty"`
 	CachedDecoder   string `json:"cached_decoder,omitempty"`
+	// Lexicon lists a multi-language Kokoro's lexicon files (comma
+	// separated, e.g. lexicon-us-en.txt,lexicon-zh.txt), and Lang its
+	// default espeak-ng voice (default: the model's metadata voice); each
+	// speaker speaks the language its name's first letter names (Kokoro's
+	// convention: a en-us, b en, e es, f fr, h hi, i it, j ja, p pt-br,
+	// z cmn) where data_dir has that voice.
+	Lexicon string `json:"lexicon,omitempty"`
+	Lang    string `json:"lang,omitempty"`
 	// MergedDecoder is Moonshine v2's decoder (with Encoder).
 	MergedDecoder string `json:"merged_decoder,omitempty"`
 	// Segmentation and Embedding are a diarization checkpoint's pyannote
@@ -116,8 +124,11 @@ type config struct {
 	nTokens  int
 	rate     int // the model's sample rate (TTS output)
 	speakers int
-	capacity int
-	bytes    int64
+	// voiceLangs is each speaker's espeak-ng voice (multi-language
+	// Kokoro; nil otherwise).
+	voiceLangs []string
+	capacity   int
+	bytes      int64
 }
 
 func (e *Engine) resolve(spec backends.Spec) (config, error) {
@@ -315,7 +326,11 @@ func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
 	}
 	var out []backends.Voice
 	for i := range c.speakers {
-		out = append(out, backends.Voice{ID: c.speakerName(i), Languages: []string{lang}, SampleRate: c.rate, Default: i == 0})
+		l := lang
+		if i < len(c.voiceLangs) {
+			l = c.voiceLangs[i]
+		}
+		out = append(out, backends.Voice{ID: c.speakerName(i), Languages: []string{l}, SampleRate: c.rate, Default: i == 0})
 	}
 	return out, nil
 }

@@ -2,11 +2,16 @@ package sherpa
 
 import (
 	"encoding/base64"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
+	"unicode/utf8"
+
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
 // The later families join the table as a package variable, not in an
@@ -339,4 +344,97 @@ func (c *config) base64Tokens() error {
 		}
 	}
 	return nil
+}
+
+// kokoroLangs maps the first letter of a Kokoro v1.0 voice name to the
+// espeak-ng voice of its language (Kokoro's naming convention).
+var kokoroLangs = map[byte]string{'a': "en-us", 'b': "en", 'e': "es", 'f': "fr", 'h': "hi", 'i': "it", 'j': "ja", 'p': "pt-br", 'z': "cmn"}
+
+// kokoroPunct are the punctuation marks kokoro-multi-lang-lexicon.cc looks
+// up in tokens.txt unchecked (a missing one aborts the process).
+var kokoroPunct = []string{";", ":", ",", ".", "!", "?", "\u2014", "\u2026", "\"", "(", ")", "\u201c", "\u201d"}
+
+// maxLexiconBytes bounds each lexicon file.
+const maxLexiconBytes = 64 << 20
+
+// checkKokoroMulti checks a multi-language Kokoro (metadata version 2):
+// the library exits unless it has lexicons or a language; its front end
+// looks the punctuation marks up unchecked; espeak-ng aborts on a voice
+// its data has not. A version 1 model takes neither option.
+func (c *config) checkKokoroMulti() error {
+	m := c.infos["model"]
+	if metaInt(m, "version") < 2 {
+		if c.opts.Lexicon != "" || c.opts.Lang != "" {
+			return backends.Invalidf("sherpa: options lexicon and lang are for multi-language Kokoro models (metadata version 2)")
+		}
+		return nil
+	}
+	var paths []string
+	for _, f := range strings.Split(c.opts.Lexicon, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := catalogue.Within(c.dir, f)
+		if err != nil {
+			return fmt.Errorf("sherpa: option lexicon: %w", err)
+		}
+		st, err := os.Stat(p)
+		if err != nil || !st.Mode().IsRegular() || st.Size() > maxLexiconBytes {
+			return backends.Invalidf("sherpa: lexicon %s: not a file of at most %d bytes", f, maxLexiconBytes)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || !utf8.Valid(b) {
+			return backends.Invalidf("sherpa: lexicon %s is not UTF-8 text", f)
+		}
+		paths = append(paths, p)
+	}
+	c.files["lexicon"] = strings.Join(paths, ",")
+	if c.opts.Lang == "" {
+		c.opts.Lang = m.Meta["voice"]
+	}
+	if c.opts.Lang == "" && len(paths) == 0 {
+		return backends.Invalidf("sherpa: a multi-language Kokoro model needs option lexicon or lang (its metadata names no voice)")
+	}
+	if c.opts.Lang != "" && !espeakHasVoice(c.files["data_dir"], c.opts.Lang) {
+		return backends.Invalidf("sherpa: option lang %q: data_dir has no espeak-ng voice of that name", c.opts.Lang)
+	}
+	b, err := os.ReadFile(c.files["tokens"])
+	if err != nil {
+		return backends.Invalidf("sherpa: tokens: %v", err)
+	}
+	have := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			have[f[0]] = true
+		}
+	}
+	for _, p := range kokoroPunct {
+		if !have[p] {
+			return backends.Invalidf("sherpa: tokens has no %q (the multi-language front end needs every punctuation mark it knows)", p)
+		}
+	}
+	c.voiceLangs = make([]string, c.speakers)
+	for i := range c.voiceLangs {
+		c.voiceLangs[i] = c.opts.Lang
+		if n := c.speakerName(i); n != "" {
+			if l, ok := kokoroLangs[n[0]]; ok && espeakHasVoice(c.files["data_dir"], l) {
+				c.voiceLangs[i] = l
+			}
+		}
+	}
+	return nil
+}
+
+// espeakHasVoice reports whether espeak-ng-data dir has a voice file
+// named name (case-insensitive) under lang/.
+func espeakHasVoice(dir, name string) bool {
+	found := false
+	_ = filepath.WalkDir(filepath.Join(dir, "lang"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.EqualFold(d.Name(), name) {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }

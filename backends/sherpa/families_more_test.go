@@ -1,6 +1,7 @@
 package sherpa
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -37,5 +38,39 @@ func TestMatchaVocosSpeaks(t *testing.T) {
 	fast := speak(t, s, `{"text":"Hello there. How are you?","speed":2}`)
 	if len(a) == 0 || len(fast) > len(a)*11/20 || len(fast) < len(a)*9/20 {
 		t.Errorf("speed 2: %d samples, speed 1: %d", len(fast), len(a))
+	}
+}
+
+// TestKokoroMultiLang: a multi-language Kokoro (metadata version 2 with
+// lexicons) lists each voice with the language its name names where the
+// espeak-ng data has it (ef_synth Spanish; zf_synth's Mandarin data is
+// not in the checkpoint, so it speaks the default), phonemizes a text in
+// the voice's language (the same text is a different number of phonemes,
+// so samples, in Spanish than in English: the style does not change the
+// length), and reads Chinese from its lexicon.
+func TestKokoroMultiLang(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{})
+	voices, err := e.Voices(specOf(t, root, KokoroMultiSynthetic, 1, ""))
+	if err != nil || len(voices) != 3 {
+		t.Fatalf("voices %+v, %v", voices, err)
+	}
+	var langs []string
+	for _, v := range voices {
+		langs = append(langs, v.Languages...)
+	}
+	if !slices.Equal(langs, []string{"en-us", "es", "en-us"}) {
+		t.Errorf("languages %q, want en-us, es, en-us", langs)
+	}
+	s := open(t, e, root, KokoroMultiSynthetic, "")
+	const text = `{"text":"Queremos una ciudad tranquila y hermosa.","voice":"%s"}`
+	en := speak(t, s, fmt.Sprintf(text, "af_synth"))
+	es := speak(t, s, fmt.Sprintf(text, "ef_synth"))
+	if len(en) == 0 || len(es) == 0 || len(en) == len(es) {
+		t.Errorf("the same text: %d samples in English, %d in Spanish; want two phonemizations", len(en), len(es))
+	}
+	zh := speak(t, s, `{"text":"你好世界","voice":"zf_synth"}`)
+	if len(zh) == 0 {
+		t.Errorf("Chinese from the lexicon: no audio")
 	}
 }

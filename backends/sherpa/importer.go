@@ -268,6 +268,13 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no voices.bin", f)
 			}
 			o := map[string]any{"family": fam, "model": f, "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			if lex, _ := filepath.Glob(filepath.Join(dir, "lexicon*.txt")); fam == FamilyKokoro && len(lex) > 0 && metaInt(info, "version") >= 2 {
+				var names []string
+				for _, l := range lex {
+					names = append(names, filepath.Base(l))
+				}
+				o["lexicon"] = strings.Join(names, ",") // a multi-language Kokoro's lexicons
+			}
 			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
 				o["sample_rate"] = r
 			}

@@ -23,6 +23,7 @@ func TestImportDetectsFamilies(t *testing.T) {
 		KittenSynthetic:           {},
 		MatchaVocosSynthetic:      {},
 		MoonshineV2Synthetic:      {},
+		KokoroMultiSynthetic:      {},
 		OnlineNemoCTCSynthetic:    {},
 		OnlineParaformerSynthetic: {},
 		ParaformerSynthetic:       {},
@@ -35,7 +36,7 @@ func TestImportDetectsFamilies(t *testing.T) {
 		TransducerSynthetic:       {"encoder.onnx": "encoder-epoch-99-avg-1.onnx", "decoder.onnx": "decoder-epoch-99-avg-1.onnx", "joiner.onnx": "joiner-epoch-99-avg-1.onnx"},
 		StreamingSynthetic:        {"encoder.onnx": "encoder-epoch-99-avg-1-chunk-16-left-128.int8.onnx", "decoder.onnx": "decoder-epoch-99-avg-1-chunk-16-left-128.onnx", "joiner.onnx": "joiner-epoch-99-avg-1-chunk-16-left-128.int8.onnx"},
 	}
-	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, KittenSynthetic: FamilyKitten, MatchaVocosSynthetic: FamilyMatcha, MoonshineV2Synthetic: FamilyMoonshineV2, OnlineNemoCTCSynthetic: FamilyOnlineNemoCTC, OnlineParaformerSynthetic: FamilyOnlineParaformer, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, ParakeetSynthetic: FamilyNemoTransducer, DiarizationSynthetic: FamilyDiarization, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
+	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, KittenSynthetic: FamilyKitten, MatchaVocosSynthetic: FamilyMatcha, MoonshineV2Synthetic: FamilyMoonshineV2, KokoroMultiSynthetic: FamilyKokoro, OnlineNemoCTCSynthetic: FamilyOnlineNemoCTC, OnlineParaformerSynthetic: FamilyOnlineParaformer, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, ParakeetSynthetic: FamilyNemoTransducer, DiarizationSynthetic: FamilyDiarization, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
 	for name, ren := range renames {
 		dir := copyCheckpoint(t, root, name)
 		if err := os.Remove(filepath.Join(dir, catalogue.ManifestName)); err != nil {

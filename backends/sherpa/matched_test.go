@@ -85,6 +85,7 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.KokoroSynthetic, ttsRequests("af_synth", "am_synth")},
 		{sherpa.MatchaSynthetic, ttsRequests()},
 		{sherpa.MatchaVocosSynthetic, ttsRequests()},
+		{sherpa.KokoroMultiSynthetic, append(ttsRequests("af_synth", "ef_synth", "zf_synth"), kokoroMultiRequests()...)},
 		{sherpa.KittenSynthetic, ttsRequests("expr-voice-2-m", "expr-voice-3-m")},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},
@@ -119,4 +120,19 @@ func TestMatchedOutputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kokoroMultiRequests: the multi-language Kokoro's voices each in their
+// language, and Chinese (the lexicon) in one.
+func kokoroMultiRequests() []backends.Request {
+	var out []backends.Request
+	for _, r := range []audio.TTSRequest{
+		{Text: "Hola amigos, buenos días. ¿Cómo estáis?", Voice: "ef_synth"},
+		{Text: "你好世界。Hello world.", Voice: "zf_synth"},
+		{Text: "Hello, sluice world!", Voice: "af_synth", Speed: 1.2},
+	} {
+		b, _ := json.Marshal(r)
+		out = append(out, backends.Request{ID: string(b), Input: b})
+	}
+	return out
 }

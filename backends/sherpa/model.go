@@ -64,6 +64,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.Model.Kokoro = ttsKokoro{
 			Model: cs.of(c.files["model"]), Voices: cs.of(c.files["voices"]), Tokens: cs.of(c.files["tokens"]),
 			DataDir: cs.of(c.files["data_dir"]), LengthScale: float32(c.opts.LengthScale),
+			Lexicon: cs.of(c.files["lexicon"]), Lang: cs.of(c.opts.Lang),
 		}
 		cfg.Model.NumThreads = int32(c.opts.Threads)
 		cfg.Model.Provider = cs.of("cpu")

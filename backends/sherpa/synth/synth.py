@@ -30,6 +30,7 @@ FAMILIES = {
     "matcha-vocos": lambda out, seed: matcha(out, seed, "vocos"),
     "paraformer": paraformer,
     "kokoro": kokoro,
+    "kokoro-multi": lambda out, seed: kokoro(out, seed, True),
     "kitten": kitten,
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,

@@ -50,7 +50,7 @@ def vits_piper(out, seed, speakers):
 # A recognizer's vocabulary: SentencePiece-like pieces ("▁" starts a word).
 
 
-def kokoro(out, seed):
+def kokoro(out, seed, multi=False):
     """Kokoro v0.19 (English, metadata version 1, as
     offline-tts-kokoro-model.cc runs it): tokens [1, T] int64 (0 pads both
     ends), style [1, D] float (the speaker's row of voices.bin for this
@@ -60,6 +60,13 @@ def kokoro(out, seed):
     hop, dim, max_len = 300, 32, 64
     speakers = ["af_synth", "am_synth"]
     symbols = ["$"] + [s for s in PIPER_SYMBOLS if s not in ("_", "^", "$")]
+    if multi:
+        # kokoro-multi-lang-v1_0: metadata version 2, lexicons, voices
+        # named by Kokoro's convention (first letter: a American English,
+        # e Spanish, z Mandarin); the front end looks these punctuation
+        # marks up unchecked.
+        speakers = ["af_synth", "ef_synth", "zf_synth"]
+        symbols += [c for c in "\u2014\u2026\"\u201c\u201d" if c not in symbols]
     vocab = len(symbols)
     inits = [init("emb", (r.standard_normal((vocab, hop)) * 0.8).astype(np.float32)),
              init("proj", (r.standard_normal((dim, hop)) * 0.8).astype(np.float32)),
@@ -80,8 +87,11 @@ def kokoro(out, seed):
                            helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, dim]),
                            helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1])],
                           [helper.make_tensor_value_info("audio", TensorProto.FLOAT, ["N"])], inits)
+    if multi:
+        write(os.path.join(out, "lexicon-us-en.txt"), "hello h ə l ˈ o ʊ\nworld w ˈ ɜ ː l d\nsluice s l ˈ u ː s\n")
+        write(os.path.join(out, "lexicon-zh.txt"), "你 n i\n好 x a ʊ\n世 ʂ ɻ\n界 t ɕ j ɛ\n")
     save(g, os.path.join(out, "model.onnx"), {
-        "model_type": "style_text_to_speech_2", "version": 1, "sample_rate": 24000, "n_speakers": len(speakers),
+        "model_type": "style_text_to_speech_2", "version": 2 if multi else 1, "sample_rate": 24000, "n_speakers": len(speakers),
         "has_espeak": 1, "voice": "en-us", "style_dim": "%d,1,%d" % (max_len, dim),
         "speaker_names": ",".join(speakers), "language": "English",
     })
