@@ -62,7 +62,11 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	if l := strings.Trim(native.GoString(native.Ptr(res.Lang)), "<|>"); lang == "" && len(l) >= 2 && len(l) <= 3 {
 		lang = l // SenseVoice's detected language tag, <|en|>
 	}
-	words := tokenWords(cStrings(res.TokensArr, int(res.Count)), cFloats(res.Timestamps, int(res.Count)), dur)
+	toks, times := cStrings(res.TokensArr, int(res.Count)), cFloats(res.Timestamps, int(res.Count))
+	words := tokenWords(toks, times, dur)
+	if m.cfg.fam.name == FamilyParaformer {
+		words = paraformerWords(toks, times, dur)
+	}
 	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
 	if err != nil {
 		return backends.Output{}, err
@@ -159,6 +163,35 @@ func tokenWords(tokens []string, times []float32, dur float64) []audio.Word {
 			continue
 		}
 		out[len(out)-1].Word += piece
+	}
+	return out
+}
+
+// paraformerWords folds Paraformer's tokens into words as its vocabulary
+// spells them (FunASR's): a token ending in "@@" goes on into the next
+// one; any other ends its word; a CJK character is a word of its own.
+// A word ends where the next begins (the last at the audio's end).
+func paraformerWords(tokens []string, times []float32, dur float64) []audio.Word {
+	if len(times) != len(tokens) {
+		return nil
+	}
+	var out []audio.Word
+	open := false // the last word goes on (its token ended in "@@")
+	for i, t := range tokens {
+		start := max(0, min(dur, math.Round(float64(times[i])*1000)/1000))
+		piece, more := strings.CutSuffix(t, "@@")
+		if piece == "" {
+			continue
+		}
+		if open && len(out) > 0 {
+			out[len(out)-1].Word += piece
+		} else {
+			if len(out) > 0 {
+				out[len(out)-1].End = max(out[len(out)-1].Start, start)
+			}
+			out = append(out, audio.Word{Word: piece, Start: start, End: dur})
+		}
+		open = more
 	}
 	return out
 }

@@ -321,8 +321,10 @@ func (c *config) checkFamily() error {
 		if err := checkLFR(m); err != nil {
 			return err
 		}
-		if len(m.Outputs) < 2 {
-			return backends.Invalidf("sherpa: model: Paraformer's graph has %d outputs, want logits and token_num", len(m.Outputs))
+		if len(m.Outputs) < 2 || len(m.Outputs) == 3 {
+			// With more than two, the library reads the fourth as
+			// us_cif_peak (the token times).
+			return backends.Invalidf("sherpa: model: Paraformer's graph has %d outputs, want logits and token_num (and us_alphas and us_cif_peak)", len(m.Outputs))
 		}
 		// The greedy search looks </s> up unchecked.
 		b, err := os.ReadFile(c.files["tokens"])

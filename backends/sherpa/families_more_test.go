@@ -74,3 +74,20 @@ func TestKokoroMultiLang(t *testing.T) {
 		t.Errorf("Chinese from the lexicon: no audio")
 	}
 }
+
+// TestParaformerWords: FunASR's "@@" pieces join the next token, other
+// tokens end their word, and a word ends where the next begins.
+func TestParaformerWords(t *testing.T) {
+	got := paraformerWords([]string{"he@@", "llo", "wor@@", "ld", "你", "好"}, []float32{0, 0.1, 0.5, 0.6, 1.0, 1.2}, 2)
+	want := []string{"hello 0.000-0.500", "world 0.500-1.000", "你 1.000-1.200", "好 1.200-2.000"}
+	var have []string
+	for _, w := range got {
+		have = append(have, fmt.Sprintf("%s %.3f-%.3f", w.Word, w.Start, w.End))
+	}
+	if !slices.Equal(have, want) {
+		t.Errorf("words %q, want %q", have, want)
+	}
+	if paraformerWords([]string{"a"}, nil, 1) != nil {
+		t.Errorf("tokens without times gave words")
+	}
+}

@@ -214,12 +214,17 @@ def sense_voice(out, seed):
 
 
 def paraformer(out, seed):
-    """Paraformer (FunASR's, as offline-paraformer-model.cc runs it):
-    speech [N, T, 560] (LFR 7/6 features after CMVN), speech_lengths [N]
-    int32; logits [N, U, vocab] and token_num [N]. Greedy search stops at
+    """Paraformer (FunASR's timestamp export, as offline-paraformer-model.cc
+    runs it): speech [N, T, 560] (LFR 7/6 features after CMVN),
+    speech_lengths [N] int32; logits [N, U, vocab], token_num [N],
+    us_alphas and us_cif_peak (the token times). Greedy search stops at
     </s>, which tokens.txt must hold."""
     r = rng(seed)
-    toks = ["<blank>", "<s>", "</s>"] + ASR_PIECES[1:] + ["<unk>"]
+    # FunASR's vocabulary: whole words, and BPE pieces that end in "@@"
+    # where the word goes on.
+    words = [p[1:] for p in ASR_PIECES if p.startswith("\u2581")]
+    letters = [c for c in "bcdefghjklmnopqrstuvwxyz"]  # a and i are words already
+    toks = ["<blank>", "<s>", "</s>"] + words + [c + "@@" for c in letters] + letters + ["<unk>"]
     vocab = len(toks)
     w = (r.standard_normal((560, vocab)) * 2 / np.sqrt(560)).astype(np.float32)
     bias = np.zeros(vocab, dtype=np.float32)
@@ -232,12 +237,34 @@ def paraformer(out, seed):
              helper.make_node("Shape", ["logits"], ["ls"]),
              helper.make_node("Slice", ["ls", "ax1", "step"], ["u"]),  # [U] (dims 1..1)
              helper.make_node("Shape", ["speech_lengths"], ["n"]),
-             helper.make_node("Expand", ["u", "n"], ["token_num"])]
+             helper.make_node("Expand", ["u", "n"], ["token_num"]),
+             # The timestamp export's us_alphas [N, T] and us_cif_peak
+             # [N, 3 T + 6] (upsampled 3x: one index is 20 ms): a peak
+             # (1.0) every 6 indices, the frames the tokens come from
+             # (every second 60 ms LFR frame), one more than the tokens
+             # (the library drops the last).
+             helper.make_node("ReduceSum", ["speech", "two"], ["us_alphas"], keepdims=0),
+             helper.make_node("Shape", ["speech"], ["ss"]),
+             helper.make_node("Slice", ["ss", "ax1", "two"], ["t1"]),
+             helper.make_node("Mul", ["t1", "three"], ["t3"]),
+             helper.make_node("Add", ["t3", "six"], ["plen"]),
+             helper.make_node("Squeeze", ["plen", "ax0"], ["plen0"]),
+             helper.make_node("Range", ["zero", "plen0", "one"], ["k"]),
+             helper.make_node("Mod", ["k", "six"], ["km"]),
+             helper.make_node("Equal", ["km", "zero1"], ["kz"]),
+             helper.make_node("Cast", ["kz"], ["kf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["kf", "ax0"], ["k2"]),
+             helper.make_node("Concat", ["n", "plen"], ["pshape"], axis=0),
+             helper.make_node("Expand", ["k2", "pshape"], ["us_cif_peak"])]
+    inits += [const_i64("two", [2]), const_i64("three", [3]), const_i64("six", [6]), const_i64("zero1", [0]),
+              init("zero", np.array(0, dtype=np.int64)), init("one", np.array(1, dtype=np.int64))]
     g = helper.make_graph(nodes, "paraformer",
                           [helper.make_tensor_value_info("speech", TensorProto.FLOAT, ["N", "T", 560]),
                            helper.make_tensor_value_info("speech_lengths", TensorProto.INT32, ["N"])],
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "U", vocab]),
-                           helper.make_tensor_value_info("token_num", TensorProto.INT64, ["N"])], inits)
+                           helper.make_tensor_value_info("token_num", TensorProto.INT64, ["N"]),
+                           helper.make_tensor_value_info("us_alphas", TensorProto.FLOAT, ["N", "T"]),
+                           helper.make_tensor_value_info("us_cif_peak", TensorProto.FLOAT, ["N", "P"])], inits)
     save(g, os.path.join(out, "model.onnx"), {
         "model_type": "paraformer", "version": 1, "vocab_size": vocab, "lfr_window_size": 7, "lfr_window_shift": 6,
         "neg_mean": ",".join(["-8.0"] * 560), "inv_stddev": ",".join(["0.25"] * 560),
