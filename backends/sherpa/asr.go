@@ -24,11 +24,18 @@ const SampleRate = 16000
 // audio is bounded by max_seconds (checked against its header before
 // decoding) and ctx is checked before and after the call.
 func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.Output, error) {
-	var r audio.AudioRequest
+	var r asrInput
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
+	if err := r.CheckPlain("sherpa"); err != nil {
+		return backends.Output{}, err
+	}
 	lang, err := m.cfg.requestLanguage(r.Language)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	hw, err := m.cfg.hotwordsFor(r.Hotwords)
 	if err != nil {
 		return backends.Output{}, err
 	}
@@ -42,7 +49,7 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	dur := math.Round(a.Seconds()*1000) / 1000
 	samples := floatSamples(a.Samples)
 	defer native.Free(samples)
-	st := m.lib.createOffStream(m.ptr)
+	st := m.offlineStream(hw)
 	if st == 0 {
 		return backends.Output{}, fmt.Errorf("sherpa: could not create a stream")
 	}
@@ -83,19 +90,19 @@ func (c *config) requestLanguage(asked string) (string, error) {
 	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper || c.fam.name == FamilyCanary {
 		if c.opts.Language == "auto" {
 			if asked != "" {
-				return "", backends.Invalidf("sherpa: language %q: this model detects the language itself (option language auto); send none, or register the checkpoint with option language set", asked)
+				return "", backends.InvalidParam("language", "sherpa: language %q: this model detects the language itself (option language auto) and the library takes no language per request; send none, or register the checkpoint with option language set", asked)
 			}
 			return "", nil
 		}
 		l, err := audio.CheckLanguage(asked, []string{c.opts.Language})
 		if err != nil {
-			return "", fmt.Errorf("sherpa: %w", err)
+			return "", backends.InvalidParam("language", "sherpa: %v (one recognizer serves the language it was created for)", err)
 		}
 		return l, nil
 	}
 	l, err := audio.CheckLanguage(asked, []string{c.language()})
 	if err != nil {
-		return "", fmt.Errorf("sherpa: %w", err)
+		return "", backends.InvalidParam("language", "sherpa: %v", err)
 	}
 	return l, nil
 }

@@ -16,6 +16,9 @@ import (
 
 // checkFamily checks what is particular to the family beyond its table.
 func (c *config) checkFamily() error {
+	if err := c.checkDecoding(); err != nil {
+		return err
+	}
 	switch c.fam.name {
 	case FamilyVITS:
 		m := c.infos["model"]

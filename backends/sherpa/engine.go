@@ -42,6 +42,11 @@ type Options struct {
 	// z cmn) where data_dir has that voice.
 	Lexicon string `json:"lexicon,omitempty"`
 	Lang    string `json:"lang,omitempty"`
+	// DecodingMethod is a transducer's search: greedy_search (default)
+	// or modified_beam_search (4 active paths), which takes a request's
+	// hotwords, scored HotwordsScore (default 1.5) each token.
+	DecodingMethod string  `json:"decoding_method,omitempty"`
+	HotwordsScore  float64 `json:"hotwords_score,omitempty"`
 	// MergedDecoder is Moonshine v2's decoder (with Encoder).
 	MergedDecoder string `json:"merged_decoder,omitempty"`
 	// Segmentation and Embedding are a diarization checkpoint's pyannote

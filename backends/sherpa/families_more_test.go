@@ -1,9 +1,18 @@
 package sherpa
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
 // TestKittenSpeaks: the Kitten voice lists its speakers from the model's
@@ -89,5 +98,66 @@ func TestParaformerWords(t *testing.T) {
 	}
 	if paraformerWords([]string{"a"}, nil, 1) != nil {
 		t.Errorf("tokens without times gave words")
+	}
+}
+
+// TestHotwords: a transducer registered with modified_beam_search takes
+// a request's hotwords (the transcript leans toward them) and answers the
+// same bytes for the same request; greedy search, a family without
+// biasing and a phrase the tokens cannot spell are refused, naming the
+// field. A language a recognizer cannot take names language.
+func TestHotwords(t *testing.T) {
+	root := testRoot(t)
+	e := New(Config{})
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(s backends.Session, in string) (string, error) {
+		out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(in)}, nil)
+		if err != nil {
+			return "", err
+		}
+		var r audio.ASRResult
+		if err := json.Unmarshal(out.JSON, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Text, nil
+	}
+	for _, name := range []string{TransducerSynthetic, StreamingSynthetic} {
+		beam := open(t, e, root, name, `{"decoding_method":"modified_beam_search"}`)
+		plain, err := text(beam, `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, err := text(beam, `{"hotwords":"q x z/j :40/l :40"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := text(beam, `{"hotwords":"q x z/j :40/l :40"}`)
+		if hot == plain || again != hot || strings.Count(hot, "l")+strings.Count(hot, "j") <= strings.Count(plain, "l")+strings.Count(plain, "j") {
+			t.Errorf("%s: hotwords q x z: %q; without: %q", name, hot, plain)
+		}
+		if _, err := text(beam, `{"hotwords":"qq"}`); backends.ParamOf(err) != "hotwords" {
+			t.Errorf("%s: a phrase the tokens cannot spell: %v", name, err)
+		}
+	}
+	for _, name := range []string{TransducerSynthetic, NemoCTCSynthetic} {
+		s := open(t, e, root, name, "")
+		if _, err := text(s, `{"hotwords":"q"}`); backends.ParamOf(err) != "hotwords" || !errors.Is(err, backends.ErrInvalid) {
+			t.Errorf("%s: hotwords without beam search: %v", name, err)
+		}
+	}
+	s := open(t, e, root, SenseVoiceSynthetic, "")
+	if _, err := text(s, `{"language":"en"}`); backends.ParamOf(err) != "language" {
+		t.Errorf("SenseVoice auto with a language: %v", err)
+	}
+	s = open(t, e, root, NemoCTCSynthetic, "")
+	if _, err := text(s, `{"language":"fr"}`); backends.ParamOf(err) != "language" {
+		t.Errorf("an English model asked for French: %v", err)
+	}
+	spec := specOf(t, root, NemoCTCSynthetic, 1, `{"decoding_method":"modified_beam_search"}`)
+	if err := e.Validate(spec); err == nil || !strings.Contains(err.Error(), "transducer") {
+		t.Errorf("beam search on CTC: %v", err)
 	}
 }

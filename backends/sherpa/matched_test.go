@@ -136,3 +136,34 @@ func kokoroMultiRequests() []backends.Request {
 	}
 	return out
 }
+
+// TestMatchedHotwords: the transducers with modified_beam_search answer
+// requests with and without hotwords identically at 1, 2 and 4 slots in
+// any order (each stream's hotwords graph is its own).
+func TestMatchedHotwords(t *testing.T) {
+	root := sherpa.TestRoot(t)
+	eng := sherpa.New(sherpa.Config{})
+	reqs := asrRequests(t)
+	for _, r := range asrRequests(t)[:2] {
+		r.ID += "+hotwords"
+		r.Input = []byte(`{"hotwords":"j :20/l :20/t h e"}`)
+		reqs = append(reqs, r)
+	}
+	for _, name := range []string{sherpa.TransducerSynthetic, sherpa.StreamingSynthetic} {
+		cp, err := catalogue.Load(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := engines.SpecFor(name, cp, 1)
+		spec.Options = []byte(`{"oversubscribe":true,"decoding_method":"modified_beam_search"}`)
+		rows, err := engines.Matched(context.Background(), eng, spec, name, reqs, []int{1, 2, 4}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Status() != "ok" {
+				t.Errorf("%s, %d slots: %s (%d of %d matched; %v %v)", name, r.Slots, r.Status(), r.Matched, r.Requests, r.Refused, r.Err)
+			}
+		}
+	}
+}

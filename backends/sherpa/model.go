@@ -124,8 +124,12 @@ func create(l *lib, c config) (*model, error) {
 		default:
 			mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
 		}
-		cfg.DecodingMethod = cs.of("greedy_search")
+		cfg.DecodingMethod = cs.of(c.opts.DecodingMethod)
 		cfg.MaxActivePaths = 4
+		cfg.HotwordsScore = float32(c.opts.HotwordsScore)
+		if c.opts.DecodingMethod == beamSearch {
+			mc.ModelingUnit = cs.of("cjkchar")
+		}
 		m.kind, m.ptr = "offline", l.createOffRec(unsafe.Pointer(cfg))
 	case FamilyDiarization:
 		cfg := c.diarizationConfig(&cs, 0)
@@ -153,8 +157,12 @@ func create(l *lib, c config) (*model, error) {
 		mc.Tokens = cs.of(c.files["tokens"])
 		mc.NumThreads = int32(c.opts.Threads)
 		mc.Provider = cs.of("cpu")
-		cfg.DecodingMethod = cs.of("greedy_search")
+		cfg.DecodingMethod = cs.of(c.opts.DecodingMethod)
 		cfg.MaxActivePaths = 4
+		cfg.HotwordsScore = float32(c.opts.HotwordsScore)
+		if c.opts.DecodingMethod == beamSearch {
+			mc.ModelingUnit = cs.of("cjkchar")
+		}
 		cfg.EnableEndpoint = 0 // turns end at the session's commits
 		m.kind, m.ptr = "online", l.createOnRec(unsafe.Pointer(cfg))
 	default:
