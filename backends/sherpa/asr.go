@@ -55,6 +55,12 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	}
 	defer m.lib.destroyOffStr(st)
 	m.lib.acceptOff(st, SampleRate, samples, int32(len(a.Samples)))
+	// The decode itself cannot be interrupted (sherpa.cancel): a request
+	// whose context ended before it is not decoded.
+	hook("offline-decode")
+	if err := ctx.Err(); err != nil {
+		return backends.Output{}, err
+	}
 	m.lib.decodeOff(m.ptr, st)
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err

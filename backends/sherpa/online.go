@@ -144,10 +144,12 @@ func (t *turnState) accept(ctx context.Context, pcm []int16) error {
 
 func (t *turnState) decode(ctx context.Context) error {
 	for t.m.lib.onReady(t.m.ptr, t.stream) != 0 {
+		hook("online-decode")
 		if err := ctx.Err(); err != nil {
-			return err
+			return err // between chunks (sherpa.cancel)
 		}
 		t.m.lib.decodeOn(t.m.ptr, t.stream)
+		hook("online-decoded")
 	}
 	return nil
 }
