@@ -250,6 +250,7 @@ SHERPA_BENCHTIME ?= 48x
 bench-sherpa: deps
 	$(GO) test -run '^$$' -bench 'BenchmarkFamilies' -benchtime $(SHERPA_BENCHTIME) -count=1 ./backends/sherpa/
 	$(GO) test -run '^$$' -bench 'BenchmarkLoad' -benchtime 5x -count=1 ./backends/sherpa/
+	$(GO) test -run '^$$' -bench 'BenchmarkCancel' -benchtime 5x -count=1 ./backends/sherpa/
 
 # bench-all runs every bench and bench-* target of this Makefile (found by
 # name: a target added later joins by itself) and writes docs/benchmarks.md
