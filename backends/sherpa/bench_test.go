@@ -63,6 +63,7 @@ func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 // the line (the pool's sessions and their buffers).
 func BenchmarkFamilies(b *testing.B) {
 	root := testRoot(b)
+	oneSlot := map[string]float64{}
 	e := New(Config{})
 	for _, name := range benchNames {
 		req := benchRequest(b, name)
@@ -119,7 +120,15 @@ func BenchmarkFamilies(b *testing.B) {
 				wg.Wait()
 				b.StopTimer()
 				el := time.Since(t0)
-				b.ReportMetric(float64(b.N)/el.Seconds(), "req/s")
+				rate := float64(b.N) / el.Seconds()
+				b.ReportMetric(rate, "req/s")
+				// The ratio to this run's 1-slot line (2x is the 2-core
+				// ceiling); the benchmark runs the 1-slot line first.
+				if slots == 1 {
+					oneSlot[name] = rate
+				} else if base := oneSlot[name]; base > 0 {
+					b.ReportMetric(rate/base, "x-1-slot")
+				}
 				b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/req")
 				after := rssMB()
 				b.ReportMetric(after, "rss-MB")
