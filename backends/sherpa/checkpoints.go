@@ -131,7 +131,10 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 				files = append(files, f)
 			}
 		}
-		if s.gen == "kokoro-multi" { // Spanish too: ef_synth speaks it
+		// Spanish too, in every voice: ef_synth speaks it, and espeak-ng
+		// reads the data of the first voice a process loads (sherpa-onnx
+		// initializes it once), whichever that is.
+		{
 			files = append(files, catalogue.Source{Dest: "espeak-ng-data/es_dict", Src: filepath.Join(src.EspeakData, "es_dict")},
 				catalogue.Source{Dest: "espeak-ng-data/lang/roa/es", Src: filepath.Join(src.EspeakData, "lang", "roa", "es")})
 		}

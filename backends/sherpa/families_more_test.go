@@ -161,3 +161,20 @@ func TestHotwords(t *testing.T) {
 		t.Errorf("beam search on CTC: %v", err)
 	}
 }
+
+// TestEspeakDataOfTheProcess: espeak-ng reads the data of the first voice
+// the process loaded; a multi-language voice whose language that data
+// lacks is refused naming voice, not sent to espeak-ng.
+func TestEspeakDataOfTheProcess(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, KokoroMultiSynthetic, "")
+	clear := func() { espeakActive.has.Range(func(k, _ any) bool { espeakActive.has.Delete(k); return true }) }
+	saved := espeakActive.dir
+	t.Cleanup(func() { espeakActive.dir = saved; clear() })
+	espeakActive.dir = t.TempDir() // data without any voice
+	clear()
+	_, err := s.Infer(context.Background(), backends.Request{Input: []byte(`{"text":"Hola.","voice":"ef_synth"}`)}, nil)
+	if backends.ParamOf(err) != "voice" {
+		t.Errorf("a language the process's espeak-ng data lacks: %v", err)
+	}
+}

@@ -33,6 +33,9 @@ func create(l *lib, c config) (*model, error) {
 	var cs cstrings
 	defer cs.free()
 	m := &model{lib: l, cfg: c, refs: 1}
+	if c.fam.task == "tts" && c.files["data_dir"] != "" {
+		noteEspeak(c.files["data_dir"])
+	}
 	switch c.fam.name {
 	case FamilyVITS:
 		cfg := cAlloc[ttsConfig]()
