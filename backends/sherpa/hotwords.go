@@ -161,15 +161,3 @@ func (m *model) onlineStream(hw string) uintptr {
 	defer native.Free(p)
 	return m.lib.onStreamHw(m.ptr, p)
 }
-
-// testHook, set only by tests, is called at the points where a request's
-// context is checked around a native call that cannot be interrupted
-// ("offline-decode", "online-decode", "online-decoded", "diarize"): a
-// test cancels there and counts what runs after.
-var testHook func(point string)
-
-func hook(point string) {
-	if testHook != nil {
-		testHook(point)
-	}
-}
