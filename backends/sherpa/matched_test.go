@@ -167,3 +167,34 @@ func TestMatchedHotwords(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryIndependence: every synthetic checkpoint through the engine
+// contract's history harness (engines.History, contract E1): each
+// request's answer from one fresh one-slot pool is the reference, and at
+// 1, 2 and 4 slots two seeded shuffled orders of all requests (the TTS
+// ones with engines.HistoryInputs' pairs, lengths, speeds and rates
+// interleaved) answer it byte for byte whatever came before.
+func TestHistoryIndependence(t *testing.T) {
+	root := sherpa.TestRoot(t)
+	eng := sherpa.New(sherpa.Config{})
+	inputs := map[string][]backends.Request{"tts": ttsRequests(), "asr": asrRequests(t), "diarization": diarizationRequests(t)[:3]}
+	for _, name := range sherpa.SyntheticNames {
+		t.Run(name, func(t *testing.T) {
+			cp, err := catalogue.Load(filepath.Join(root, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := engines.SpecFor(name, cp, 1)
+			spec.Options = []byte(`{"oversubscribe":true}`)
+			rows, err := engines.History(context.Background(), eng, spec, name, engines.HistoryInputs(inputs, cp.Task), engines.HistoryOptions{Slots: []int{1, 2, 4}, Orders: 2, Seed: 31})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.Status() != "ok" {
+					t.Errorf("%d slots: %s (%d of %d equal; differ %v; %v %v)", r.Slots, r.Status(), r.Matched, r.Requests, r.Differs, r.Refused, r.Err)
+				}
+			}
+		})
+	}
+}
