@@ -124,7 +124,7 @@ func TestHotwords(t *testing.T) {
 		}
 		return r.Text, nil
 	}
-	for _, name := range []string{TransducerSynthetic, StreamingSynthetic} {
+	for _, name := range []string{TransducerSynthetic, StreamingSynthetic, ParakeetSynthetic} {
 		beam := open(t, e, root, name, `{"decoding_method":"modified_beam_search"}`)
 		plain, err := text(beam, `{}`)
 		if err != nil {
