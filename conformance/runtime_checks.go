@@ -34,6 +34,7 @@ var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"engine-history":   checkEngineHistory,
 	"sherpa-malformed": checkSherpaMalformed,
 	"sherpa-matched":   checkSherpaMatched,
+	"sherpa-cancel":    checkSherpaCancel,
 	"whisper-cancel":   checkWhisperCancel,
 	"whisper-corrupt":  checkWhisperCorrupt,
 	"whisper-matched":  checkWhisperMatched,

@@ -134,6 +134,12 @@ func sherpaFamilies() []struct {
 		{sherpa.MoonshineSynthetic, "asr", asr},
 		{sherpa.CanarySynthetic, "asr", asr},
 		{sherpa.StreamingSynthetic, "asr", asr},
+		{sherpa.OnlineNemoCTCSynthetic, "asr", asr},
+		{sherpa.OnlineParaformerSynthetic, "asr", asr},
+		{sherpa.MoonshineV2Synthetic, "asr", asr},
+		{sherpa.KittenSynthetic, "tts", tts("Hello there.", "Two sentences. Here they are.")},
+		{sherpa.KokoroMultiSynthetic, "tts", tts("Hello there.", "Two sentences. Here they are.")},
+		{sherpa.MatchaVocosSynthetic, "tts", tts("Hello there.", "Two sentences. Here they are.")},
 		{sherpa.DiarizationSynthetic, "diarization", diar},
 	}
 }

@@ -70,7 +70,15 @@ type TranscriptionParams struct {
 	Prompt         string  // whisper's initial prompt (the engine bounds it in tokens)
 	Temperature    float64 // 0..1; above 0 samples (whisper)
 	Task           string  // "" (transcribe) or TaskTranslate (POST /v1/audio/translations)
+	// Hotwords is a request extension (not OpenAI's): phrases to bias
+	// the decoder toward, "/" between phrases (sherpa-onnx's transducers
+	// with modified_beam_search; any other engine refuses it: its input
+	// has no such field).
+	Hotwords string
 }
+
+// MaxHotwordsBytes bounds the hotwords field.
+const MaxHotwordsBytes = 4096
 
 // MaxPromptBytes bounds a prompt before any engine tokenizes it: OpenAI's
 // 224-token bound (which whisper checks in tokens) is far under it.
@@ -78,7 +86,7 @@ const MaxPromptBytes = 4096
 
 // TranscriptionFields lists the form fields (or query parameters) the
 // endpoint accepts; any other is invalid (ParseTranscription).
-var TranscriptionFields = []string{"model", "response_format", "language", "timestamp_granularities[]", "stream", "temperature", "prompt"}
+var TranscriptionFields = []string{"model", "response_format", "language", "timestamp_granularities[]", "stream", "temperature", "prompt", "hotwords"}
 
 // ParseTranscription checks the fields of a transcription request, so
 // that none is silently ignored: each takes effect or is invalid, naming
@@ -126,6 +134,11 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 			if err := p.setCommon(name, v); err != nil {
 				return p, err
 			}
+		case "hotwords":
+			if len(v) > MaxHotwordsBytes {
+				return p, backends.InvalidParam("hotwords", "hotwords is %d bytes, over %d", len(v), MaxHotwordsBytes)
+			}
+			p.Hotwords = v
 		}
 	}
 	switch p.ResponseFormat {
@@ -204,7 +217,7 @@ func ParseTranslation(fields map[string][]string) (TranscriptionParams, error) {
 // Input is the engine input of p: in (a declared sample rate, or nil)
 // with the language, task, prompt and temperature asked, if any.
 func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) {
-	if p.Language == "" && p.Prompt == "" && p.Temperature == 0 && p.Task == "" {
+	if p.Language == "" && p.Prompt == "" && p.Temperature == 0 && p.Task == "" && p.Hotwords == "" {
 		return in, nil
 	}
 	var r AudioRequest
@@ -214,7 +227,13 @@ func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) 
 		}
 	}
 	r.Language, r.Prompt, r.Temperature, r.Task = p.Language, p.Prompt, p.Temperature, p.Task
-	return json.Marshal(r)
+	// hotwords goes beside AudioRequest's fields, not among them: an
+	// engine that decodes its input strictly into an AudioRequest refuses
+	// it, naming it, rather than ignoring it.
+	return json.Marshal(struct {
+		AudioRequest
+		Hotwords string `json:"hotwords,omitempty"`
+	}{r, p.Hotwords})
 }
 
 // VoiceActivityFields lists the form fields (or query parameters) POST

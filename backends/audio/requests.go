@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -248,6 +249,13 @@ func DecodeStrict(in json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(t))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		// An unknown field is one this engine does not take (hotwords
+		// on an engine without biasing): the answer names it.
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			if name, err2 := strconv.Unquote(f); err2 == nil {
+				return backends.InvalidParam(name, "input: %s is not supported by this model (%v)", name, err)
+			}
+		}
 		return backends.Invalidf("input: %v", err)
 	}
 	if dec.More() {

@@ -24,11 +24,18 @@ const SampleRate = 16000
 // audio is bounded by max_seconds (checked against its header before
 // decoding) and ctx is checked before and after the call.
 func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.Output, error) {
-	var r audio.AudioRequest
+	var r asrInput
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
+	if err := r.CheckPlain("sherpa"); err != nil {
+		return backends.Output{}, err
+	}
 	lang, err := m.cfg.requestLanguage(r.Language)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	hw, err := m.cfg.hotwordsFor(r.Hotwords)
 	if err != nil {
 		return backends.Output{}, err
 	}
@@ -42,12 +49,18 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	dur := math.Round(a.Seconds()*1000) / 1000
 	samples := floatSamples(a.Samples)
 	defer native.Free(samples)
-	st := m.lib.createOffStream(m.ptr)
+	st := m.offlineStream(hw)
 	if st == 0 {
 		return backends.Output{}, fmt.Errorf("sherpa: could not create a stream")
 	}
 	defer m.lib.destroyOffStr(st)
 	m.lib.acceptOff(st, SampleRate, samples, int32(len(a.Samples)))
+	// The decode itself cannot be interrupted (sherpa.cancel): a request
+	// whose context ended before it is not decoded.
+	hook("offline-decode")
+	if err := ctx.Err(); err != nil {
+		return backends.Output{}, err
+	}
 	m.lib.decodeOff(m.ptr, st)
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err
@@ -62,7 +75,11 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	if l := strings.Trim(native.GoString(native.Ptr(res.Lang)), "<|>"); lang == "" && len(l) >= 2 && len(l) <= 3 {
 		lang = l // SenseVoice's detected language tag, <|en|>
 	}
-	words := tokenWords(cStrings(res.TokensArr, int(res.Count)), cFloats(res.Timestamps, int(res.Count)), dur)
+	toks, times := cStrings(res.TokensArr, int(res.Count)), cFloats(res.Timestamps, int(res.Count))
+	words := tokenWords(toks, times, dur)
+	if m.cfg.fam.name == FamilyParaformer {
+		words = paraformerWords(toks, times, dur)
+	}
 	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
 	if err != nil {
 		return backends.Output{}, err
@@ -79,19 +96,19 @@ func (c *config) requestLanguage(asked string) (string, error) {
 	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper || c.fam.name == FamilyCanary {
 		if c.opts.Language == "auto" {
 			if asked != "" {
-				return "", backends.Invalidf("sherpa: language %q: this model detects the language itself (option language auto); send none, or register the checkpoint with option language set", asked)
+				return "", backends.InvalidParam("language", "sherpa: language %q: this model detects the language itself (option language auto) and the library takes no language per request; send none, or register the checkpoint with option language set", asked)
 			}
 			return "", nil
 		}
 		l, err := audio.CheckLanguage(asked, []string{c.opts.Language})
 		if err != nil {
-			return "", fmt.Errorf("sherpa: %w", err)
+			return "", backends.InvalidParam("language", "sherpa: %v (one recognizer serves the language it was created for)", err)
 		}
 		return l, nil
 	}
 	l, err := audio.CheckLanguage(asked, []string{c.language()})
 	if err != nil {
-		return "", fmt.Errorf("sherpa: %w", err)
+		return "", backends.InvalidParam("language", "sherpa: %v", err)
 	}
 	return l, nil
 }
@@ -159,6 +176,35 @@ func tokenWords(tokens []string, times []float32, dur float64) []audio.Word {
 			continue
 		}
 		out[len(out)-1].Word += piece
+	}
+	return out
+}
+
+// paraformerWords folds Paraformer's tokens into words as its vocabulary
+// spells them (FunASR's): a token ending in "@@" goes on into the next
+// one; any other ends its word; a CJK character is a word of its own.
+// A word ends where the next begins (the last at the audio's end).
+func paraformerWords(tokens []string, times []float32, dur float64) []audio.Word {
+	if len(times) != len(tokens) {
+		return nil
+	}
+	var out []audio.Word
+	open := false // the last word goes on (its token ended in "@@")
+	for i, t := range tokens {
+		start := max(0, min(dur, math.Round(float64(times[i])*1000)/1000))
+		piece, more := strings.CutSuffix(t, "@@")
+		if piece == "" {
+			continue
+		}
+		if open && len(out) > 0 {
+			out[len(out)-1].Word += piece
+		} else {
+			if len(out) > 0 {
+				out[len(out)-1].End = max(out[len(out)-1].Start, start)
+			}
+			out = append(out, audio.Word{Word: piece, Start: start, End: dur})
+		}
+		open = more
 	}
 	return out
 }

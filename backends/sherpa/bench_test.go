@@ -15,13 +15,13 @@ import (
 )
 
 // benchNames are the checkpoints benchmarked: one per family.
-var benchNames = []string{PiperSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
-	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
+var benchNames = []string{PiperSynthetic, KokoroSynthetic, KokoroMultiSynthetic, KittenSynthetic, MatchaSynthetic, MatchaVocosSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic,
+	ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, MoonshineV2Synthetic, CanarySynthetic, StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, DiarizationSynthetic}
 
 // benchRequest is each family's request in the benchmarks: a two-sentence
 // text for TTS, jfk.wav (11 s) for the recognizers.
 func benchRequest(b testing.TB, name string) backends.Request {
-	if name == PiperSynthetic || name == KokoroSynthetic || name == MatchaSynthetic {
+	if families[synthetic[name].opts["family"].(string)].task == "tts" {
 		return backends.Request{Input: []byte(`{"text":"The quick brown fox jumps over the lazy dog. Sluice serves speech models."}`)}
 	}
 	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
@@ -63,6 +63,7 @@ func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 // the line (the pool's sessions and their buffers).
 func BenchmarkFamilies(b *testing.B) {
 	root := testRoot(b)
+	oneSlot := map[string]float64{}
 	e := New(Config{})
 	for _, name := range benchNames {
 		req := benchRequest(b, name)
@@ -119,7 +120,15 @@ func BenchmarkFamilies(b *testing.B) {
 				wg.Wait()
 				b.StopTimer()
 				el := time.Since(t0)
-				b.ReportMetric(float64(b.N)/el.Seconds(), "req/s")
+				rate := float64(b.N) / el.Seconds()
+				b.ReportMetric(rate, "req/s")
+				// The ratio to this run's 1-slot line (2x is the 2-core
+				// ceiling); the benchmark runs the 1-slot line first.
+				if slots == 1 {
+					oneSlot[name] = rate
+				} else if base := oneSlot[name]; base > 0 {
+					b.ReportMetric(rate/base, "x-1-slot")
+				}
 				b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/req")
 				after := rssMB()
 				b.ReportMetric(after, "rss-MB")

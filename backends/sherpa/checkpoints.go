@@ -29,10 +29,18 @@ const (
 	CanarySynthetic      = "sherpa-canary-synthetic"
 	DiarizationSynthetic = "sherpa-diarization-synthetic"
 	ParakeetSynthetic    = "sherpa-parakeet-tdt-synthetic"
+	KittenSynthetic      = "sherpa-kitten-synthetic"
+	// OnlineNemoCTCSynthetic and OnlineParaformerSynthetic are the
+	// streaming NeMo CTC and Paraformer recognizers.
+	OnlineNemoCTCSynthetic    = "sherpa-nemo-ctc-streaming-synthetic"
+	OnlineParaformerSynthetic = "sherpa-paraformer-streaming-synthetic"
+	MatchaVocosSynthetic      = "sherpa-matcha-vocos-synthetic"
+	MoonshineV2Synthetic      = "sherpa-moonshine-v2-synthetic"
+	KokoroMultiSynthetic      = "sherpa-kokoro-multi-lang-synthetic"
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic, KokoroMultiSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -48,6 +56,13 @@ var synthetic = map[string]struct {
 			"speakers": []string{"amy", "bob", "cleo"}}},
 	KokoroSynthetic: {"kokoro", 37, "synthetic Kokoro voice (v0.19 layout: model.onnx, voices.bin, tokens.txt; two speakers, 24 kHz)",
 		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	KittenSynthetic: {"kitten", 45, "synthetic KittenTTS voice (kitten-nano-en layout: model.fp16.onnx, voices.bin, tokens.txt; three speakers, 24 kHz)",
+		map[string]any{"family": FamilyKitten, "model": "model.fp16.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	MatchaVocosSynthetic: {"matcha-vocos", 48, "synthetic Matcha-TTS voice with a Vocos vocoder (model-steps-3.onnx, vocos-22khz-univ.onnx, tokens.txt; 22.05 kHz)",
+		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "vocos-22khz-univ.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
+	KokoroMultiSynthetic: {"kokoro-multi", 50, "synthetic multi-language Kokoro voice (kokoro-multi-lang-v1_0 layout: model.onnx, voices.bin, tokens.txt, lexicon-us-en.txt, lexicon-zh.txt; English and Spanish espeak-ng data; three speakers, 24 kHz)",
+		map[string]any{"family": FamilyKokoro, "model": "model.onnx", "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data",
+			"lexicon": "lexicon-us-en.txt,lexicon-zh.txt"}},
 	MatchaSynthetic: {"matcha", 39, "synthetic Matcha-TTS voice with a HiFi-GAN vocoder (model-steps-3.onnx, hifigan_v2.onnx, tokens.txt; 22.05 kHz)",
 		map[string]any{"family": FamilyMatcha, "acoustic_model": "model-steps-3.onnx", "vocoder": "hifigan_v2.onnx", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}},
 	NemoCTCSynthetic: {"nemo-ctc", 33, "synthetic NeMo CTC recognizer (Parakeet CTC layout: model.onnx, tokens.txt)",
@@ -63,12 +78,18 @@ var synthetic = map[string]struct {
 	MoonshineSynthetic: {"moonshine", 41, "synthetic Moonshine v1 recognizer (preprocess.onnx, encode.int8.onnx, uncached_decode.int8.onnx, cached_decode.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyMoonshine, "preprocessor": "preprocess.onnx", "encoder": "encode.int8.onnx", "uncached_decoder": "uncached_decode.int8.onnx",
 			"cached_decoder": "cached_decode.int8.onnx", "tokens": "tokens.txt"}},
+	MoonshineV2Synthetic: {"moonshine-v2", 49, "synthetic Moonshine v2 recognizer (encoder_model.onnx, decoder_model_merged.onnx, tokens.txt; the release archives ship these graphs as .ort)",
+		map[string]any{"family": FamilyMoonshineV2, "encoder": "encoder_model.onnx", "merged_decoder": "decoder_model_merged.onnx", "tokens": "tokens.txt"}},
 	CanarySynthetic: {"canary", 42, "synthetic NeMo Canary recognizer (canary-180m-flash layout: encoder.int8.onnx, decoder.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyCanary, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "tokens": "tokens.txt"}},
 	DiarizationSynthetic: {"diarization", 43, "synthetic speaker diarization (pyannote segmentation-3.0 layout and a 3D-Speaker embedding extractor)",
 		map[string]any{"family": FamilyDiarization, "segmentation": "segmentation.onnx", "embedding": "embedding.onnx"}},
 	ParakeetSynthetic: {"nemo-tdt", 44, "synthetic NeMo Parakeet TDT transducer (encoder.int8.onnx, decoder.int8.onnx, joiner.int8.onnx, tokens.txt)",
 		map[string]any{"family": FamilyNemoTransducer, "encoder": "encoder.int8.onnx", "decoder": "decoder.int8.onnx", "joiner": "joiner.int8.onnx", "tokens": "tokens.txt"}},
+	OnlineNemoCTCSynthetic: {"online-nemo-ctc", 46, "synthetic NeMo cache-aware streaming CTC recognizer (model.onnx, tokens.txt)",
+		map[string]any{"family": FamilyOnlineNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
+	OnlineParaformerSynthetic: {"online-paraformer", 47, "synthetic streaming Paraformer recognizer (encoder.onnx, decoder.onnx, tokens.txt)",
+		map[string]any{"family": FamilyOnlineParaformer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "tokens": "tokens.txt"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }
@@ -98,7 +119,7 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 	rate := SampleRate
 	if _, ok := s.opts["data_dir"]; ok {
 		rate = 22050
-		if s.gen == "kokoro" {
+		if s.gen == "kokoro" || s.gen == "kokoro-multi" || s.gen == "kitten" {
 			rate = 24000
 		}
 		es, err := catalogue.DefaultRecipe(src, catalogue.EspeakEn)
@@ -109,6 +130,13 @@ func SyntheticRecipe(src catalogue.Sources, name string, maxSlots int) (catalogu
 			if f.Src != "" { // Debian's files, not Sluice's steady variants
 				files = append(files, f)
 			}
+		}
+		// Spanish too, in every voice: ef_synth speaks it, and espeak-ng
+		// reads the data of the first voice a process loads (sherpa-onnx
+		// initializes it once), whichever that is.
+		{
+			files = append(files, catalogue.Source{Dest: "espeak-ng-data/es_dict", Src: filepath.Join(src.EspeakData, "es_dict")},
+				catalogue.Source{Dest: "espeak-ng-data/lang/roa/es", Src: filepath.Join(src.EspeakData, "lang", "roa", "es")})
 		}
 	}
 	o, err := json.Marshal(s.opts)

@@ -16,6 +16,9 @@ import (
 
 // checkFamily checks what is particular to the family beyond its table.
 func (c *config) checkFamily() error {
+	if err := c.checkDecoding(); err != nil {
+		return err
+	}
 	switch c.fam.name {
 	case FamilyVITS:
 		m := c.infos["model"]
@@ -49,8 +52,8 @@ func (c *config) checkFamily() error {
 		if c.files["data_dir"] == "" {
 			return backends.Invalidf("sherpa: family matcha needs option data_dir (espeak-ng-data)")
 		}
-		if len(c.infos["vocoder"].Inputs) != 1 {
-			return backends.Invalidf("sherpa: vocoder: %d inputs, want the mel spectrogram alone", len(c.infos["vocoder"].Inputs))
+		if err := checkVocoder(c.infos["vocoder"]); err != nil {
+			return err
 		}
 	case FamilyKokoro:
 		m := c.infos["model"]
@@ -58,8 +61,8 @@ func (c *config) checkFamily() error {
 		if c.rate < 8000 || c.rate > 48000 {
 			return backends.Invalidf("sherpa: model: metadata sample_rate %d outside 8000..48000", c.rate)
 		}
-		if v := metaInt(m, "version"); v > 1 {
-			return backends.Invalidf("sherpa: model: Kokoro metadata version %d (multi-language, lexicons and jieba): not served yet; version 1 (kokoro-en-v0_19) is", v)
+		if v := metaInt(m, "version"); v > 2 {
+			return backends.Invalidf("sherpa: model: Kokoro metadata version %d: versions 1 (kokoro-en-v0_19) and 2 (multi-language, lexicons) are served", v)
 		}
 		c.speakers = metaInt(m, "n_speakers")
 		if c.speakers < 1 || c.speakers > 4096 {
@@ -91,6 +94,9 @@ func (c *config) checkFamily() error {
 		}
 		if c.files["data_dir"] == "" {
 			return backends.Invalidf("sherpa: family kokoro needs option data_dir (espeak-ng-data)")
+		}
+		if err := c.checkKokoroMulti(); err != nil {
+			return err
 		}
 	case FamilyNemoCTC:
 		m := c.infos["model"]
@@ -274,6 +280,9 @@ func (c *config) checkFamily() error {
 		if ctx := metaInt(m, "n_text_ctx"); ctx < 4 || ctx > 4096 {
 			return backends.Invalidf("sherpa: encoder: metadata n_text_ctx %d outside 4..4096", ctx)
 		}
+		if err := c.base64Tokens(); err != nil {
+			return err
+		}
 		multi := metaInt(m, "is_multilingual") != 0
 		sot := strings.Split(m.Meta["sot_sequence"], ",")
 		if _, err := intList(m.Meta["sot_sequence"]); err != nil || multi && len(sot) < 3 {
@@ -315,8 +324,10 @@ func (c *config) checkFamily() error {
 		if err := checkLFR(m); err != nil {
 			return err
 		}
-		if len(m.Outputs) < 2 {
-			return backends.Invalidf("sherpa: model: Paraformer's graph has %d outputs, want logits and token_num", len(m.Outputs))
+		if len(m.Outputs) < 2 || len(m.Outputs) == 3 {
+			// With more than two, the library reads the fourth as
+			// us_cif_peak (the token times).
+			return backends.Invalidf("sherpa: model: Paraformer's graph has %d outputs, want logits and token_num (and us_alphas and us_cif_peak)", len(m.Outputs))
 		}
 		// The greedy search looks </s> up unchecked.
 		b, err := os.ReadFile(c.files["tokens"])
@@ -361,6 +372,8 @@ func (c *config) checkFamily() error {
 			stacks = n
 		}
 		c.rate = SampleRate
+	default:
+		return c.checkMoreFamilies()
 	}
 	return nil
 }

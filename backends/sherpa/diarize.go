@@ -155,6 +155,10 @@ func (m *model) process(ctx context.Context, samples unsafe.Pointer, n, numClust
 	m.lib.sdSetConfig(m.ptr, unsafe.Pointer(cfg))
 	freeC(unsafe.Pointer(cfg))
 	cs.free()
+	hook("diarize")
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	rp := m.lib.sdProcess(m.ptr, samples, int32(n))
 	if err := ctx.Err(); err != nil {
 		if rp != 0 {

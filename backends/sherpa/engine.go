@@ -34,6 +34,21 @@ type Options struct {
 	Preprocessor    string `json:"preprocessor,omitempty"`
 	UncachedDecoder string `json:"uncached_decoder,omitempty"`
 	CachedDecoder   string `json:"cached_decoder,omitempty"`
+	// Lexicon lists a multi-language Kokoro's lexicon files (comma
+	// separated, e.g. lexicon-us-en.txt,lexicon-zh.txt), and Lang its
+	// default espeak-ng voice (default: the model's metadata voice); each
+	// speaker speaks the language its name's first letter names (Kokoro's
+	// convention: a en-us, b en, e es, f fr, h hi, i it, j ja, p pt-br,
+	// z cmn) where data_dir has that voice.
+	Lexicon string `json:"lexicon,omitempty"`
+	Lang    string `json:"lang,omitempty"`
+	// DecodingMethod is a transducer's search: greedy_search (default)
+	// or modified_beam_search (4 active paths), which takes a request's
+	// hotwords, scored HotwordsScore (default 1.5) each token.
+	DecodingMethod string  `json:"decoding_method,omitempty"`
+	HotwordsScore  float64 `json:"hotwords_score,omitempty"`
+	// MergedDecoder is Moonshine v2's decoder (with Encoder).
+	MergedDecoder string `json:"merged_decoder,omitempty"`
 	// Segmentation and Embedding are a diarization checkpoint's pyannote
 	// segmentation model and speaker embedding extractor.
 	Segmentation string `json:"segmentation,omitempty"`
@@ -114,8 +129,11 @@ type config struct {
 	nTokens  int
 	rate     int // the model's sample rate (TTS output)
 	speakers int
-	capacity int
-	bytes    int64
+	// voiceLangs is each speaker's espeak-ng voice (multi-language
+	// Kokoro; nil otherwise).
+	voiceLangs []string
+	capacity   int
+	bytes      int64
 }
 
 func (e *Engine) resolve(spec backends.Spec) (config, error) {
@@ -168,7 +186,7 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("sherpa: noise_scale, noise_scale_w in 0..2 and length_scale in 0.1..10")
 	}
 	c := config{name: cp.Name, dir: cp.Dir, fam: fam, opts: o, files: map[string]string{}, infos: map[string]onnxInfo{}}
-	named := map[string]string{"segmentation": o.Segmentation, "embedding": o.Embedding, "preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
+	named := map[string]string{"segmentation": o.Segmentation, "embedding": o.Embedding, "preprocessor": o.Preprocessor, "uncached_decoder": o.UncachedDecoder, "cached_decoder": o.CachedDecoder, "merged_decoder": o.MergedDecoder, "acoustic_model": o.AcousticModel, "vocoder": o.Vocoder, "voices": o.Voices, "model": o.Model, "tokens": o.Tokens, "encoder": o.Encoder, "decoder": o.Decoder, "joiner": o.Joiner}
 	for _, k := range fam.files {
 		if named[k] == "" {
 			return config{}, backends.Invalidf("sherpa: family %s needs option %s (a file of the checkpoint)", fam.name, k)
@@ -313,7 +331,11 @@ func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
 	}
 	var out []backends.Voice
 	for i := range c.speakers {
-		out = append(out, backends.Voice{ID: c.speakerName(i), Languages: []string{lang}, SampleRate: c.rate, Default: i == 0})
+		l := lang
+		if i < len(c.voiceLangs) {
+			l = c.voiceLangs[i]
+		}
+		out = append(out, backends.Voice{ID: c.speakerName(i), Languages: []string{l}, SampleRate: c.rate, Default: i == 0})
 	}
 	return out, nil
 }

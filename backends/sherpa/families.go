@@ -54,6 +54,10 @@ const (
 	FamilyCanary           = "canary"
 	FamilyDiarization      = "diarization"
 	FamilyNemoTransducer   = "nemo-transducer"
+	FamilyKitten           = "kitten"
+	FamilyOnlineNemoCTC    = "online-nemo-ctc"
+	FamilyOnlineParaformer = "online-paraformer"
+	FamilyMoonshineV2      = "moonshine-v2"
 )
 
 // canaryTokens are the tokens sherpa-onnx's Canary decoder looks up
@@ -81,6 +85,13 @@ var families = map[string]family{
 			meta:   []string{"sample_rate", "n_speakers", "has_espeak", "style_dim"}, intMeta: []string{"sample_rate", "n_speakers", "has_espeak"},
 		}},
 	},
+	FamilyKitten: {
+		name: FamilyKitten, task: "tts", files: []string{"model", "voices", "tokens"}, tokens: "kokoro",
+		onnx: map[string]onnxReq{"model": {
+			meta:    []string{"model_type", "sample_rate", "n_speakers", "has_espeak", "style_dim"},
+			intMeta: []string{"sample_rate", "n_speakers", "has_espeak"},
+		}},
+	},
 	FamilyMatcha: {
 		name: FamilyMatcha, task: "tts", files: []string{"acoustic_model", "vocoder", "tokens"}, tokens: "matcha",
 		onnx: map[string]onnxReq{
@@ -88,7 +99,7 @@ var families = map[string]family{
 				inputs: []string{"x", "x_length"},
 				meta:   []string{"sample_rate", "n_speakers", "use_eos_bos", "pad_id", "has_espeak"}, intMeta: []string{"sample_rate", "n_speakers", "use_eos_bos", "pad_id", "has_espeak"},
 			},
-			"vocoder": {meta: []string{"model_type"}, metaHas: map[string]string{"model_type": "hifigan"}},
+			"vocoder": {meta: []string{"model_type"}}, // hifigan or vocos: checkVocoder
 		},
 	},
 	FamilyNemoCTC: {

@@ -43,6 +43,7 @@ func unregisterGen(key uintptr) {
 // library calls it on its own thread (the generating one) with each batch
 // of sentences it synthesised. Returning 0 stops the generation.
 func progressCallback(samples uintptr, n int32, _ float32, arg uintptr) int32 {
+	hook("tts-piece")
 	gensMu.Lock()
 	g := gens[arg]
 	gensMu.Unlock()
@@ -60,6 +61,10 @@ func progressCallback(samples uintptr, n int32, _ float32, arg uintptr) int32 {
 			g.stopped.Store(true)
 			return 0
 		}
+	}
+	if g.ctx.Err() != nil { // ended while the piece was handed on: no next sentence
+		g.stopped.Store(true)
+		return 0
 	}
 	return 1
 }

@@ -88,6 +88,13 @@ func TestHTTP(t *testing.T) {
 		{ID: "kokoro", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KokoroSynthetic, Slots: two, Options: over}},
 		{ID: "zipformer", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerSynthetic, Slots: two, Options: over}},
 		{ID: "sense-voice", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.SenseVoiceSynthetic, Slots: two, Options: over}},
+		{ID: "nemo-stream", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.OnlineNemoCTCSynthetic, Slots: two, Options: over}},
+		{ID: "paraformer-stream", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.OnlineParaformerSynthetic, Slots: two, Options: over}},
+		{ID: "kokoro-multi", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KokoroMultiSynthetic, Slots: two, Options: over}},
+		{ID: "moonshine-v2", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.MoonshineV2Synthetic, Slots: two, Options: over}},
+		{ID: "matcha-vocos", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaVocosSynthetic, Slots: two, Options: over}},
+		{ID: "zipformer-beam", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerSynthetic, Slots: two, Options: json.RawMessage(`{"oversubscribe":true,"decoding_method":"modified_beam_search"}`)}},
+		{ID: "kitten", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KittenSynthetic, Slots: two, Options: over}},
 		{ID: "matcha", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaSynthetic, Slots: two, Options: over}},
 		{ID: "whisper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.WhisperSynthetic, Slots: two, Options: over}},
 		{ID: "moonshine", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.MoonshineSynthetic, Slots: two, Options: over}},
@@ -197,7 +204,7 @@ func TestHTTP(t *testing.T) {
 	}
 	// Every other recognizer answers through the route; those with token
 	// times give words.
-	for _, id := range []string{"zipformer", "parakeet", "sense-voice", "paraformer", "whisper", "moonshine", "canary", "stream"} {
+	for _, id := range []string{"zipformer", "parakeet", "sense-voice", "paraformer", "whisper", "moonshine", "moonshine-v2", "canary", "stream", "nemo-stream", "paraformer-stream"} {
 		code, body := transcribe("model", id, "response_format", "verbose_json", "timestamp_granularities[]", "word")
 		var r struct {
 			Text     string
@@ -207,12 +214,27 @@ func TestHTTP(t *testing.T) {
 		if code != 200 || json.Unmarshal(body, &r) != nil || r.Text == "" || r.Language == "" {
 			t.Fatalf("%s: %d %s", id, code, body)
 		}
-		if (id == "zipformer" || id == "parakeet" || id == "sense-voice") && len(r.Words) < 10 {
+		if (id == "zipformer" || id == "parakeet" || id == "sense-voice" || id == "paraformer") && len(r.Words) < 10 {
 			t.Fatalf("%s: %d words", id, len(r.Words))
 		}
 	}
-	if code, b := transcribe("model", "sense-voice", "language", "en"); code != 400 || !strings.Contains(string(b), "language") {
+	param := func(b []byte) string {
+		var e struct{ Error struct{ Param string } }
+		_ = json.Unmarshal(b, &e)
+		return e.Error.Param
+	}
+	if code, b := transcribe("model", "sense-voice", "language", "en"); code != 400 || param(b) != "language" {
 		t.Fatalf("sense-voice with a language: %d %s", code, b)
+	}
+	// hotwords (an extension field): taken by a transducer with
+	// modified_beam_search, refused naming it by the others.
+	if code, b := transcribe("model", "zipformer-beam", "hotwords", "l :30/j"); code != 200 || !strings.Contains(string(b), "l") {
+		t.Fatalf("hotwords on zipformer-beam: %d %s", code, b)
+	}
+	for _, id := range []string{"zipformer", "ctc"} {
+		if code, b := transcribe("model", id, "hotwords", "l"); code != 400 || param(b) != "hotwords" {
+			t.Fatalf("hotwords on %s: %d %s", id, code, b)
+		}
 	}
 	code, h, kw := post("/v1/audio/speech", map[string]any{"model": "kokoro", "input": "Hello from Kokoro.", "voice": "am_synth", "sample_rate": 16000})
 	if ka, err := audio.ParseWAV(kw); code != 200 || h.Get("Content-Type") != "audio/wav" || err != nil || ka.Rate != 16000 || len(ka.Samples) == 0 {

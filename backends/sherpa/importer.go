@@ -209,9 +209,14 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 	if pre, enc, un, ca := pick(onnxFiles, "preprocess"), pick(onnxFiles, "encode"), pick(onnxFiles, "uncached_decode"), pick(onnxFiles, "cached_decode"); pre != "" && enc != "" && un != "" && ca != "" {
 		return map[string]any{"family": FamilyMoonshine, "preprocessor": pre, "encoder": enc, "uncached_decoder": un, "cached_decoder": ca, "tokens": "tokens.txt"}, FamilyMoonshine, nil
 	}
+	if enc, dec := pick(onnxFiles, "encoder_model"), pick(onnxFiles, "decoder_model_merged"); enc != "" && dec != "" {
+		return map[string]any{"family": FamilyMoonshineV2, "encoder": enc, "merged_decoder": dec, "tokens": "tokens.txt"}, FamilyMoonshineV2, nil
+	}
 	if enc, dec := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"); enc != "" && dec != "" && pick(onnxFiles, "joiner") == "" {
 		if info, err := read(enc); err == nil && info.Meta["model_type"] == "EncDecMultiTaskModel" {
 			return map[string]any{"family": FamilyCanary, "encoder": enc, "decoder": dec, "tokens": "tokens.txt"}, FamilyCanary, nil
+		} else if err == nil && info.Meta["decoder_num_blocks"] != "" {
+			return map[string]any{"family": FamilyOnlineParaformer, "encoder": enc, "decoder": dec, "tokens": "tokens.txt"}, FamilyOnlineParaformer, nil
 		}
 	}
 	if enc, dec, join := pick(onnxFiles, "encoder"), pick(onnxFiles, "decoder"), pick(onnxFiles, "joiner"); enc != "" && dec != "" && join != "" {
@@ -228,7 +233,7 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		return map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}, fam, nil
 	}
 	for _, f := range onnxFiles {
-		if info, err := read(f); err == nil && info.Meta["model_type"] == "hifigan" {
+		if info, err := read(f); err == nil && isVocoder(info) {
 			continue // Matcha's vocoder, found with its acoustic model below
 		}
 		info, err := read(f)
@@ -238,12 +243,12 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		if info.Meta["model_type"] == "matcha-tts" || strings.HasPrefix(f, "model-steps") {
 			voc := ""
 			for _, g := range onnxFiles {
-				if vi, err := read(g); err == nil && vi.Meta["model_type"] == "hifigan" {
+				if vi, err := read(g); err == nil && isVocoder(vi) {
 					voc = g
 				}
 			}
 			if voc == "" || !hasEspeak {
-				return nil, "", backends.Invalidf("import: %s is a Matcha acoustic model; the folder needs a HiFi-GAN vocoder (*.onnx with model_type hifigan) and espeak-ng-data", f)
+				return nil, "", backends.Invalidf("import: %s is a Matcha acoustic model; the folder needs a HiFi-GAN or Vocos vocoder (*.onnx with model_type hifigan or vocos) and espeak-ng-data", f)
 			}
 			o := map[string]any{"family": FamilyMatcha, "acoustic_model": f, "vocoder": voc, "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
 			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
@@ -252,17 +257,28 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 			return o, FamilyMatcha, nil
 		}
 		if _, ok := info.Meta["style_dim"]; ok {
+			fam := FamilyKokoro
+			if info.Meta["model_type"] == "kitten-tts" {
+				fam = FamilyKitten
+			}
 			if !hasEspeak {
 				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no espeak-ng-data", f)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "voices.bin")); err != nil {
 				return nil, "", backends.Invalidf("import: %s is a Kokoro voice but the folder has no voices.bin", f)
 			}
-			o := map[string]any{"family": FamilyKokoro, "model": f, "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			o := map[string]any{"family": fam, "model": f, "voices": "voices.bin", "tokens": "tokens.txt", "data_dir": "espeak-ng-data"}
+			if lex, _ := filepath.Glob(filepath.Join(dir, "lexicon*.txt")); fam == FamilyKokoro && len(lex) > 0 && metaInt(info, "version") >= 2 {
+				var names []string
+				for _, l := range lex {
+					names = append(names, filepath.Base(l))
+				}
+				o["lexicon"] = strings.Join(names, ",") // a multi-language Kokoro's lexicons
+			}
 			if r, err := strconv.Atoi(info.Meta["sample_rate"]); err == nil && r >= 1000 {
 				o["sample_rate"] = r
 			}
-			return o, FamilyKokoro, nil
+			return o, fam, nil
 		}
 		if strings.Contains(info.Meta["comment"], "piper") {
 			if !hasEspeak {
@@ -281,6 +297,10 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 			return map[string]any{"family": FamilyParaformer, "model": pick(onnxFiles, strings.SplitN(f, ".", 2)[0]), "tokens": "tokens.txt"}, FamilyParaformer, nil
 		}
 		if mt := info.Meta["model_type"]; strings.HasPrefix(mt, "EncDecCTC") || strings.HasPrefix(mt, "EncDecHybridRNNTCTC") {
+			if _, ok := info.Meta["cache_last_time_dim1"]; ok {
+				f = pick(onnxFiles, strings.SplitN(f, ".", 2)[0])
+				return map[string]any{"family": FamilyOnlineNemoCTC, "model": f, "tokens": "tokens.txt"}, FamilyOnlineNemoCTC, nil
+			}
 			if _, ok := info.Meta["subsampling_factor"]; ok {
 				f = pick(onnxFiles, strings.SplitN(f, ".", 2)[0])
 				return map[string]any{"family": FamilyNemoCTC, "model": f, "tokens": "tokens.txt"}, FamilyNemoCTC, nil
@@ -288,4 +308,10 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		}
 	}
 	return nil, "", backends.Invalidf("import: cannot tell the family of %s from its files (%s) and their metadata; write its manifest by hand (README)", dir, strings.Join(onnxFiles, ", "))
+}
+
+// isVocoder reports whether a model is a Matcha vocoder (HiFi-GAN or Vocos).
+func isVocoder(info onnxInfo) bool {
+	mt := info.Meta["model_type"]
+	return mt == "hifigan" || mt == "vocos" || mt == "matcha-tts vocos"
 }

@@ -17,20 +17,26 @@ func TestImportDetectsFamilies(t *testing.T) {
 	root := testRoot(t)
 	e := New(Config{})
 	renames := map[string]map[string]string{
-		PiperSynthetic:       {"model.onnx": "en_US-synthetic-low.onnx"},
-		NemoCTCSynthetic:     {},
-		KokoroSynthetic:      {},
-		ParaformerSynthetic:  {},
-		MatchaSynthetic:      {},
-		MoonshineSynthetic:   {},
-		CanarySynthetic:      {},
-		DiarizationSynthetic: {"segmentation.onnx": "model.onnx", "embedding.onnx": "3dspeaker_speech_eres2net_base_sv_zh-cn_3dspeaker_16k.onnx"},
-		WhisperSynthetic:     {"tiny.en-encoder.onnx": "base.en-encoder.int8.onnx", "tiny.en-decoder.onnx": "base.en-decoder.int8.onnx", "tiny.en-tokens.txt": "base.en-tokens.txt"},
-		SenseVoiceSynthetic:  {"model.onnx": "model.int8.onnx"},
-		TransducerSynthetic:  {"encoder.onnx": "encoder-epoch-99-avg-1.onnx", "decoder.onnx": "decoder-epoch-99-avg-1.onnx", "joiner.onnx": "joiner-epoch-99-avg-1.onnx"},
-		StreamingSynthetic:   {"encoder.onnx": "encoder-epoch-99-avg-1-chunk-16-left-128.int8.onnx", "decoder.onnx": "decoder-epoch-99-avg-1-chunk-16-left-128.onnx", "joiner.onnx": "joiner-epoch-99-avg-1-chunk-16-left-128.int8.onnx"},
+		PiperSynthetic:            {"model.onnx": "en_US-synthetic-low.onnx"},
+		NemoCTCSynthetic:          {},
+		KokoroSynthetic:           {},
+		KittenSynthetic:           {},
+		MatchaVocosSynthetic:      {},
+		MoonshineV2Synthetic:      {},
+		KokoroMultiSynthetic:      {},
+		OnlineNemoCTCSynthetic:    {},
+		OnlineParaformerSynthetic: {},
+		ParaformerSynthetic:       {},
+		MatchaSynthetic:           {},
+		MoonshineSynthetic:        {},
+		CanarySynthetic:           {},
+		DiarizationSynthetic:      {"segmentation.onnx": "model.onnx", "embedding.onnx": "3dspeaker_speech_eres2net_base_sv_zh-cn_3dspeaker_16k.onnx"},
+		WhisperSynthetic:          {"tiny.en-encoder.onnx": "base.en-encoder.int8.onnx", "tiny.en-decoder.onnx": "base.en-decoder.int8.onnx", "tiny.en-tokens.txt": "base.en-tokens.txt"},
+		SenseVoiceSynthetic:       {"model.onnx": "model.int8.onnx"},
+		TransducerSynthetic:       {"encoder.onnx": "encoder-epoch-99-avg-1.onnx", "decoder.onnx": "decoder-epoch-99-avg-1.onnx", "joiner.onnx": "joiner-epoch-99-avg-1.onnx"},
+		StreamingSynthetic:        {"encoder.onnx": "encoder-epoch-99-avg-1-chunk-16-left-128.int8.onnx", "decoder.onnx": "decoder-epoch-99-avg-1-chunk-16-left-128.onnx", "joiner.onnx": "joiner-epoch-99-avg-1-chunk-16-left-128.int8.onnx"},
 	}
-	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, ParakeetSynthetic: FamilyNemoTransducer, DiarizationSynthetic: FamilyDiarization, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
+	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, KittenSynthetic: FamilyKitten, MatchaVocosSynthetic: FamilyMatcha, MoonshineV2Synthetic: FamilyMoonshineV2, KokoroMultiSynthetic: FamilyKokoro, OnlineNemoCTCSynthetic: FamilyOnlineNemoCTC, OnlineParaformerSynthetic: FamilyOnlineParaformer, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, ParakeetSynthetic: FamilyNemoTransducer, DiarizationSynthetic: FamilyDiarization, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
 	for name, ren := range renames {
 		dir := copyCheckpoint(t, root, name)
 		if err := os.Remove(filepath.Join(dir, catalogue.ManifestName)); err != nil {

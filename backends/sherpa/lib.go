@@ -44,6 +44,8 @@ type lib struct {
 	createOffRec    func(cfg unsafe.Pointer) uintptr
 	destroyOffRec   func(r uintptr)
 	createOffStream func(r uintptr) uintptr
+	offStreamHw     func(r uintptr, hotwords unsafe.Pointer) uintptr
+	onStreamHw      func(r uintptr, hotwords unsafe.Pointer) uintptr
 	destroyOffStr   func(s uintptr)
 	acceptOff       func(s uintptr, rate int32, samples unsafe.Pointer, n int32)
 	decodeOff       func(r, s uintptr)
@@ -118,6 +120,8 @@ func load() (*lib, error) {
 			&l.createOffRec, "SherpaOnnxCreateOfflineRecognizer",
 			&l.destroyOffRec, "SherpaOnnxDestroyOfflineRecognizer",
 			&l.createOffStream, "SherpaOnnxCreateOfflineStream",
+			&l.offStreamHw, "SherpaOnnxCreateOfflineStreamWithHotwords",
+			&l.onStreamHw, "SherpaOnnxCreateOnlineStreamWithHotwords",
 			&l.destroyOffStr, "SherpaOnnxDestroyOfflineStream",
 			&l.acceptOff, "SherpaOnnxAcceptWaveformOffline",
 			&l.decodeOff, "SherpaOnnxDecodeOfflineStream",

@@ -22,15 +22,21 @@ func pieces(a audio.Audio, ms int) []backends.LivePiece {
 	return out
 }
 
-// TestStreamingPartialsGrow: a live session on the streaming transducer
-// gives partials as the audio arrives, each extending the one before
+// TestStreamingPartialsGrow: a live session on each streaming family
+// (Zipformer2 transducer, NeMo cache-aware CTC, Paraformer) gives partials as the audio arrives, each extending the one before
 // (greedy search only appends), and a final that extends the last
 // partial; the same turn in other piece sizes and at another input rate
 // has the same final, and so does the file route; a second turn's
 // transcript does not depend on the first.
 func TestStreamingPartialsGrow(t *testing.T) {
 	root := testRoot(t)
-	s := open(t, New(Config{}), root, StreamingSynthetic, "")
+	for _, name := range []string{StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic} {
+		t.Run(name, func(t *testing.T) { streamingPartialsGrow(t, root, name) })
+	}
+}
+
+func streamingPartialsGrow(t *testing.T, root, name string) {
+	s := open(t, New(Config{}), root, name, "")
 	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
 	if err != nil {
 		t.Fatal(err)

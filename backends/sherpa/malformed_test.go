@@ -199,6 +199,14 @@ func TestMalformedRefused(t *testing.T) {
 		{"ctc/tokens-gap", NemoCTCSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<unk> 0\n", "<unk> 99\n", 1)) }), "IDs are not"},
 		{"ctc/wrong-family", NemoCTCSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
 	}
+	fileMeta := func(file string) func(k, v string) mut {
+		return func(k, v string) mut {
+			return func(t *testing.T, dir string) string {
+				return modify(file, func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
+			}
+		}
+	}
+	kittenMeta, paraEncMeta, vocosMeta := fileMeta("model.fp16.onnx"), fileMeta("encoder.onnx"), fileMeta("vocos-22khz-univ.onnx")
 	encMeta := func(k, v string) mut {
 		return func(t *testing.T, dir string) string {
 			return modify("encoder.onnx", func(b []byte) []byte { return setMeta(t, b, k, v) })(t, dir)
@@ -222,7 +230,12 @@ func TestMalformedRefused(t *testing.T) {
 		{"transducer/unknown-type", TransducerSynthetic, encMeta("model_type", "lstm7"), "model_type"},
 		{"transducer/streaming-export", TransducerSynthetic, encMeta("decode_chunk_len", "32"), "streaming export"},
 		{"transducer/context", TransducerSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "context_size", "0") }), "context_size 0"},
-		{"matcha/vocos", MatchaSynthetic, modify("hifigan_v2.onnx", func(b []byte) []byte { return setMeta(t, b, "model_type", "vocos") }), `"model_type" = "vocos"`},
+		{"matcha/vocos", MatchaSynthetic, modify("hifigan_v2.onnx", func(b []byte) []byte { return setMeta(t, b, "model_type", "vocos") }), "a Vocos vocoder with 1 outputs"},
+		{"matcha/vocoder-type", MatchaSynthetic, modify("hifigan_v2.onnx", func(b []byte) []byte { return setMeta(t, b, "model_type", "wavenet") }), `model_type "wavenet"`},
+		{"matcha-vocos/n-fft", MatchaVocosSynthetic, vocosMeta("n_fft", "2048"), "has 513 bins; n_fft 2048 makes 1025"},
+		{"matcha-vocos/hop", MatchaVocosSynthetic, vocosMeta("hop_length", "4096"), "hop_length 4096"},
+		{"matcha-vocos/window", MatchaVocosSynthetic, vocosMeta("window_type", "kaiser"), `window_type "kaiser"`},
+		{"matcha-vocos/as-hifigan", MatchaVocosSynthetic, vocosMeta("model_type", "hifigan"), "HiFi-GAN vocoder with 3 outputs"},
 		{"matcha/no-vocoder", MatchaSynthetic, remove("hifigan_v2.onnx"), "vocoder"},
 		{"matcha/lexicon", MatchaSynthetic, modify("model-steps-3.onnx", func(b []byte) []byte { return setMeta(t, b, "has_espeak", "0") }), "has_espeak 1"},
 		{"matcha/no-bos", MatchaSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "^ 1\n", "", 1)) }), `no "^"`},
@@ -280,10 +293,36 @@ func TestMalformedRefused(t *testing.T) {
 		}, "decoder: 2 inputs"},
 		{"kokoro/voices-size", KokoroSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 16380 bytes"},
 		{"kokoro/style-dim", KokoroSynthetic, meta("style_dim", "64,2,32"), "style_dim"},
-		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "version 2"},
+		{"kokoro/multi-lang", KokoroSynthetic, meta("version", "2"), "the multi-language front end needs"},
+		{"kokoro/version", KokoroSynthetic, meta("version", "3"), "version 3"},
+		{"kokoro/lexicon-on-v1", KokoroSynthetic, opts(`{"lang":"es"}`), "multi-language Kokoro models"},
+		{"kokoro-multi/lang", KokoroMultiSynthetic, opts(`{"lang":"xx-yy"}`), `lang "xx-yy"`},
+		{"kokoro-multi/no-lexicon-file", KokoroMultiSynthetic, remove("lexicon-zh.txt"), "lexicon-zh.txt"},
+		{"kokoro-multi/lexicon-escape", KokoroMultiSynthetic, opts(`{"lexicon":"../../etc/passwd"}`), "lexicon"},
+		{"kokoro-multi/no-quote", KokoroMultiSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\u201c ", "\u0394 ", 1)) }), "has no"},
 		{"kokoro/no-space", KokoroSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
 		{"kokoro/names", KokoroSynthetic, meta("speaker_names", "a,b,c"), "3 speaker names for 2 speakers"},
 		{"kokoro/no-voices", KokoroSynthetic, remove("voices.bin"), "voices"},
+		{"moonshine-v2/tokens-not-base64", MoonshineV2Synthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "PHVuaz4= 0\n", "it's 0\n", 1)) }), "not base64"},
+		{"moonshine-v2/no-decoder", MoonshineV2Synthetic, remove("decoder_model_merged.onnx"), "merged_decoder"},
+		{"moonshine-v2/truncated", MoonshineV2Synthetic, modify("decoder_model_merged.onnx", func(b []byte) []byte { return b[:len(b)/2] }), "not a valid ONNX model"},
+		{"moonshine-v2/as-v1", MoonshineV2Synthetic, opts(`{"family":"moonshine"}`), "preprocessor"},
+		{"moonshine-v2/wrong-decoder", MoonshineV2Synthetic, opts(`{"merged_decoder":"encoder_model.onnx"}`), "merged_decoder: 1 inputs"},
+		{"nemo-streaming/cache-dim", OnlineNemoCTCSynthetic, meta("cache_last_time_dim2", "0"), "cache_last_time_dim2 0"},
+		{"nemo-streaming/no-window", OnlineNemoCTCSynthetic, meta("window_size", ""), `no metadata "window_size"`},
+		{"nemo-streaming/shift", OnlineNemoCTCSynthetic, meta("chunk_shift", "99"), "chunk_shift 99"},
+		{"nemo-streaming/no-blank", OnlineNemoCTCSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<blk>", "<bl>", 1)) }), "no blank"},
+		{"nemo-streaming/offline", NemoCTCSynthetic, opts(`{"family":"online-nemo-ctc"}`), "no metadata"},
+		{"paraformer-streaming/blocks", OnlineParaformerSynthetic, paraEncMeta("decoder_num_blocks", "3"), "3 decoder blocks"},
+		{"paraformer-streaming/kernel", OnlineParaformerSynthetic, paraEncMeta("decoder_kernel_size", "1"), "decoder_kernel_size 1"},
+		{"paraformer-streaming/cmvn", OnlineParaformerSynthetic, paraEncMeta("neg_mean", "1,2"), "neg_mean has 2 values"},
+		{"paraformer-streaming/no-decoder", OnlineParaformerSynthetic, remove("decoder.onnx"), "decoder"},
+		{"paraformer-streaming/truncated", OnlineParaformerSynthetic, modify("encoder.onnx", func(b []byte) []byte { return b[:len(b)/2] }), "not a valid ONNX model"},
+		{"kitten/voices-size", KittenSynthetic, modify("voices.bin", func(b []byte) []byte { return b[:len(b)-4] }), "voices voices.bin is 380 bytes"},
+		{"kitten/style-dim", KittenSynthetic, kittenMeta("style_dim", "1,1,32"), "style_dim"},
+		{"kitten/model-type", KittenSynthetic, kittenMeta("model_type", "kokoro"), "want kitten-tts"},
+		{"kitten/priors", KittenSynthetic, kittenMeta("speaker_speed_priors", "1,1"), "2 values for 3 speakers"},
+		{"kitten/no-space", KittenSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "\n1\n", "\n", 1)) }), "no space token"},
 		{"paraformer/no-eos", ParaformerSynthetic, modify("tokens.txt", func(b []byte) []byte { return []byte(strings.Replace(string(b), "</s> 2\n", "</S> 2\n", 1)) }), "no </s>"},
 		{"paraformer/inv-stddev", ParaformerSynthetic, meta("inv_stddev", "x"), "inv_stddev has 1 values"},
 		{"paraformer/no-lfr", ParaformerSynthetic, meta("lfr_window_size", ""), "lfr_window_size"},
@@ -294,27 +333,16 @@ func TestMalformedRefused(t *testing.T) {
 		{"sense-voice/language", SenseVoiceSynthetic, opts(`{"language":"fr"}`), `option language "fr"`},
 		{"transducer/as-streaming", TransducerSynthetic, opts(`{"family":"online-transducer"}`), "no metadata"},
 	}...)
-	good := map[string]backends.Session{
-		PiperSynthetic:       open(t, e, root, PiperSynthetic, ""),
-		NemoCTCSynthetic:     open(t, e, root, NemoCTCSynthetic, ""),
-		StreamingSynthetic:   open(t, e, root, StreamingSynthetic, ""),
-		TransducerSynthetic:  open(t, e, root, TransducerSynthetic, ""),
-		SenseVoiceSynthetic:  open(t, e, root, SenseVoiceSynthetic, ""),
-		KokoroSynthetic:      open(t, e, root, KokoroSynthetic, ""),
-		ParaformerSynthetic:  open(t, e, root, ParaformerSynthetic, ""),
-		MatchaSynthetic:      open(t, e, root, MatchaSynthetic, ""),
-		WhisperSynthetic:     open(t, e, root, WhisperSynthetic, ""),
-		MoonshineSynthetic:   open(t, e, root, MoonshineSynthetic, ""),
-		CanarySynthetic:      open(t, e, root, CanarySynthetic, ""),
-		DiarizationSynthetic: open(t, e, root, DiarizationSynthetic, ""),
-		ParakeetSynthetic:    open(t, e, root, ParakeetSynthetic, ""),
+	good := map[string]backends.Session{}
+	for _, name := range SyntheticNames { // every family keeps serving
+		good[name] = open(t, e, root, name, "")
 	}
 	serve := func(name string) {
 		t.Helper()
 		in := backends.Request{Input: []byte(`{"text":"Still here."}`)}
 		if name == DiarizationSynthetic {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 2*16000*12)}
-		} else if name != PiperSynthetic && name != KokoroSynthetic && name != MatchaSynthetic {
+		} else if families[synthetic[name].opts["family"].(string)].task != "tts" {
 			in = backends.Request{Input: []byte(`{"sample_rate":16000}`), Data: make([]byte, 32000)}
 		}
 		if _, err := good[name].Infer(context.Background(), in, nil); err != nil {
@@ -326,7 +354,7 @@ func TestMalformedRefused(t *testing.T) {
 			dir := copyCheckpoint(t, root, c.ckpt)
 			o := c.mut(t, dir)
 			remanifest(t, dir, o)
-			spec := backends.Spec{Model: "bad", Task: map[string]string{PiperSynthetic: "tts", NemoCTCSynthetic: "asr", StreamingSynthetic: "asr", TransducerSynthetic: "asr", SenseVoiceSynthetic: "asr", KokoroSynthetic: "tts", ParaformerSynthetic: "asr", MatchaSynthetic: "tts", WhisperSynthetic: "asr", MoonshineSynthetic: "asr", CanarySynthetic: "asr", DiarizationSynthetic: "diarization", ParakeetSynthetic: "asr"}[c.ckpt],
+			spec := backends.Spec{Model: "bad", Task: families[synthetic[c.ckpt].opts["family"].(string)].task,
 				Engine: Name, Checkpoint: dir, Options: []byte("{}"), Slots: 1}
 			err := e.Validate(spec)
 			if err == nil {

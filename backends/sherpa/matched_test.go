@@ -84,6 +84,9 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.PiperMultiSynthetic, ttsRequests("amy", "bob", "cleo")},
 		{sherpa.KokoroSynthetic, ttsRequests("af_synth", "am_synth")},
 		{sherpa.MatchaSynthetic, ttsRequests()},
+		{sherpa.MatchaVocosSynthetic, ttsRequests()},
+		{sherpa.KokoroMultiSynthetic, append(ttsRequests("af_synth", "ef_synth", "zf_synth"), kokoroMultiRequests()...)},
+		{sherpa.KittenSynthetic, ttsRequests("expr-voice-2-m", "expr-voice-3-m")},
 		{sherpa.NemoCTCSynthetic, asrRequests(t)},
 		{sherpa.TransducerSynthetic, asrRequests(t)},
 		{sherpa.ParakeetSynthetic, asrRequests(t)},
@@ -91,8 +94,11 @@ func TestMatchedOutputs(t *testing.T) {
 		{sherpa.ParaformerSynthetic, asrRequests(t)},
 		{sherpa.WhisperSynthetic, asrRequests(t)},
 		{sherpa.MoonshineSynthetic, asrRequests(t)},
+		{sherpa.MoonshineV2Synthetic, asrRequests(t)},
 		{sherpa.CanarySynthetic, asrRequests(t)},
 		{sherpa.StreamingSynthetic, asrRequests(t)},
+		{sherpa.OnlineNemoCTCSynthetic, asrRequests(t)},
+		{sherpa.OnlineParaformerSynthetic, asrRequests(t)},
 		{sherpa.DiarizationSynthetic, diarizationRequests(t)},
 	}
 	for _, c := range cases {
@@ -110,6 +116,83 @@ func TestMatchedOutputs(t *testing.T) {
 			for _, r := range rows {
 				if r.Status() != "ok" {
 					t.Errorf("%d slots: %s (%d of %d matched; %v %v)", r.Slots, r.Status(), r.Matched, r.Requests, r.Refused, r.Err)
+				}
+			}
+		})
+	}
+}
+
+// kokoroMultiRequests: the multi-language Kokoro's voices each in their
+// language, and Chinese (the lexicon) in one.
+func kokoroMultiRequests() []backends.Request {
+	var out []backends.Request
+	for _, r := range []audio.TTSRequest{
+		{Text: "Hola amigos, buenos días. ¿Cómo estáis?", Voice: "ef_synth"},
+		{Text: "你好世界。Hello world.", Voice: "zf_synth"},
+		{Text: "Hello, sluice world!", Voice: "af_synth", Speed: 1.2},
+	} {
+		b, _ := json.Marshal(r)
+		out = append(out, backends.Request{ID: string(b), Input: b})
+	}
+	return out
+}
+
+// TestMatchedHotwords: the transducers with modified_beam_search answer
+// requests with and without hotwords identically at 1, 2 and 4 slots in
+// any order (each stream's hotwords graph is its own).
+func TestMatchedHotwords(t *testing.T) {
+	root := sherpa.TestRoot(t)
+	eng := sherpa.New(sherpa.Config{})
+	reqs := asrRequests(t)
+	for _, r := range asrRequests(t)[:2] {
+		r.ID += "+hotwords"
+		r.Input = []byte(`{"hotwords":"j :20/l :20/t h e"}`)
+		reqs = append(reqs, r)
+	}
+	for _, name := range []string{sherpa.TransducerSynthetic, sherpa.StreamingSynthetic} {
+		cp, err := catalogue.Load(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := engines.SpecFor(name, cp, 1)
+		spec.Options = []byte(`{"oversubscribe":true,"decoding_method":"modified_beam_search"}`)
+		rows, err := engines.Matched(context.Background(), eng, spec, name, reqs, []int{1, 2, 4}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Status() != "ok" {
+				t.Errorf("%s, %d slots: %s (%d of %d matched; %v %v)", name, r.Slots, r.Status(), r.Matched, r.Requests, r.Refused, r.Err)
+			}
+		}
+	}
+}
+
+// TestHistoryIndependence: every synthetic checkpoint through the engine
+// contract's history harness (engines.History, contract E1): each
+// request's answer from one fresh one-slot pool is the reference, and at
+// 1, 2 and 4 slots two seeded shuffled orders of all requests (the TTS
+// ones with engines.HistoryInputs' pairs, lengths, speeds and rates
+// interleaved) answer it byte for byte whatever came before.
+func TestHistoryIndependence(t *testing.T) {
+	root := sherpa.TestRoot(t)
+	eng := sherpa.New(sherpa.Config{})
+	inputs := map[string][]backends.Request{"tts": ttsRequests(), "asr": asrRequests(t), "diarization": diarizationRequests(t)[:3]}
+	for _, name := range sherpa.SyntheticNames {
+		t.Run(name, func(t *testing.T) {
+			cp, err := catalogue.Load(filepath.Join(root, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := engines.SpecFor(name, cp, 1)
+			spec.Options = []byte(`{"oversubscribe":true}`)
+			rows, err := engines.History(context.Background(), eng, spec, name, engines.HistoryInputs(inputs, cp.Task), engines.HistoryOptions{Slots: []int{1, 2, 4}, Orders: 2, Seed: 31})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.Status() != "ok" {
+					t.Errorf("%d slots: %s (%d of %d equal; differ %v; %v %v)", r.Slots, r.Status(), r.Matched, r.Requests, r.Differs, r.Refused, r.Err)
 				}
 			}
 		})

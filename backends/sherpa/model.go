@@ -33,6 +33,9 @@ func create(l *lib, c config) (*model, error) {
 	var cs cstrings
 	defer cs.free()
 	m := &model{lib: l, cfg: c, refs: 1}
+	if c.fam.task == "tts" && c.files["data_dir"] != "" {
+		noteEspeak(c.files["data_dir"])
+	}
 	switch c.fam.name {
 	case FamilyVITS:
 		cfg := cAlloc[ttsConfig]()
@@ -64,13 +67,26 @@ func create(l *lib, c config) (*model, error) {
 		cfg.Model.Kokoro = ttsKokoro{
 			Model: cs.of(c.files["model"]), Voices: cs.of(c.files["voices"]), Tokens: cs.of(c.files["tokens"]),
 			DataDir: cs.of(c.files["data_dir"]), LengthScale: float32(c.opts.LengthScale),
+			Lexicon: cs.of(c.files["lexicon"]), Lang: cs.of(c.opts.Lang),
 		}
 		cfg.Model.NumThreads = int32(c.opts.Threads)
 		cfg.Model.Provider = cs.of("cpu")
 		cfg.MaxNumSentences = 1
 		cfg.SilenceScale = 1
 		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
-	case FamilyNemoCTC, FamilyTransducer, FamilyNemoTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyCanary:
+	case FamilyKitten:
+		cfg := cAlloc[ttsConfig]()
+		defer freeC(unsafe.Pointer(cfg))
+		cfg.Model.Kitten = ttsKitten{
+			Model: cs.of(c.files["model"]), Voices: cs.of(c.files["voices"]), Tokens: cs.of(c.files["tokens"]),
+			DataDir: cs.of(c.files["data_dir"]), LengthScale: float32(c.opts.LengthScale),
+		}
+		cfg.Model.NumThreads = int32(c.opts.Threads)
+		cfg.Model.Provider = cs.of("cpu")
+		cfg.MaxNumSentences = 1
+		cfg.SilenceScale = 1
+		m.kind, m.ptr = "tts", l.createTTS(unsafe.Pointer(cfg))
+	case FamilyNemoCTC, FamilyTransducer, FamilyNemoTransducer, FamilySenseVoice, FamilyParaformer, FamilyWhisper, FamilyMoonshine, FamilyMoonshineV2, FamilyCanary:
 		cfg := cAlloc[offRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
@@ -97,6 +113,8 @@ func create(l *lib, c config) (*model, error) {
 		case FamilyMoonshine:
 			mc.Moonshine = offMoonshine{Preprocessor: cs.of(c.files["preprocessor"]), Encoder: cs.of(c.files["encoder"]),
 				UncachedDecoder: cs.of(c.files["uncached_decoder"]), CachedDecoder: cs.of(c.files["cached_decoder"])}
+		case FamilyMoonshineV2:
+			mc.Moonshine = offMoonshine{Encoder: cs.of(c.files["encoder"]), MergedDecoder: cs.of(c.files["merged_decoder"])}
 		case FamilyWhisper:
 			lang := c.opts.Language
 			if lang == "auto" {
@@ -109,8 +127,12 @@ func create(l *lib, c config) (*model, error) {
 		default:
 			mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
 		}
-		cfg.DecodingMethod = cs.of("greedy_search")
+		cfg.DecodingMethod = cs.of(c.opts.DecodingMethod)
 		cfg.MaxActivePaths = 4
+		cfg.HotwordsScore = float32(c.opts.HotwordsScore)
+		if c.opts.DecodingMethod == beamSearch {
+			mc.ModelingUnit = cs.of("cjkchar")
+		}
 		m.kind, m.ptr = "offline", l.createOffRec(unsafe.Pointer(cfg))
 	case FamilyDiarization:
 		cfg := c.diarizationConfig(&cs, 0)
@@ -122,17 +144,28 @@ func create(l *lib, c config) (*model, error) {
 				m.ptr = 0
 			}
 		}
-	case FamilyOnlineTransducer:
+	case FamilyOnlineTransducer, FamilyOnlineNemoCTC, FamilyOnlineParaformer:
 		cfg := cAlloc[onRecognizerConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Feat = featureConfig{SampleRate: 16000, FeatureDim: 80}
 		mc := &cfg.Model
-		mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
+		switch c.fam.name {
+		case FamilyOnlineNemoCTC:
+			mc.NemoCtc.Model = cs.of(c.files["model"])
+		case FamilyOnlineParaformer:
+			mc.Paraformer = onParaformer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"])}
+		default:
+			mc.Transducer = offTransducer{Encoder: cs.of(c.files["encoder"]), Decoder: cs.of(c.files["decoder"]), Joiner: cs.of(c.files["joiner"])}
+		}
 		mc.Tokens = cs.of(c.files["tokens"])
 		mc.NumThreads = int32(c.opts.Threads)
 		mc.Provider = cs.of("cpu")
-		cfg.DecodingMethod = cs.of("greedy_search")
+		cfg.DecodingMethod = cs.of(c.opts.DecodingMethod)
 		cfg.MaxActivePaths = 4
+		cfg.HotwordsScore = float32(c.opts.HotwordsScore)
+		if c.opts.DecodingMethod == beamSearch {
+			mc.ModelingUnit = cs.of("cjkchar")
+		}
 		cfg.EnableEndpoint = 0 // turns end at the session's commits
 		m.kind, m.ptr = "online", l.createOnRec(unsafe.Pointer(cfg))
 	default:
@@ -241,7 +274,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, err
 	}
 	if req.Live != nil && s.m.kind != "online" {
-		return backends.Output{}, backends.Invalidf("sherpa: %s is not a streaming model (family %s): live sessions need a streaming family such as %s", s.m.cfg.name, s.m.cfg.fam.name, FamilyOnlineTransducer)
+		return backends.Output{}, backends.Invalidf("sherpa: %s is not a streaming model (family %s): live sessions need a streaming family (%s, %s or %s)", s.m.cfg.name, s.m.cfg.fam.name, FamilyOnlineTransducer, FamilyOnlineNemoCTC, FamilyOnlineParaformer)
 	}
 	switch s.m.kind {
 	case "tts":

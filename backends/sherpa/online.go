@@ -42,14 +42,18 @@ func (m *model) live(ctx context.Context, req backends.Request, emit backends.Em
 	if emit == nil {
 		return backends.Output{}, backends.Invalidf("sherpa: a live session needs an emit callback")
 	}
-	var r audio.AudioRequest
+	var r asrInput
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
-	if _, err := audio.CheckLanguage(r.Language, []string{m.cfg.language()}); err != nil {
-		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
+	if _, err := m.cfg.requestLanguage(r.Language); err != nil {
+		return backends.Output{}, err
 	}
-	t := &turnState{m: m}
+	hw, err := m.cfg.hotwordsFor(r.Hotwords)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	t := &turnState{m: m, hw: hw}
 	defer t.drop()
 	turn := 0
 	for {
@@ -98,6 +102,7 @@ type turnState struct {
 	rsRate int
 	pcm    []int16
 	last   string
+	hw     string // the request's hotwords, every turn's stream
 }
 
 func (t *turnState) drop() {
@@ -111,7 +116,7 @@ func (t *turnState) drop() {
 // every chunk that is ready.
 func (t *turnState) feed(ctx context.Context, rate int, samples []int16) error {
 	if t.stream == 0 {
-		if t.stream = t.m.lib.createOnStream(t.m.ptr); t.stream == 0 {
+		if t.stream = t.m.onlineStream(t.hw); t.stream == 0 {
 			return fmt.Errorf("sherpa: could not create a stream")
 		}
 	}
@@ -139,10 +144,12 @@ func (t *turnState) accept(ctx context.Context, pcm []int16) error {
 
 func (t *turnState) decode(ctx context.Context) error {
 	for t.m.lib.onReady(t.m.ptr, t.stream) != 0 {
+		hook("online-decode")
 		if err := ctx.Err(); err != nil {
-			return err
+			return err // between chunks (sherpa.cancel)
 		}
 		t.m.lib.decodeOn(t.m.ptr, t.stream)
+		hook("online-decoded")
 	}
 	return nil
 }
@@ -183,7 +190,7 @@ func (t *turnState) finish(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	if err := t.accept(ctx, make([]int16, tailPadding)); err != nil {
+	if err := t.accept(ctx, make([]int16, t.m.cfg.tailPadding())); err != nil {
 		return "", err
 	}
 	t.m.lib.onFinished(t.stream)
@@ -199,19 +206,26 @@ func (t *turnState) finish(ctx context.Context) (string, error) {
 // streaming model: the whole audio as one turn, fed in 100 ms pieces as
 // a live session would, so the transcript is the live final's.
 func (m *model) transcribeStreaming(ctx context.Context, req backends.Request) (backends.Output, error) {
-	var r audio.AudioRequest
+	var r asrInput
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
-	lang, err := audio.CheckLanguage(r.Language, []string{m.cfg.language()})
+	if err := r.CheckPlain("sherpa"); err != nil {
+		return backends.Output{}, err
+	}
+	lang, err := m.cfg.requestLanguage(r.Language)
 	if err != nil {
-		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
+		return backends.Output{}, err
+	}
+	hw, err := m.cfg.hotwordsFor(r.Hotwords)
+	if err != nil {
+		return backends.Output{}, err
 	}
 	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: r.SampleRate})
 	if err != nil {
 		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
 	}
-	t := &turnState{m: m}
+	t := &turnState{m: m, hw: hw}
 	defer t.drop()
 	for i := 0; i < len(a.Samples); i += SampleRate / 10 {
 		if err := t.feed(ctx, SampleRate, a.Samples[i:min(len(a.Samples), i+SampleRate/10)]); err != nil {

@@ -175,7 +175,7 @@ func TestOfflineTranscribes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic} {
+	for _, name := range []string{NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, MoonshineV2Synthetic, CanarySynthetic} {
 		s := open(t, e, root, name, "")
 		out, err := s.Infer(context.Background(), backends.Request{Data: wav}, nil)
 		if err != nil {
@@ -185,7 +185,7 @@ func TestOfflineTranscribes(t *testing.T) {
 		if err := json.Unmarshal(out.JSON, &r); err != nil {
 			t.Fatal(err)
 		}
-		if name == ParaformerSynthetic || name == WhisperSynthetic || name == MoonshineSynthetic || name == CanarySynthetic { // no token times: Paraformer without us_cif_peak, Whisper without attention outputs
+		if name == WhisperSynthetic || name == MoonshineSynthetic || name == MoonshineV2Synthetic || name == CanarySynthetic { // no token times: Whisper without attention outputs
 			if r.Text == "" || r.Duration != 11 {
 				t.Fatalf("%s: %s", name, out.JSON)
 			}

@@ -51,6 +51,14 @@ func (m *model) speak(ctx context.Context, req backends.Request, emit backends.E
 	gc := cAlloc[generationConfig]()
 	defer freeC(unsafe.Pointer(gc))
 	gc.Speed, gc.Sid, gc.SilenceScale = float32(speed), int32(sid), 1
+	if sid < len(m.cfg.voiceLangs) && m.cfg.voiceLangs[sid] != "" {
+		if ok, dir := espeakActiveHas(m.cfg.voiceLangs[sid]); !ok {
+			return backends.Output{}, backends.InvalidParam("voice", "sherpa: voice %q speaks %s, but espeak-ng in this process reads %s (sherpa-onnx initializes it once, from the first voice loaded), which has no such voice", r.Voice, m.cfg.voiceLangs[sid], dir)
+		}
+		// A multi-language Kokoro speaks the voice's language (checked
+		// against data_dir at load: espeak-ng aborts on a voice it lacks).
+		gc.Extra = cs.of(`{"lang":"` + m.cfg.voiceLangs[sid] + `"}`)
+	}
 	key := registerGen(g)
 	defer unregisterGen(key)
 	out := m.lib.ttsGenerate(m.ptr, native.Ptr(cs.of(r.Text)), unsafe.Pointer(gc), m.lib.progress, key)

@@ -214,12 +214,17 @@ def sense_voice(out, seed):
 
 
 def paraformer(out, seed):
-    """Paraformer (FunASR's, as offline-paraformer-model.cc runs it):
-    speech [N, T, 560] (LFR 7/6 features after CMVN), speech_lengths [N]
-    int32; logits [N, U, vocab] and token_num [N]. Greedy search stops at
+    """Paraformer (FunASR's timestamp export, as offline-paraformer-model.cc
+    runs it): speech [N, T, 560] (LFR 7/6 features after CMVN),
+    speech_lengths [N] int32; logits [N, U, vocab], token_num [N],
+    us_alphas and us_cif_peak (the token times). Greedy search stops at
     </s>, which tokens.txt must hold."""
     r = rng(seed)
-    toks = ["<blank>", "<s>", "</s>"] + ASR_PIECES[1:] + ["<unk>"]
+    # FunASR's vocabulary: whole words, and BPE pieces that end in "@@"
+    # where the word goes on.
+    words = [p[1:] for p in ASR_PIECES if p.startswith("\u2581")]
+    letters = [c for c in "bcdefghjklmnopqrstuvwxyz"]  # a and i are words already
+    toks = ["<blank>", "<s>", "</s>"] + words + [c + "@@" for c in letters] + letters + ["<unk>"]
     vocab = len(toks)
     w = (r.standard_normal((560, vocab)) * 2 / np.sqrt(560)).astype(np.float32)
     bias = np.zeros(vocab, dtype=np.float32)
@@ -232,12 +237,34 @@ def paraformer(out, seed):
              helper.make_node("Shape", ["logits"], ["ls"]),
              helper.make_node("Slice", ["ls", "ax1", "step"], ["u"]),  # [U] (dims 1..1)
              helper.make_node("Shape", ["speech_lengths"], ["n"]),
-             helper.make_node("Expand", ["u", "n"], ["token_num"])]
+             helper.make_node("Expand", ["u", "n"], ["token_num"]),
+             # The timestamp export's us_alphas [N, T] and us_cif_peak
+             # [N, 3 T + 6] (upsampled 3x: one index is 20 ms): a peak
+             # (1.0) every 6 indices, the frames the tokens come from
+             # (every second 60 ms LFR frame), one more than the tokens
+             # (the library drops the last).
+             helper.make_node("ReduceSum", ["speech", "two"], ["us_alphas"], keepdims=0),
+             helper.make_node("Shape", ["speech"], ["ss"]),
+             helper.make_node("Slice", ["ss", "ax1", "two"], ["t1"]),
+             helper.make_node("Mul", ["t1", "three"], ["t3"]),
+             helper.make_node("Add", ["t3", "six"], ["plen"]),
+             helper.make_node("Squeeze", ["plen", "ax0"], ["plen0"]),
+             helper.make_node("Range", ["zero", "plen0", "one"], ["k"]),
+             helper.make_node("Mod", ["k", "six"], ["km"]),
+             helper.make_node("Equal", ["km", "zero1"], ["kz"]),
+             helper.make_node("Cast", ["kz"], ["kf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["kf", "ax0"], ["k2"]),
+             helper.make_node("Concat", ["n", "plen"], ["pshape"], axis=0),
+             helper.make_node("Expand", ["k2", "pshape"], ["us_cif_peak"])]
+    inits += [const_i64("two", [2]), const_i64("three", [3]), const_i64("six", [6]), const_i64("zero1", [0]),
+              init("zero", np.array(0, dtype=np.int64)), init("one", np.array(1, dtype=np.int64))]
     g = helper.make_graph(nodes, "paraformer",
                           [helper.make_tensor_value_info("speech", TensorProto.FLOAT, ["N", "T", 560]),
                            helper.make_tensor_value_info("speech_lengths", TensorProto.INT32, ["N"])],
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "U", vocab]),
-                           helper.make_tensor_value_info("token_num", TensorProto.INT64, ["N"])], inits)
+                           helper.make_tensor_value_info("token_num", TensorProto.INT64, ["N"]),
+                           helper.make_tensor_value_info("us_alphas", TensorProto.FLOAT, ["N", "T"]),
+                           helper.make_tensor_value_info("us_cif_peak", TensorProto.FLOAT, ["N", "P"])], inits)
     save(g, os.path.join(out, "model.onnx"), {
         "model_type": "paraformer", "version": 1, "vocab_size": vocab, "lfr_window_size": 7, "lfr_window_shift": 6,
         "neg_mean": ",".join(["-8.0"] * 560), "inv_stddev": ",".join(["0.25"] * 560),
@@ -441,3 +468,80 @@ def canary(out, seed):
                            const_i64("c0", [0]), const_i64("c1", [1]), const_i64("c2", [2])])
     save(g, os.path.join(out, "decoder.int8.onnx"), {"model_type": "EncDecMultiTaskModel"})
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
+
+
+def moonshine_v2(out, seed):
+    """Moonshine v2 (Hugging Face's export with a merged decoder, as
+    offline-moonshine-model-v2.cc runs it; the release archives ship the
+    same graphs in ORT format, encoder_model.ort and
+    decoder_model_merged.ort): the encoder maps the audio [1, S] to
+    last_hidden_state [1, S/384, D]; the merged decoder maps input_ids
+    [1, 1] int64, encoder_hidden_states, four caches per layer
+    (past_key_values.N.decoder.key/value, .encoder.key/value, [1, heads,
+    seq, head_dim] with heads and head_dim declared) and use_cache_branch
+    [1] bool to logits [1, 1, vocab] and the caches one step on. Greedy
+    search starts at token 1 and stops at 2; the synthetic end grows with
+    the decoder cache's length."""
+    r = rng(seed)
+    heads, hd = 2, 16
+    dim = heads * hd
+    toks = ["<unk>", "<s>", "</s>"] + ASR_PIECES[1:]
+    vocab = len(toks)
+    conv = (r.standard_normal((dim, 1, 384)) / np.sqrt(384) * 40).astype(np.float32)
+    w = (r.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["input_values", "ax1"], ["a3"]),
+         helper.make_node("Conv", ["a3", "conv"], ["c"], strides=[384]),
+         helper.make_node("Transpose", ["c"], ["f"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["f", "w"], ["m"]),
+         helper.make_node("Tanh", ["m"], ["last_hidden_state"])],
+        "encoder", [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, [1, "S"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [1, "T", dim])],
+        [init("conv", conv), init("w", w), const_i64("ax1", [1])])
+    save(g, os.path.join(out, "encoder_model.onnx"), {"model_type": "moonshine-v2"})
+    emb = (r.standard_normal((vocab, vocab)) * 2).astype(np.float32)
+    proj = (r.standard_normal((dim, vocab)) * 3).astype(np.float32)
+    embk = (r.standard_normal((vocab, dim)) * 0.5).astype(np.float32)
+    bias = np.zeros(vocab, dtype=np.float32)
+    bias[:2] = -30.0
+    bias[2] = -5.0
+    onehot = np.zeros(vocab, dtype=np.float32)
+    onehot[2] = 0.5
+    kv = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, heads, "seq_" + name.replace(".", "_"), hd])
+    nodes = [helper.make_node("Gather", ["emb", "input_ids"], ["e"], axis=0),                     # [1, 1, V]
+             helper.make_node("ReduceMean", ["encoder_hidden_states"], ["em"], axes=[1], keepdims=1),
+             helper.make_node("MatMul", ["em", "proj"], ["ep"]),
+             helper.make_node("Gather", ["embk", "input_ids"], ["k0"], axis=0),                   # [1, 1, D]
+             helper.make_node("Reshape", ["k0", "kshape"], ["k1"]),                               # [1, 1, heads, hd]
+             helper.make_node("Transpose", ["k1"], ["knew"], perm=[0, 2, 1, 3]),                  # [1, heads, 1, hd]
+             helper.make_node("Concat", ["past_key_values.0.decoder.key", "knew"], ["present.0.decoder.key"], axis=2),
+             helper.make_node("Concat", ["past_key_values.0.decoder.value", "knew"], ["present.0.decoder.value"], axis=2),
+             helper.make_node("Reshape", ["encoder_hidden_states", "eshape"], ["es"]),           # [1, T, heads, hd]
+             helper.make_node("Transpose", ["es"], ["present.0.encoder.key"], perm=[0, 2, 1, 3]),
+             helper.make_node("Mul", ["present.0.encoder.key", "half"], ["present.0.encoder.value"]),
+             helper.make_node("Shape", ["present.0.decoder.key"], ["ks"]),
+             helper.make_node("Slice", ["ks", "two", "three"], ["len"]),
+             helper.make_node("Cast", ["len"], ["lenf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["lenf", "onehot"], ["eo"]),
+             helper.make_node("Add", ["e", "ep"], ["l0"]),
+             helper.make_node("Add", ["l0", "eo"], ["l1"]),
+             helper.make_node("Add", ["l1", "bias"], ["logits"])]
+    g = helper.make_graph(
+        nodes, "decoder_merged",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 1]),
+         helper.make_tensor_value_info("encoder_hidden_states", TensorProto.FLOAT, [1, "T", dim]),
+         kv("past_key_values.0.decoder.key"), kv("past_key_values.0.decoder.value"),
+         kv("past_key_values.0.encoder.key"), kv("past_key_values.0.encoder.value"),
+         helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab]),
+         kv("present.0.decoder.key"), kv("present.0.decoder.value"), kv("present.0.encoder.key"), kv("present.0.encoder.value")],
+        [init("emb", emb), init("proj", proj), init("embk", embk), init("bias", bias), init("onehot", onehot),
+         const_i64("kshape", [1, 1, heads, hd]), const_i64("eshape", [1, -1, heads, hd]), const_f32("half", [0.5]),
+         const_i64("two", [2]), const_i64("three", [3])])
+    save(g, os.path.join(out, "decoder_model_merged.onnx"), {"model_type": "moonshine-v2"})
+    # v2's tokens.txt holds each piece base64-encoded (the library decodes
+    # every symbol at load); a word's first piece starts with a space.
+    import base64
+    pieces = [t.replace("\u2581", " ") for t in toks]
+    write(os.path.join(out, "tokens.txt"),
+          "".join("%s %d\n" % (base64.b64encode(p.encode()).decode(), i) for i, p in enumerate(pieces)))

@@ -12,10 +12,11 @@ usage: synth.py FAMILY OUTDIR SEED
 import os
 import sys
 
-from asr import (canary, moonshine, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
+from asr import (canary, moonshine, moonshine_v2, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
                  sense_voice, whisper)
+from online import online_nemo_ctc, online_paraformer
 from speakers import diarization
-from tts import kokoro, matcha, vits_piper
+from tts import kitten, kokoro, matcha, vits_piper
 
 
 FAMILIES = {
@@ -23,13 +24,19 @@ FAMILIES = {
     "diarization": diarization,
     "canary": canary,
     "moonshine": moonshine,
+    "moonshine-v2": moonshine_v2,
     "whisper": whisper,
     "matcha": matcha,
+    "matcha-vocos": lambda out, seed: matcha(out, seed, "vocos"),
     "paraformer": paraformer,
     "kokoro": kokoro,
+    "kokoro-multi": lambda out, seed: kokoro(out, seed, True),
+    "kitten": kitten,
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
     "online-zipformer2": online_zipformer2,
+    "online-nemo-ctc": online_nemo_ctc,
+    "online-paraformer": online_paraformer,
     "nemo-ctc": nemo_ctc,
     "vits-piper": lambda out, seed: vits_piper(out, seed, 1),
     "vits-piper-multi": lambda out, seed: vits_piper(out, seed, 3),
