@@ -275,6 +275,15 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 		return nil, 0, err
 	}
 	l.mu.Lock()
+	loaded := l.dataPath == c.data
+	l.mu.Unlock()
+	if !loaded {
+		// engine.load-safety: a data folder's first load runs in a child.
+		if err := childCheck(ctx, spec, c); err != nil {
+			return nil, 0, err
+		}
+	}
+	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.open(c.data); err != nil {
 		return nil, 0, err
