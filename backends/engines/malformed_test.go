@@ -160,4 +160,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
