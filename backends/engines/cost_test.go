@@ -2,30 +2,11 @@ package engines
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/backends/audio"
 )
-
-// overLimit returns, for a task, a request over its cost bound and the
-// field the refusal must name: TTS text one character past
-// audio.MaxTextLen ("input"); for audio, a WAV whose header states two
-// hours (over every max_seconds, 3600 at most) though it carries one
-// second: refused from the header, so before any decoding ("file").
-func overLimit(task string) (backends.Request, string) {
-	if task == "tts" {
-		in, _ := json.Marshal(audio.TTSRequest{Text: strings.Repeat("a", audio.MaxTextLen) + "."})
-		return backends.Request{ID: "over", Input: in}, "input"
-	}
-	wav := audio.WAV(16000, make([]int16, 16000))
-	binary.LittleEndian.PutUint32(wav[len(wav)-32000-4:], 2*3600*16000*2) // the data chunk's size
-	return backends.Request{ID: "over", Data: wav}, "file"
-}
 
 // TestCostRefusedBeforeWork (contract engine.cost-bound): every checkpoint
 // of the default root refuses a request over its cost bound (text length,
@@ -43,7 +24,7 @@ func TestCostRefusedBeforeWork(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close(ctx)
-			req, param := overLimit(cp.Task)
+			req, param := OverLimit(cp.Task)
 			_, err = s.Infer(ctx, req, nil)
 			if !errors.Is(err, backends.ErrInvalid) || backends.ParamOf(err) != param {
 				t.Fatalf("over the bound: %v (param %q), want invalid naming %q", err, backends.ParamOf(err), param)

@@ -1,13 +1,16 @@
 package engines
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 
+	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
@@ -142,4 +145,96 @@ func remanifest(dir string) error {
 		return err
 	}
 	return os.WriteFile(mp, out, 0o644)
+}
+
+// MalformedShort picks the default test run's cases: for each checkpoint
+// and damage, one of the checkpoint's files, drawn by a seeded PCG (the
+// long form, `make validate-engines`, tries every file).
+func MalformedShort(all []MalformedCase, seed uint64) []MalformedCase {
+	byKey := map[string][]MalformedCase{}
+	var keys []string
+	for _, c := range all {
+		k := c.Checkpoint + "/" + c.Damage
+		if byKey[k] == nil {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], c)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var out []MalformedCase
+	for _, k := range keys {
+		cs := byKey[k]
+		out = append(out, cs[rng.IntN(len(cs))])
+	}
+	return out
+}
+
+// loadChecker is an engine whose load can be checked in a child process
+// alone (espeak.Engine.CheckLoad).
+type loadChecker interface {
+	CheckLoad(ctx context.Context, spec backends.Spec) error
+}
+
+// LoadAndServe loads the checkpoint folder dir as a server would
+// (catalogue, Validate, Open) and answers one standard request of task
+// (in, or Inputs when nil). A damaged checkpoint's refusal is its error.
+// Unless inChild (a process of its own for this load), an engine with
+// process-global data (eSpeak NG) only has its load checked in a child.
+func LoadAndServe(ctx context.Context, dir, task string, in map[string][]backends.Request, inChild bool) error {
+	cp, err := catalogue.Load(dir)
+	if err != nil {
+		return err
+	}
+	eng, err := Registry(Config{}).Get(cp.Engine)
+	if err != nil {
+		return err
+	}
+	spec := SpecFor(cp.Name, cp, 1)
+	if err := eng.Validate(spec); err != nil {
+		return err
+	}
+	if lc, ok := eng.(loadChecker); ok && !inChild {
+		// eSpeak NG: one data folder per process; the child load that
+		// Open runs first, alone, so this process keeps its own folder.
+		return lc.CheckLoad(ctx, spec)
+	}
+	s, _, err := eng.Open(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer s.Close(ctx)
+	if in == nil {
+		if in, err = Inputs(ctx, catalogue.DefaultSources("")); err != nil {
+			return fmt.Errorf("inputs: %w", err)
+		}
+	}
+	_, err = s.Infer(ctx, in[task][0], nil)
+	return err
+}
+
+// ShortMalformed (the conformance case engine.load-safety) loads and
+// serves MalformedShort's damaged copies of every checkpoint of cat in
+// this process, under tmp: each must be refused as invalid or served; an
+// engine that let a damaged file reach a library that crashes would end
+// the process here. It returns how many were refused and served.
+func ShortMalformed(ctx context.Context, cat *catalogue.Catalogue, in map[string][]backends.Request, tmp string) (refused, served int, err error) {
+	var errs []error
+	for i, c := range MalformedShort(MalformedCases(cat), 32) {
+		cp, _ := cat.Get(c.Checkpoint)
+		dst := filepath.Join(tmp, fmt.Sprint(i))
+		dir, err := Damage(cp.Dir, dst, c, 32)
+		if err != nil {
+			return refused, served, err
+		}
+		switch err := LoadAndServe(ctx, dir, cp.Task, in, false); {
+		case err == nil:
+			served++
+		case errors.Is(err, backends.ErrInvalid):
+			refused++
+		default:
+			errs = append(errs, fmt.Errorf("%s: not refused as invalid: %w", c, err))
+		}
+		_ = os.RemoveAll(dst)
+	}
+	return refused, served, errors.Join(errs...)
 }

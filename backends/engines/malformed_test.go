@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
 // malformedChildEnv carries a child's case: the test binary, started with
@@ -39,7 +37,7 @@ func malformedChild(env string) int {
 		fmt.Println("RESULT failed bad case:", err)
 		return 2
 	}
-	err := loadAndServe(c)
+	err := LoadAndServe(context.Background(), c.Dir, c.Task, nil, true)
 	switch {
 	case err == nil:
 		fmt.Println("RESULT served")
@@ -49,55 +47,6 @@ func malformedChild(env string) int {
 		fmt.Println("RESULT failed", strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	return 0
-}
-
-func loadAndServe(c childCase) error {
-	ctx := context.Background()
-	cp, err := catalogue.Load(c.Dir)
-	if err != nil {
-		return err
-	}
-	eng, err := Registry(Config{}).Get(cp.Engine)
-	if err != nil {
-		return err
-	}
-	spec := SpecFor(cp.Name, cp, 1)
-	if err := eng.Validate(spec); err != nil {
-		return err
-	}
-	s, _, err := eng.Open(ctx, spec)
-	if err != nil {
-		return err
-	}
-	defer s.Close(ctx)
-	in, err := Inputs(ctx, catalogue.DefaultSources(""))
-	if err != nil {
-		return fmt.Errorf("inputs: %w", err)
-	}
-	_, err = s.Infer(ctx, in[c.Task][0], nil)
-	return err
-}
-
-// malformedShort picks the default test run's cases: for each checkpoint
-// and damage, one of the checkpoint's files, drawn by a seeded PCG (the
-// long form, `make validate-engines`, tries every file).
-func malformedShort(all []MalformedCase, seed uint64) []MalformedCase {
-	byKey := map[string][]MalformedCase{}
-	var keys []string
-	for _, c := range all {
-		k := c.Checkpoint + "/" + c.Damage
-		if byKey[k] == nil {
-			keys = append(keys, k)
-		}
-		byKey[k] = append(byKey[k], c)
-	}
-	rng := rand.New(rand.NewPCG(seed, 0))
-	var out []MalformedCase
-	for _, k := range keys {
-		cs := byKey[k]
-		out = append(out, cs[rng.IntN(len(cs))])
-	}
-	return out
 }
 
 // TestMalformedCheckpoints (contract engine.load-safety): damaged copies
@@ -114,7 +63,7 @@ func TestMalformedCheckpoints(t *testing.T) {
 	// SLUICE_MALFORMED_ALL=1: every file (the long form); _ONLY: one
 	// checkpoint's cases.
 	if os.Getenv("SLUICE_MALFORMED_ALL") == "" {
-		cases = malformedShort(cases, 32)
+		cases = MalformedShort(cases, 32)
 	}
 	if only := os.Getenv("SLUICE_MALFORMED_ONLY"); only != "" {
 		cases = slices.DeleteFunc(cases, func(c MalformedCase) bool { return c.Checkpoint != only })

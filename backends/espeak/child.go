@@ -66,3 +66,15 @@ func childCheck(ctx context.Context, spec backends.Spec, c config) error {
 	}
 	return nil
 }
+
+// CheckLoad runs the child load Open runs before a data folder's first
+// load in this process (and nothing in this process): a harness checks a
+// damaged checkpoint with it without making its folder the process's one
+// eSpeak NG data folder.
+func (e *Engine) CheckLoad(ctx context.Context, spec backends.Spec) error {
+	c, err := resolve(spec)
+	if err != nil {
+		return err
+	}
+	return childCheck(ctx, spec, c)
+}
