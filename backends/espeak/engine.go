@@ -157,7 +157,7 @@ func checkData(c *config) error {
 	if st, err := os.Stat(dict); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		return backends.Invalidf("espeak: dictionary %s for voice %q is missing or empty", dict, c.voice)
 	}
-	return nil
+	return checkDict(dict)
 }
 
 // readVoice returns the lower-case names and languages a voice file
