@@ -181,10 +181,10 @@ func (s DialogScore) String() string {
 // ScoreDialogs diarizes every dialog with sys and scores it (DER with
 // der.NISTCollar; the count of distinct hypothesis speakers against the
 // dialog's).
-func ScoreDialogs(ctx context.Context, ds []Dialog, sys func(context.Context, Recording) ([]der.Turn, error)) (DialogScore, error) {
+func ScoreDialogs(ctx context.Context, ds []Dialog, sys func(context.Context, Dialog) ([]der.Turn, error)) (DialogScore, error) {
 	s := DialogScore{ByCount: map[int][2]int{}}
 	for _, d := range ds {
-		hyp, err := sys(ctx, d.Recording)
+		hyp, err := sys(ctx, d)
 		if err != nil {
 			return s, fmt.Errorf("%s: %w", d.Name, err)
 		}

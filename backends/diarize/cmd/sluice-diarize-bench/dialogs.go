@@ -19,7 +19,7 @@ import (
 // options set given (each a JSON object of engine options; "{}" is the
 // engine's defaults), so a change is measured beside its baseline in the
 // same run.
-func dialogs(n int, seed uint64, models string, optionSets []string) error {
+func dialogs(n int, seed uint64, models string, optionSets []string, oracle bool) error {
 	ctx := context.Background()
 	g, err := evalset.NewGenerator(ctx)
 	if err != nil {
@@ -49,14 +49,18 @@ func dialogs(n int, seed uint64, models string, optionSets []string) error {
 			return err
 		}
 		t1 := time.Now()
-		sc, err := evalset.ScoreDialogs(ctx, ds, func(ctx context.Context, r evalset.Recording) ([]der.Turn, error) {
-			return diarizeOnce(ctx, sess, r, audio.DiarizationRequest{})
+		sc, err := evalset.ScoreDialogs(ctx, ds, func(ctx context.Context, d evalset.Dialog) ([]der.Turn, error) {
+			q := audio.DiarizationRequest{}
+			if oracle {
+				q.NumSpeakers = d.Speakers
+			}
+			return diarizeOnce(ctx, sess, d.Recording, q)
 		})
 		_ = sess.Close(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("options %s: %s (%.1f s)\n", opts, sc, time.Since(t1).Seconds())
+		fmt.Printf("options %s (num_speakers given: %v): %s (%.1f s)\n", opts, oracle, sc, time.Since(t1).Seconds())
 		for _, w := range sc.Wrong {
 			fmt.Printf("  wrong count %s\n", w)
 		}

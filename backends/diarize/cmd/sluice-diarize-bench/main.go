@@ -46,7 +46,7 @@ func main() {
 	dialogOpts := flag.String("dialog-options", "{}", "engine option sets for the dialogs, separated by ';' (each scored in the same run)")
 	flag.Parse()
 	if *nDialogs > 0 {
-		if err := dialogs(*nDialogs, *dialogSeed, *models, strings.Split(*dialogOpts, ";")); err != nil {
+		if err := dialogs(*nDialogs, *dialogSeed, *models, strings.Split(*dialogOpts, ";"), *oracle); err != nil {
 			slog.Error("bench-dialogs", "err", err)
 			os.Exit(1)
 		}
