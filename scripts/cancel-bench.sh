@@ -7,7 +7,8 @@
 # after LEAVE seconds, and times from the client leaving until a short
 # request (0.5 s of silence; one short sentence) on the same model has
 # been answered. Beside it, in the same run, the short request alone on an
-# idle slot (p50 of 3) and the long request's own time (once): a cancel
+# idle slot (p50 of 3) and the long request's own time (once, capped at
+# 60 s; the slot is then waited for by the first trial): a cancel
 # that did not stop the work shows the long request's remaining time.
 # Usage:
 #   scripts/cancel-bench.sh SLUICE_BINARY [TRIALS] [LEAVE] [MODELS]
@@ -72,7 +73,7 @@ for m in "${models[@]}"; do
     idle+=("$(echo "$t1 - $t0" | bc -l)")
   done
   alone=$(printf '%s\n' "${idle[@]}" | sort -n | sed -n 2p)
-  t0=$(now); code=$(req "$m" long -m 600 || true); t1=$(now)
+  t0=$(now); code=$(req "$m" long -m 60 || true); t1=$(now) # capped: 60.00 means "60 s or more"
   full=$(echo "$t1 - $t0" | bc -l)
   printf '%s: short request alone p50 %.2f s; long request uncancelled %s in %.2f s\n' "$m" "$alone" "$code" "$full"
   ts=()
