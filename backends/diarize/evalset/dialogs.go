@@ -147,6 +147,30 @@ type DialogScore struct {
 	ByCount    map[int][2]int // speakers -> {right, dialogs}
 	DER        []float64      // per dialog, sorted ascending
 	Wrong      []string       // "name: want k, got j"
+	speakers   []int          // per dialog, in order
+	ders       []float64      // per dialog, in order
+	right      []bool         // per dialog, in order
+}
+
+// Only returns the score of the dialogs with k speakers.
+func (s DialogScore) Only(k int) DialogScore {
+	o := DialogScore{ByCount: map[int][2]int{}}
+	for i, n := range s.speakers {
+		if n != k {
+			continue
+		}
+		o.N++
+		c := o.ByCount[k]
+		c[1]++
+		if s.right[i] {
+			o.CountRight++
+			c[0]++
+		}
+		o.ByCount[k] = c
+		o.DER = append(o.DER, s.ders[i])
+	}
+	slices.Sort(o.DER)
+	return o
 }
 
 // Percentile returns the p-quantile (0..1) of the per-dialog DERs
@@ -204,7 +228,11 @@ func ScoreDialogs(ctx context.Context, ds []Dialog, sys func(context.Context, Di
 		}
 		s.ByCount[d.Speakers] = c
 		s.N++
-		s.DER = append(s.DER, der.Score(d.Ref, hyp, der.NISTCollar).DER)
+		e := der.Score(d.Ref, hyp, der.NISTCollar).DER
+		s.DER = append(s.DER, e)
+		s.speakers = append(s.speakers, d.Speakers)
+		s.ders = append(s.ders, e)
+		s.right = append(s.right, len(spk) == d.Speakers)
 	}
 	slices.Sort(s.DER)
 	return s, nil

@@ -61,6 +61,9 @@ func dialogs(n int, seed uint64, models string, optionSets []string, oracle bool
 			return err
 		}
 		fmt.Printf("options %s (num_speakers given: %v): %s (%.1f s)\n", opts, oracle, sc, time.Since(t1).Seconds())
+		for k := 1; k <= 4; k++ {
+			fmt.Printf("  %d speakers: %s\n", k, sc.Only(k))
+		}
 		for _, w := range sc.Wrong {
 			fmt.Printf("  wrong count %s\n", w)
 		}
