@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -201,6 +201,14 @@ models: deps
 # the root plus whisper's synthetic model.
 validate-engines: models
 	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2 -orders 6
+
+# malformed-engines (contract engine.load-safety): every file of every checkpoint of the
+# default root damaged five ways (truncated, emptied, wrong magic, huge header counts,
+# random bytes; manifests rewritten to match), each copy loaded and served once in a child
+# process; none may end the process. Size: 140 children, about 10 minutes on 2 busy cores
+# (`make test` tries one file per checkpoint and damage: 20).
+malformed-engines: models
+	SLUICE_MALFORMED_ALL=1 SLUICE_MODELS_ROOT=$(abspath $(MODELS_ROOT)) $(GO) test -count=1 -timeout 40m -run '^TestMalformedCheckpoints$$' -v ./backends/engines/
 
 # soak-engines (contract E5): for every checkpoint of the root and whisper's synthetic
 # model, one at a time, 200 load/unload cycles (open a one-slot pool, answer one request,
