@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -202,6 +202,14 @@ models: deps
 validate-engines: models
 	$(GO) run ./backends/engines/cmd/sluice-validate-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -slots 1,2,4 -rounds 2 -orders 6
 
+# malformed-engines (contract engine.load-safety): every file of every checkpoint of the
+# default root damaged five ways (truncated, emptied, wrong magic, huge header counts,
+# random bytes; manifests rewritten to match), each copy loaded and served once in a child
+# process; none may end the process. Size: 140 children, about 10 minutes on 2 busy cores
+# (`make test` tries one file per checkpoint and damage: 20).
+malformed-engines: models
+	SLUICE_MALFORMED_ALL=1 SLUICE_MODELS_ROOT=$(abspath $(MODELS_ROOT)) $(GO) test -count=1 -timeout 40m -run '^TestMalformedCheckpoints$$' -v ./backends/engines/
+
 # soak-engines (contract E5): for every checkpoint of the root and whisper's synthetic
 # model, one at a time, 200 load/unload cycles (open a one-slot pool, answer one request,
 # close it); prints RSS after 10 and after 200 cycles and fails above 1.2x. Size: 1,200
@@ -232,6 +240,22 @@ bench-cancel: models
 DIAR_SPLIT ?= test
 bench-diarization: models
 	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -models $(MODELS_ROOT) -split $(DIAR_SPLIT) -oracle -slots 1,2,4
+
+# bench-dialogs: the diarizer's robustness target (issue 32) on DIALOGS generated
+# dialogs (evalset.Dialogs, seed DIALOG_SEED, default evalset.DialogSeed = 32, never
+# tuned on; tuning used seed 1): 1-4 speakers (half have two) from flite's four voices
+# and eSpeak NG's two, 10-60 s of one-sentence turns, 20% of gaps overlaps of 0.1-0.5 s,
+# short (50-150 ms), usual and long (2-4 s) silences, speaker levels 0 to -12 dB.
+# Prints the speaker-count accuracy (target >= 95%, overall and per count) and the
+# per-dialog DER median, p90 (target <= 10%) and max, once per option set of
+# DIALOG_OPTIONS (';'-separated JSON; each scored in the same run). Size: 200
+# dialogs, about 7,400 s of audio, 5-10 minutes on 2 busy cores. `make test` scores
+# the first 24 (backends/diarize TestDialogs).
+DIALOGS ?= 200
+DIALOG_SEED ?= 32
+DIALOG_OPTIONS ?= {}
+bench-dialogs: models
+	$(GO) run ./backends/diarize/cmd/sluice-diarize-bench -models $(MODELS_ROOT) -dialogs $(DIALOGS) -dialog-seed $(DIALOG_SEED) -dialog-options '$(DIALOG_OPTIONS)'
 
 # bench-engines: requests/s per engine at 1, 2 and 4 slots with as many clients.
 # 96 requests per line (about 2 minutes on 2 cores): at 24, Silero's 1-slot

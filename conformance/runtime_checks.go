@@ -31,7 +31,10 @@ import (
 var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"custom-listener":  checkCustomListener,
 	"decode-cancel":    checkDecodeCancel,
+	"engine-cancel":    checkEngineCancel,
+	"engine-cost":      checkEngineCost,
 	"engine-history":   checkEngineHistory,
+	"engine-load":      checkEngineLoadSafety,
 	"sherpa-malformed": checkSherpaMalformed,
 	"sherpa-matched":   checkSherpaMatched,
 	"sherpa-cancel":    checkSherpaCancel,

@@ -63,7 +63,7 @@ func decodeCodec(ctx context.Context, src backends.Blob, name string, rate int, 
 		maxFrames = int64(math.Ceil(maxSeconds * float64(info.Rate)))
 		// audio.duration-limit: refused from the header, before decoding.
 		if known && info.Frames > maxFrames {
-			return Audio{}, backends.Invalidf("audio: %.1f s of audio, longer than this model's limit of %g s", float64(info.Frames)/float64(info.Rate), maxSeconds)
+			return Audio{}, backends.InvalidParam("file", "audio: %.1f s of audio, longer than this model's limit of %g s", float64(info.Frames)/float64(info.Rate), maxSeconds)
 		}
 	}
 	rs := NewResampler(info.Rate, rate)
@@ -85,7 +85,7 @@ func decodeCodec(ctx context.Context, src backends.Blob, name string, rate int, 
 			break
 		}
 		if total += int64(n); total > maxFrames {
-			return Audio{}, backends.Invalidf("audio: %s is longer than this model's limit of %g s", name, maxSeconds)
+			return Audio{}, backends.InvalidParam("file", "audio: %s is longer than this model's limit of %g s", name, maxSeconds)
 		}
 		if ch == 1 {
 			mono = buf

@@ -73,7 +73,7 @@ func DecodeInput(ctx context.Context, req backends.Request, want Want) (Audio, e
 	}
 	// audio.duration-limit: refused from the header, before decoding.
 	if s := h.statedSeconds(); s > want.MaxSeconds {
-		return Audio{}, backends.Invalidf("audio: %.1f s of audio, longer than this model's limit of %g s", s, want.MaxSeconds)
+		return Audio{}, backends.InvalidParam("file", "audio: %.1f s of audio, longer than this model's limit of %g s", s, want.MaxSeconds)
 	}
 	samples, err := h.decode(ctx, src, want.Rate)
 	if err != nil {

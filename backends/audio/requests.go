@@ -274,7 +274,9 @@ func ParseTTS(in json.RawMessage) (TTSRequest, error) {
 	case strings.TrimSpace(r.Text) == "":
 		return r, backends.Invalidf("tts: text is empty")
 	case len([]rune(r.Text)) > MaxTextLen:
-		return r, backends.Invalidf("tts: text longer than %d characters", MaxTextLen)
+		// The cost bound of speech (engine.cost-bound): text length, checked
+		// before any synthesis; "input" is OpenAI's name for the text.
+		return r, backends.InvalidParam("input", "tts: text longer than %d characters", MaxTextLen)
 	case !validFormat(r.Format):
 		return r, backends.Invalidf("tts: format %q is not supported (%s)", r.Format, SpeechFormats)
 	case r.Speed != 0 && (r.Speed < 0.25 || r.Speed > 4):

@@ -31,6 +31,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if env := os.Getenv(malformedChildEnv); env != "" {
+		os.Exit(malformedChild(env)) // a child of TestMalformedCheckpoints
+	}
 	code := m.Run()
 	if tmpRoot != "" {
 		os.RemoveAll(tmpRoot)

@@ -157,7 +157,7 @@ func checkData(c *config) error {
 	if st, err := os.Stat(dict); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
 		return backends.Invalidf("espeak: dictionary %s for voice %q is missing or empty", dict, c.voice)
 	}
-	return nil
+	return checkDict(dict)
 }
 
 // readVoice returns the lower-case names and languages a voice file
@@ -273,6 +273,15 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 	l, err := load()
 	if err != nil {
 		return nil, 0, err
+	}
+	l.mu.Lock()
+	loaded := l.dataPath == c.data
+	l.mu.Unlock()
+	if !loaded {
+		// engine.load-safety: a data folder's first load runs in a child.
+		if err := childCheck(ctx, spec, c); err != nil {
+			return nil, 0, err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

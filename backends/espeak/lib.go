@@ -143,7 +143,7 @@ func (l *lib) open(dataPath string) error {
 		return backends.Invalidf("espeak-ng: initialise %s: %s", dataPath, l.message(st))
 	}
 	if st := l.initOutput(outputSync, 0, nil); st != ensOK {
-		return fmt.Errorf("espeak-ng: initialise output: %s", l.message(st))
+		return backends.Invalidf("espeak-ng: initialise output with the data of %s: %s", dataPath, l.message(st)) // a damaged phondata (engine.load-safety)
 	}
 	l.setCallback(synthCB)
 	l.dataPath, l.rate, l.sessions = dataPath, int(l.sampleRate()), 1

@@ -223,6 +223,10 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 	if err != nil {
 		return nil, 0, err
 	}
+	// engine.load-safety: a model's first load runs in a child (child.go).
+	if err := childCheck(ctx, spec, c); err != nil {
+		return nil, 0, err
+	}
 	s, err := newSession(ctx, c)
 	if err != nil {
 		return nil, 0, err

@@ -41,7 +41,17 @@ func main() {
 	sets := flag.String("sets", "", "comma-separated set names (default: all)")
 	oracle := flag.Bool("oracle", false, "also score with num_speakers given")
 	models := flag.String("models", "models", "models root with the espeak-en checkpoint (make models), for the mixed set's eSpeak NG voices")
+	nDialogs := flag.Int("dialogs", 0, "score this many generated dialogs (evalset.Dialogs) instead of the standard sets")
+	dialogSeed := flag.Uint64("dialog-seed", evalset.DialogSeed, "seed of the dialogs")
+	dialogOpts := flag.String("dialog-options", "{}", "engine option sets for the dialogs, separated by ';' (each scored in the same run)")
 	flag.Parse()
+	if *nDialogs > 0 {
+		if err := dialogs(*nDialogs, *dialogSeed, *models, strings.Split(*dialogOpts, ";"), *oracle); err != nil {
+			slog.Error("bench-dialogs", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*split, *thresholds, *options, *slots, *sets, *models, *oracle); err != nil {
 		slog.Error("bench-diarization", "err", err)
 		os.Exit(1)
