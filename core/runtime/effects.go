@@ -22,6 +22,7 @@ type outcome struct {
 	// retryAfter is a backoff Reject's remaining backoff (core's
 	// Effect.RetryAfter, nanoseconds).
 	retryAfter int64
+	committed  bool // a manager's Done or Reject: it committed a config version (core.Effect.Committed)
 }
 
 // waiter is one caller waiting for its ticket. The outcome is written into
@@ -166,7 +167,8 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 		}
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: pub[e.Slot]})
 	case core.EfReject:
-		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter})
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter,
+			committed: e.Committed})
 	case core.EfDone:
 		// The status when the manager finished, not after what followed.
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfDone, bulk: e.Bulk, status: e.Status})

@@ -104,7 +104,9 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 		return core.ModelStatus{}, err
 	}
 	if o.kind != core.EfDone {
-		return core.ModelStatus{}, refused(id, o)
+		e := refused(id, o)
+		e.Committed = o.committed
+		return core.ModelStatus{}, e
 	}
 	if o.status == nil {
 		return core.ModelStatus{}, nil
