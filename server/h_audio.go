@@ -82,7 +82,7 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := p.Request()
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	lease, err := s.taskLease(r, p.Model, "tts")
 	if err != nil {
@@ -194,7 +194,7 @@ func readUpload(r *http.Request) (*upload, error) {
 		switch name := part.FormName(); name {
 		case "file":
 			if u.payload != nil {
-				return fail(Invalid("multipart body has more than one file"))
+				return fail(InvalidParam("file", "multipart body has more than one file"))
 			}
 			in, err := declaredRate(part.Header.Get("Content-Type"))
 			if err != nil {
@@ -211,7 +211,7 @@ func readUpload(r *http.Request) (*upload, error) {
 				// A diarization request's reference audio (a file part or
 				// a data URL), at most audio.MaxKnownSpeakers of them.
 				if len(u.fields[name]) >= audio.MaxKnownSpeakers {
-					return fail(Invalid("more than %d known_speaker_references[]", audio.MaxKnownSpeakers))
+					return fail(InvalidParam("known_speaker_references[]", "more than %d known_speaker_references[]", audio.MaxKnownSpeakers))
 				}
 				limit = audio.MaxKnownSpeakerBytes*4/3 + 64
 			}
@@ -238,7 +238,7 @@ func readUpload(r *http.Request) (*upload, error) {
 		}
 	}
 	if u.payload == nil {
-		return nil, Invalid("multipart body has no file")
+		return nil, InvalidParam("file", "multipart body has no file")
 	}
 	return u, nil
 }
@@ -252,10 +252,10 @@ func declaredRate(contentType string) (json.RawMessage, error) {
 	}
 	rate, err := strconv.Atoi(params["rate"])
 	if err != nil || rate < audio.MinRate || rate > audio.MaxRate {
-		return nil, Invalid("audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxRate)
+		return nil, InvalidParam("Content-Type", "audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxRate)
 	}
 	if ch, ok := params["channels"]; ok && ch != "1" {
-		return nil, Invalid("audio/L16 must be mono (channels=1), got channels=%s", ch)
+		return nil, InvalidParam("Content-Type", "audio/L16 must be mono (channels=1), got channels=%s", ch)
 	}
 	return json.RawMessage(`{"sample_rate":` + strconv.Itoa(rate) + `}`), nil
 }
@@ -283,11 +283,11 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, parse func(m
 	defer u.Close()
 	p, err := parse(u.fields)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	in, err := p.Input(u.input)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	lease, err := s.taskLease(r, p.Model, "asr")
 	if err != nil {
@@ -327,7 +327,7 @@ func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) err
 	defer u.Close()
 	model, in, err := audio.ParseVoiceActivity(u.fields, u.input)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	var v audio.VADResult
 	lease, out, err := s.inferUpload(r, u, model, "vad", in, &v)

@@ -109,7 +109,7 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if body.Models == nil {
-		return Invalid("models is required")
+		return InvalidParam("models", "models is required")
 	}
 	for _, id := range body.Models {
 		if err := validModelID(id); err != nil {

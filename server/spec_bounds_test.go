@@ -174,3 +174,14 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// toRuntime is what PUT /v1/models/{id} checks of a spec, without the
+// runtime: the JSON conversion (convert), then the runtime's validator,
+// which Apply runs once.
+func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
+	out, err := s.convert(parallel)
+	if err == nil {
+		err = out.Validate()
+	}
+	return out, err
+}
