@@ -50,7 +50,6 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-
 // convert is the one place JSON's encodings become the runtime's (absent
 // slots: 1; absent admission_timeout_ms: nil; milliseconds: a duration).
 // It checks types only, and the server's mode: in legacy mode (parallel
