@@ -17,7 +17,7 @@ import (
 // BenchmarkManagePut is the cost of one durable PUT /v1/models/{id} (a
 // reconfigure that commits a new config_version, recorded in --state-dir
 // before its 200) with 50 and with 4,000 registered models, in one run
-// (issue 33's persistence target: 4,000 within 1.5x of 50). The other
+// (the persistence target: 4,000 within 1.5x of 50). The other
 // models are restored from a state dir written here in the snapshot's
 // format 1, which every build reads, so the same benchmark measures the
 // code before and after a change of the persistence. It reports p50-ms,

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,30 +21,31 @@ import (
 
 // taskLease acquires a lease on model id with the header's admission
 // timeout (these bodies have no admission_timeout_ms field). The model's
-// registered task must be task: another is 400 invalid_request_error
-// wrong_task before any lease is taken (CONTRACT.md err.wrong-task), not
-// an engine asked for what it cannot produce.
+// task must be task: another is 400 invalid_request_error wrong_task,
+// decided by the runtime where admission is decided: before the request
+// queues or holds a slot, and again on the lease's own snapshot, the
+// config its pool was built from, so a concurrent PUT that changes the
+// task never hands this request a lease of the other task (CONTRACT.md
+// err.wrong-task), and an engine is never asked for what it cannot
+// produce.
 func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, error) {
 	if err := validModelID(id); err != nil {
 		return nil, err
-	}
-	st, err := s.rt.StatusOf(id)
-	if err != nil {
-		return nil, fromRuntime(err)
-	}
-	if st.Task != task {
-		got := "no task"
-		if st.Task != "" {
-			got = fmt.Sprintf("task %q", st.Task)
-		}
-		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task",
-			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task)}
 	}
 	timeout, err := admissionTimeout(r, nil)
 	if err != nil {
 		return nil, err
 	}
-	lease, err := s.rt.Acquire(r.Context(), id, timeout)
+	lease, err := s.rt.AcquireTask(r.Context(), id, task, timeout)
+	var te *runtime.TaskError
+	if errors.As(err, &te) {
+		got := "no task"
+		if te.Have != "" {
+			got = fmt.Sprintf("task %q", te.Have)
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
+			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task), Err: err}
+	}
 	if err != nil {
 		return nil, fromRuntime(err)
 	}

@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
@@ -130,72 +127,21 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 	return writeJSON(w, out)
 }
 
-// registrations caps the registered models at --max-models (CONTRACT.md
-// err.max-models): a new ID is admitted only while the registered models
-// plus the registrations in flight are under the cap, so concurrent PUTs
-// of new IDs cannot overshoot it. Reconfiguring a registered model is
-// never refused for the cap. An unregistered model frees its place but
-// keeps a tombstone (its last config_version, CONTRACT.md unreg.tombstone),
-// so the scheduler's entries, tombstones included, are bounded too: at
-// most tombstoneFactor times the cap; past it only IDs that have a
-// tombstone register again.
-type registrations struct {
-	mu      sync.Mutex
-	pending map[string]bool // new IDs whose Apply is in flight
-}
-
-// count is the registered models of one status snapshot plus the pending
-// IDs it does not list yet (an Apply registers its ID before it returns:
-// counted once, not twice). Call with mu held.
-func (g *registrations) count(registered []core.ModelStatus) int {
-	n := len(registered)
-	for id := range g.pending {
-		if !slices.ContainsFunc(registered, func(m core.ModelStatus) bool { return m.ID == id }) {
-			n++
-		}
-	}
-	return n
-}
-
-// tombstoneFactor bounds the scheduler's entries, tombstones of
-// unregistered models included, at this many times --max-models.
-const tombstoneFactor = 2
-
 // apply is register (the registry's Apply, or the runtime's for a startup
 // config, whose models are recorded only once a management change touches
-// them: CONTRACT.md persist.config-merge) behind the --max-models cap; its
-// errors are *Error values for the API.
+// them: CONTRACT.md persist.config-merge); its errors are *Error values
+// for the API. The --max-models cap is the runtime's, decided where the
+// registration happens (runtime.Options.MaxModels): its refusal is 400
+// too_many_models (CONTRACT.md err.max-models).
 func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec,
 	register func(context.Context, string, runtime.ModelSpec) (core.ModelStatus, error)) (core.ModelStatus, error) {
-	if max := s.cfg.MaxModels; max > 0 {
-		g := &s.regs
-		g.mu.Lock()
-		if _, err := s.rt.StatusOf(id); err != nil && !g.pending[id] {
-			if n := g.count(s.rt.Status()); n >= max {
-				g.mu.Unlock()
-				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
-					Message: fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", id, max)}
-			}
-			if !s.rt.Unregistered(id) && s.rt.Entries()+len(g.pending) >= tombstoneFactor*max {
-				g.mu.Unlock()
-				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
-					Message: fmt.Sprintf("model %q not registered: the server keeps the last config_version of every unregistered model, and registered plus unregistered models reached %d (%d times --max-models); re-registering an unregistered ID is allowed", id, tombstoneFactor*max, tombstoneFactor)}
-			}
-			if g.pending == nil {
-				g.pending = map[string]bool{}
-			}
-			g.pending[id] = true
-			defer func() {
-				g.mu.Lock()
-				delete(g.pending, id)
-				g.mu.Unlock()
-			}()
-		}
-		g.mu.Unlock()
-	}
 	st, err := register(ctx, id, spec)
 	if err == nil || runtime.Committed(err) || registry.NotDurable(err) {
 		s.created.note(id, time.Now())
+	}
+	var ce *runtime.CapError
+	if errors.As(err, &ce) {
+		return st, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models", Message: ce.Error(), Err: err}
 	}
 	if err != nil {
 		return st, manageErr(err)

@@ -69,7 +69,6 @@ type Server struct {
 	hosts   *hostAllowList              // CONTRACT.md err.host
 	origins *http.CrossOriginProtection // CONTRACT.md err.origin
 	refuse  *refusalSink                // CONTRACT.md err.refusal-log
-	regs    registrations               // the --max-models cap
 	live    *liveSessions               // open realtime sessions (h_realtime.go)
 	created createdAt                   // each model's registration second (model.go)
 
@@ -169,7 +168,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	backends.SetMemoryBudget(cfg.MemoryBudgetMB)
 	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
 	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
-		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants})
+		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants, MaxModels: cfg.MaxModels})
 	if err != nil {
 		return fail(err)
 	}
