@@ -229,7 +229,8 @@ func (s *Store) openJournal() error {
 	}
 	if torn {
 		s.log.Warn("state dir: cut off a journal record torn by a crash; it was never acknowledged", "file", file, "offset", good, "bytes", len(b)-good)
-		if err := f.Truncate(int64(good)); err == nil {
+		err := f.Truncate(int64(good))
+		if err == nil {
 			err = f.Sync()
 		}
 		if err != nil {
