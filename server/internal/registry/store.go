@@ -116,7 +116,7 @@ type State struct {
 }
 
 // Get returns id's record.
-func (st *State) Get(id string) (Model, bool) {
+func (st State) Get(id string) (Model, bool) {
 	for _, m := range st.Models {
 		if m.ID == id {
 			return m, true
