@@ -89,6 +89,13 @@ type Effect struct {
 	// Status is the model's status at the moment a targeted manager finished
 	// (Done or Reject), before anything queued behind it starts.
 	Status *ModelStatus
+	// Committed is, on a targeted manager's Done or Reject, whether that
+	// manager committed a config version (a registration, or a reconfigure
+	// past its commit): a Reject can follow a commit (the new config's load
+	// failed), and the shell records what committed whatever the answer
+	// (CONTRACT.md persist.committed-only). Decided here, not by comparing
+	// versions before and after, which a concurrent manager would confuse.
+	Committed bool
 }
 
 // Cause says why a pool is torn down.

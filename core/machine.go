@@ -289,7 +289,7 @@ func (m *Machine) finish(i int32, kind EffectKind, code Code) { m.finishWith(i, 
 
 func (m *Machine) finishWith(i int32, kind EffectKind, code Code, st *ModelStatus) {
 	t := &m.ts.t[i]
-	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i), Status: st}
+	e := Effect{Kind: kind, Code: code, Model: t.model, Ticket: m.ts.id(i), Status: st, Committed: t.committed}
 	if kind == EfReject {
 		e.Reason = m.why
 		if e.Ticket == m.submitted {

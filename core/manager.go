@@ -38,7 +38,8 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 			return tid
 		}
 		h = m.register(id, cfg.registration(), max(cfg.BaseVersion, 1))
-		t.op = OpLoad // the entry already carries cfg as its first version
+		t.committed = true // the registration is its first committed version
+		t.op = OpLoad      // the entry already carries cfg as its first version
 		if cfg.RegisterOnly {
 			t.op = OpUnload // a restored unloaded model: granted at once, nothing to tear down
 		}
@@ -271,6 +272,9 @@ func (m *Machine) commit(h Handle, cfg *Config) {
 	md := &m.models[h]
 	md.cfg = cfg
 	md.version++
+	if md.mgr >= 0 {
+		m.ts.t[md.mgr].committed = true
+	}
 	if md.published && !m.mut(MutStaleMetadata) {
 		md.poolVersion = md.version
 	}

@@ -40,8 +40,11 @@ type ticket struct {
 	since   int64 // enqueue time, then admission time
 	dead    int64 // admission deadline, 0 for none
 	version uint64
-	cfg     *Config
-	bulk    *BulkResult
+	// committed: a manager that registered its model or committed a
+	// config version (Effect.Committed).
+	committed bool
+	cfg       *Config
+	bulk      *BulkResult
 }
 
 // tickets is a slab of tickets with a free list; allocation is amortised free.

@@ -169,7 +169,7 @@ type Config struct {
 
 	// BaseVersion and RegisterOnly matter only to an OpApply that registers
 	// an unknown ID, which is how the server's persistent registry restores
-	// a model (server/registry.go, CONTRACT.md persist.version-continues):
+	// a model (server/internal/registry, CONTRACT.md persist.version-continues):
 	// the entry starts at config version BaseVersion (0 means 1) and, with
 	// RegisterOnly, stays unloaded instead of loading. The machine commits
 	// the config without them and a reconfigure ignores them, so they never

@@ -27,7 +27,7 @@ func resolveCheckpoint(root, checkpoint string) (string, error) {
 		return "", nil
 	}
 	if err := catalogue.CheckRelPath(checkpoint); err != nil { // (2)
-		return "", Invalid("checkpoint must be a relative path inside --models-root: %v", err)
+		return "", InvalidParam("checkpoint", "checkpoint must be a relative path inside --models-root: %v", err)
 	}
 	if root == "" {
 		root = "."
@@ -37,17 +37,17 @@ func resolveCheckpoint(root, checkpoint string) (string, error) {
 	case err == nil: // (3)
 		p, err := catalogue.Within(root, checkpoint)
 		if err != nil { // its text names the resolved root: not for clients (err.models-root-leak)
-			return "", Invalid("checkpoint %q resolves outside the models root or cannot be read", checkpoint)
+			return "", InvalidParam("checkpoint", "checkpoint %q resolves outside the models root or cannot be read", checkpoint)
 		}
 		return p, nil
 	case errors.Is(err, fs.ErrNotExist) && !strings.Contains(checkpoint, "/"): // (4)
 		return checkpoint, nil
 	case errors.Is(err, fs.ErrNotExist): // (5)
-		return "", Invalid("checkpoint %q not found under the models root", checkpoint)
+		return "", InvalidParam("checkpoint", "checkpoint %q not found under the models root", checkpoint)
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) { // the path error's path is root-joined: keep only the reason
 		err = pe.Err
 	}
-	return "", Invalid("checkpoint %q: %v", checkpoint, err)
+	return "", InvalidParam("checkpoint", "checkpoint %q: %v", checkpoint, err)
 }

@@ -59,7 +59,7 @@ type Config struct {
 	// sluice_invariant_violations_total and logged. 0: off.
 	LiveInvariants int
 
-	// StateDir keeps the persistent registry (server/registry.go): every
+	// StateDir keeps the persistent registry (server/internal/registry): every
 	// committed management change, restored at start; "" keeps nothing.
 	StateDir string
 

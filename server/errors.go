@@ -42,9 +42,29 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Invalid returns a 400 invalid_request_error.
+// codeInvalid is the code of a 400 that has no finer one: the core's name
+// of the outcome (core.CodeInvalid), as FromCode gives it. Every 400 has
+// a code (CONTRACT.md err.shape).
+var codeInvalid = core.CodeInvalid.String()
+
+// Invalid returns a 400 invalid_request_error with code invalid_request.
 func Invalid(format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: codeInvalid, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidParam is Invalid naming the request field at fault (param).
+func InvalidParam(param, format string, args ...any) *Error {
+	e := Invalid(format, args...)
+	e.Param = param
+	return e
+}
+
+// invalidRequest is the 400 of a request the wire-shape parsers
+// (backends/audio) refused, naming the field they name (backends.ParamOf).
+func invalidRequest(err error) *Error {
+	e := Invalid("%v", err)
+	e.Param, e.Err = backends.ParamOf(err), err
+	return e
 }
 
 // NotFound returns a 404 not_found_error.
@@ -87,6 +107,9 @@ func FromCode(c core.Code, msg string, cause error) *Error {
 	e.Code = c.String()
 	if c == core.CodeInvalid {
 		e.Param = backends.ParamOf(cause) // an engine naming the field at fault (file)
+		if se := (*runtime.SpecError)(nil); e.Param == "" && errors.As(cause, &se) {
+			e.Param = se.Field // the spec validator's field (slots, options, engine, ...)
+		}
 	}
 	if re := (*runtime.Error)(nil); c == core.CodeServerBusy && errors.As(cause, &re) {
 		e.RetryAfter = re.RetryAfter
@@ -157,6 +180,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		logger(r.Context()).Error("request failed", slog.Int("status", e.Status), slog.String("type", e.Type), slog.Any("err", err))
 	}
 	body := e.body()
+	if e.Status == http.StatusBadRequest && e.Code == "" { // every 400 has a code (CONTRACT.md err.shape)
+		body.Error.Code = &codeInvalid
+	}
 	if e.Status == http.StatusInternalServerError && e.Message == "" {
 		body.Error.Message = "internal error"
 	}

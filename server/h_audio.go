@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,30 +21,31 @@ import (
 
 // taskLease acquires a lease on model id with the header's admission
 // timeout (these bodies have no admission_timeout_ms field). The model's
-// registered task must be task: another is 400 invalid_request_error
-// wrong_task before any lease is taken (CONTRACT.md err.wrong-task), not
-// an engine asked for what it cannot produce.
+// task must be task: another is 400 invalid_request_error wrong_task,
+// decided by the runtime where admission is decided: before the request
+// queues or holds a slot, and again on the lease's own snapshot, the
+// config its pool was built from, so a concurrent PUT that changes the
+// task never hands this request a lease of the other task (CONTRACT.md
+// err.wrong-task), and an engine is never asked for what it cannot
+// produce.
 func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, error) {
 	if err := validModelID(id); err != nil {
 		return nil, err
-	}
-	st, err := s.rt.StatusOf(id)
-	if err != nil {
-		return nil, fromRuntime(err)
-	}
-	if st.Task != task {
-		got := "no task"
-		if st.Task != "" {
-			got = fmt.Sprintf("task %q", st.Task)
-		}
-		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task",
-			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task)}
 	}
 	timeout, err := admissionTimeout(r, nil)
 	if err != nil {
 		return nil, err
 	}
-	lease, err := s.rt.Acquire(r.Context(), id, timeout)
+	lease, err := s.rt.AcquireTask(r.Context(), id, task, timeout)
+	var te *runtime.TaskError
+	if errors.As(err, &te) {
+		got := "no task"
+		if te.Have != "" {
+			got = fmt.Sprintf("task %q", te.Have)
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
+			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task), Err: err}
+	}
 	if err != nil {
 		return nil, fromRuntime(err)
 	}
@@ -82,7 +84,7 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := p.Request()
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	lease, err := s.taskLease(r, p.Model, "tts")
 	if err != nil {
@@ -194,7 +196,7 @@ func readUpload(r *http.Request) (*upload, error) {
 		switch name := part.FormName(); name {
 		case "file":
 			if u.payload != nil {
-				return fail(Invalid("multipart body has more than one file"))
+				return fail(InvalidParam("file", "multipart body has more than one file"))
 			}
 			in, err := declaredRate(part.Header.Get("Content-Type"))
 			if err != nil {
@@ -211,7 +213,7 @@ func readUpload(r *http.Request) (*upload, error) {
 				// A diarization request's reference audio (a file part or
 				// a data URL), at most audio.MaxKnownSpeakers of them.
 				if len(u.fields[name]) >= audio.MaxKnownSpeakers {
-					return fail(Invalid("more than %d known_speaker_references[]", audio.MaxKnownSpeakers))
+					return fail(InvalidParam("known_speaker_references[]", "more than %d known_speaker_references[]", audio.MaxKnownSpeakers))
 				}
 				limit = audio.MaxKnownSpeakerBytes*4/3 + 64
 			}
@@ -238,7 +240,7 @@ func readUpload(r *http.Request) (*upload, error) {
 		}
 	}
 	if u.payload == nil {
-		return nil, Invalid("multipart body has no file")
+		return nil, InvalidParam("file", "multipart body has no file")
 	}
 	return u, nil
 }
@@ -252,10 +254,10 @@ func declaredRate(contentType string) (json.RawMessage, error) {
 	}
 	rate, err := strconv.Atoi(params["rate"])
 	if err != nil || rate < audio.MinRate || rate > audio.MaxRate {
-		return nil, Invalid("audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxRate)
+		return nil, InvalidParam("Content-Type", "audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxRate)
 	}
 	if ch, ok := params["channels"]; ok && ch != "1" {
-		return nil, Invalid("audio/L16 must be mono (channels=1), got channels=%s", ch)
+		return nil, InvalidParam("Content-Type", "audio/L16 must be mono (channels=1), got channels=%s", ch)
 	}
 	return json.RawMessage(`{"sample_rate":` + strconv.Itoa(rate) + `}`), nil
 }
@@ -283,11 +285,11 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, parse func(m
 	defer u.Close()
 	p, err := parse(u.fields)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	in, err := p.Input(u.input)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	lease, err := s.taskLease(r, p.Model, "asr")
 	if err != nil {
@@ -327,7 +329,7 @@ func (s *Server) handleVoiceActivity(w http.ResponseWriter, r *http.Request) err
 	defer u.Close()
 	model, in, err := audio.ParseVoiceActivity(u.fields, u.input)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	var v audio.VADResult
 	lease, out, err := s.inferUpload(r, u, model, "vad", in, &v)

@@ -31,7 +31,7 @@ func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	if body.ModelsRoot == "" {
-		return Invalid("models_root is required")
+		return InvalidParam("models_root", "models_root is required")
 	}
 	cat, err := s.roots.set(body.ModelsRoot)
 	if err != nil {

@@ -23,7 +23,7 @@ func (s *Server) handleDiarization(w http.ResponseWriter, r *http.Request) error
 	defer u.Close()
 	p, in, err := audio.ParseDiarization(u.fields, u.input)
 	if err != nil {
-		return Invalid("%v", err)
+		return invalidRequest(err)
 	}
 	var res audio.DiarizationResult
 	lease, out, err := s.inferUpload(r, u, p.Model, "diarization", in, &res)

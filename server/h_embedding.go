@@ -37,7 +37,7 @@ func (s *Server) handleSpeakerEmbedding(w http.ResponseWriter, r *http.Request) 
 				Message: fmt.Sprintf("field %.64q is not supported (accepted: model)", name)}
 		}
 		if len(vs) > 1 {
-			return Invalid("field model is given %d times", len(vs))
+			return InvalidParam("model", "field model is given %d times", len(vs))
 		}
 	}
 	in := map[string]any{"embedding": true}

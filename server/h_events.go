@@ -46,7 +46,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("backlog"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > eventRing {
-			return Invalid("backlog must be an integer 0..%d", eventRing)
+			return InvalidParam("backlog", "backlog must be an integer 0..%d", eventRing)
 		}
 		backlog = n
 	}
@@ -156,7 +156,7 @@ func lastEventID(r *http.Request) (bool, uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return false, 0, Invalid("Last-Event-ID must be an event id (a decimal number)")
+		return false, 0, InvalidParam("Last-Event-ID", "Last-Event-ID must be an event id (a decimal number)")
 	}
 	return true, n, nil
 }

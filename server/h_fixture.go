@@ -28,7 +28,7 @@ func (s *Server) handleListGates(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleOpenGate(w http.ResponseWriter, r *http.Request) error {
 	name := chi.URLParam(r, "name")
 	if !validName(name, 128) {
-		return Invalid("gate name %q must match [A-Za-z0-9._-]{1,128}", name)
+		return InvalidParam("name", "gate name %q must match [A-Za-z0-9._-]{1,128}", name)
 	}
 	g := s.fx.Gates()
 	g.Open(name)

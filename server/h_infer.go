@@ -93,7 +93,7 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 		if h := r.Header.Get(AdmissionTimeoutHeader); h != "" {
 			v, err := strconv.ParseInt(h, 10, 64)
 			if err != nil || v < 0 || v > maxTimeoutMS {
-				return nil, Invalid("%s must be an integer 0..%d", AdmissionTimeoutHeader, maxTimeoutMS)
+				return nil, InvalidParam(AdmissionTimeoutHeader, "%s must be an integer 0..%d", AdmissionTimeoutHeader, maxTimeoutMS)
 			}
 			ms = &v
 		}

@@ -2,14 +2,13 @@ package server
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
 // The management endpoints. The router's management
@@ -34,30 +33,12 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var before core.ModelStatus
-	var unknown error
-	if s.reg != nil {
-		_, before, unknown = s.rt.ConfigOf(id)
-	}
-	st, err := s.apply(r.Context(), id, spec) // behind --max-models; errors come mapped
+	// Behind --max-models; the registry records the change before it
+	// returns, also one that committed and then failed (CONTRACT.md
+	// persist.durable-before-200, persist.committed-only).
+	st, err := s.apply(r.Context(), id, spec, s.reg.Apply)
 	if err != nil {
-		// A registration commits before its first load, and a reconfigure
-		// before its load: what committed is recorded even though the
-		// answer is an error; nothing is recorded when nothing committed
-		// (CONTRACT.md persist.committed-only).
-		if s.reg == nil {
-			return err
-		}
-		if _, after, aerr := s.rt.ConfigOf(id); aerr != nil || unknown == nil && after.ConfigVersion == before.ConfigVersion {
-			return err
-		}
-		if rerr := s.recordModels([]string{id}); rerr != nil {
-			logger(r.Context()).Error("committed change not durable", "model", id, "err", rerr)
-		}
 		return err
-	}
-	if err := s.recordModels([]string{id}); err != nil { // persist.durable-before-200
-		return notDurable(err)
 	}
 	logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
 	return writeJSON(w, s.model(st))
@@ -70,12 +51,9 @@ func (s *Server) handleLoad(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.Load(r.Context(), id)
+	st, err := s.reg.Load(r.Context(), id) // durable before it returns (CONTRACT.md persist.durable-before-200)
 	if err != nil {
-		return fromRuntime(err)
-	}
-	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
-		return notDurable(err)
+		return manageErr(err)
 	}
 	return writeJSON(w, s.model(st))
 }
@@ -87,12 +65,9 @@ func (s *Server) handleUnload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.Unload(r.Context(), id)
+	st, err := s.reg.Unload(r.Context(), id) // durable before it returns (CONTRACT.md persist.durable-before-200)
 	if err != nil {
-		return fromRuntime(err)
-	}
-	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
-		return notDurable(err)
+		return manageErr(err)
 	}
 	return writeJSON(w, UnloadResult{ID: id, Loaded: st.Loaded})
 }
@@ -109,13 +84,13 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.Unregister(r.Context(), id)
-	if err != nil {
-		return fromRuntime(err)
+	st, err := s.reg.Unregister(r.Context(), id) // the tombstone durable before it returns (CONTRACT.md persist.durable-before-200)
+	if err != nil && !registry.NotDurable(err) {
+		return manageErr(err)
 	}
-	s.created.forget(id)
-	if err := s.recordUnregistered(id, st.ConfigVersion); err != nil { // CONTRACT.md persist.durable-before-200
-		return notDurable(err)
+	s.created.forget(id) // unregistered, durable or not
+	if err != nil {
+		return manageErr(err)
 	}
 	logger(r.Context()).Info("model unregistered", "model", id, "config_version", st.ConfigVersion)
 	return writeJSON(w, DeletedModel{ID: id, Object: "model", Deleted: true})
@@ -131,19 +106,16 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if body.Models == nil {
-		return Invalid("models is required")
+		return InvalidParam("models", "models is required")
 	}
 	for _, id := range body.Models {
 		if err := validModelID(id); err != nil {
 			return err
 		}
 	}
-	res, err := s.rt.BulkUnload(r.Context(), body.Models)
+	res, err := s.reg.BulkUnload(r.Context(), body.Models) // one durable write for all, before it returns
 	if err != nil {
-		return fromRuntime(err)
-	}
-	if err := s.recordModels(res.Unloaded); err != nil { // CONTRACT.md persist.durable-before-200: one write for all
-		return notDurable(err)
+		return manageErr(err)
 	}
 	out := BulkUnloadResult{Unloaded: res.Unloaded, NotFound: res.NotFound}
 	if out.Unloaded == nil {
@@ -155,70 +127,39 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 	return writeJSON(w, out)
 }
 
-// registrations caps the registered models at --max-models (CONTRACT.md
-// err.max-models): a new ID is admitted only while the registered models
-// plus the registrations in flight are under the cap, so concurrent PUTs
-// of new IDs cannot overshoot it. Reconfiguring a registered model is
-// never refused for the cap. An unregistered model frees its place but
-// keeps a tombstone (its last config_version, CONTRACT.md unreg.tombstone),
-// so the scheduler's entries, tombstones included, are bounded too: at
-// most tombstoneFactor times the cap; past it only IDs that have a
-// tombstone register again.
-type registrations struct {
-	mu      sync.Mutex
-	pending map[string]bool // new IDs whose Apply is in flight
-}
-
-// count is the registered models of one status snapshot plus the pending
-// IDs it does not list yet (an Apply registers its ID before it returns:
-// counted once, not twice). Call with mu held.
-func (g *registrations) count(registered []core.ModelStatus) int {
-	n := len(registered)
-	for id := range g.pending {
-		if !slices.ContainsFunc(registered, func(m core.ModelStatus) bool { return m.ID == id }) {
-			n++
-		}
+// apply is register (the registry's Apply, or the runtime's for a startup
+// config, whose models are recorded only once a management change touches
+// them: CONTRACT.md persist.config-merge); its errors are *Error values
+// for the API. The --max-models cap is the runtime's, decided where the
+// registration happens (runtime.Options.MaxModels): its refusal is 400
+// too_many_models (CONTRACT.md err.max-models).
+func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec,
+	register func(context.Context, string, runtime.ModelSpec) (core.ModelStatus, error)) (core.ModelStatus, error) {
+	st, err := register(ctx, id, spec)
+	if err == nil || runtime.Committed(err) || registry.NotDurable(err) {
+		s.created.note(id, time.Now())
 	}
-	return n
-}
-
-// tombstoneFactor bounds the scheduler's entries, tombstones of
-// unregistered models included, at this many times --max-models.
-const tombstoneFactor = 2
-
-// apply is rt.Apply behind the --max-models cap; its errors are *Error
-// values for the API.
-func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
-	if max := s.cfg.MaxModels; max > 0 {
-		g := &s.regs
-		g.mu.Lock()
-		if _, err := s.rt.StatusOf(id); err != nil && !g.pending[id] {
-			if n := g.count(s.rt.Status()); n >= max {
-				g.mu.Unlock()
-				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
-					Message: fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", id, max)}
-			}
-			if !s.rt.Unregistered(id) && s.rt.Entries()+len(g.pending) >= tombstoneFactor*max {
-				g.mu.Unlock()
-				return core.ModelStatus{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models",
-					Message: fmt.Sprintf("model %q not registered: the server keeps the last config_version of every unregistered model, and registered plus unregistered models reached %d (%d times --max-models); re-registering an unregistered ID is allowed", id, tombstoneFactor*max, tombstoneFactor)}
-			}
-			if g.pending == nil {
-				g.pending = map[string]bool{}
-			}
-			g.pending[id] = true
-			defer func() {
-				g.mu.Lock()
-				delete(g.pending, id)
-				g.mu.Unlock()
-			}()
-		}
-		g.mu.Unlock()
+	var ce *runtime.CapError
+	if errors.As(err, &ce) {
+		return st, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models", Message: ce.Error(), Err: err}
 	}
-	st, err := s.rt.Apply(ctx, id, spec)
 	if err != nil {
-		return st, fromRuntime(err)
+		return st, manageErr(err)
 	}
-	s.created.note(id, time.Now())
 	return st, nil
+}
+
+// manageErr maps a management operation's error for the API: a change
+// that is live but not durable is 500 internal_error (CONTRACT.md
+// persist.durable-before-200), an *Error stays as it is, and a runtime
+// error goes through its code.
+func manageErr(err error) error {
+	var e *Error
+	switch {
+	case registry.NotDurable(err):
+		return notDurable(err)
+	case errors.As(err, &e):
+		return e
+	}
+	return fromRuntime(err)
 }

@@ -33,15 +33,15 @@ func (s *Server) handleRealtime(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "intent" && k != "model" {
-			return Invalid("unknown query parameter %q (want intent and model)", k)
+			return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_parameter", Param: k, Message: fmt.Sprintf("unknown query parameter %q (want intent and model)", k)}
 		}
 	}
 	if it := q.Get("intent"); it != "transcription" {
-		return Invalid("intent %q is not supported: this server opens transcription sessions only (intent=transcription)", it)
+		return InvalidParam("intent", "intent %q is not supported: this server opens transcription sessions only (intent=transcription)", it)
 	}
 	id := q.Get("model")
 	if id == "" {
-		return Invalid("the model query parameter is required: a session is admitted on its model at the handshake")
+		return InvalidParam("model", "the model query parameter is required: a session is admitted on its model at the handshake")
 	}
 	if !isWebSocketHandshake(r) {
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "websocket_required",

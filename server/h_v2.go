@@ -189,7 +189,7 @@ func (s *Server) handleV2Infer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(req.ID) > maxV2RequestID {
-		return Invalid("id longer than %d bytes", maxV2RequestID)
+		return InvalidParam("id", "id longer than %d bytes", maxV2RequestID)
 	}
 	st, err := s.rt.StatusOf(id)
 	if err != nil {

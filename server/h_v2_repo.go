@@ -91,11 +91,8 @@ func (s *Server) handleV2Load(w http.ResponseWriter, r *http.Request) error {
 	if err := repositoryRequest(r); err != nil {
 		return err
 	}
-	if _, err := s.rt.Load(r.Context(), id); err != nil {
-		return fromRuntime(err)
-	}
-	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
-		return notDurable(err)
+	if _, err := s.reg.Load(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
+		return manageErr(err)
 	}
 	return v2True(w)
 }
@@ -111,11 +108,8 @@ func (s *Server) handleV2Unload(w http.ResponseWriter, r *http.Request) error {
 	if err := repositoryRequest(r); err != nil {
 		return err
 	}
-	if _, err := s.rt.Unload(r.Context(), id); err != nil {
-		return fromRuntime(err)
-	}
-	if err := s.recordModels([]string{id}); err != nil { // CONTRACT.md persist.durable-before-200
-		return notDurable(err)
+	if _, err := s.reg.Unload(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
+		return manageErr(err)
 	}
 	return v2True(w)
 }

@@ -107,16 +107,16 @@ func parseBearer(r *http.Request) (token string, ok bool, err error) {
 		return "", false, nil
 	case 1:
 	default:
-		return "", false, Invalid("repeated Authorization header: send exactly one")
+		return "", false, InvalidParam("Authorization", "repeated Authorization header: send exactly one")
 	}
 	h := vals[0]
 	if len(h) < 8 || !strings.EqualFold(h[:7], "bearer ") {
-		return "", false, Invalid("Authorization must be exactly one Bearer token")
+		return "", false, InvalidParam("Authorization", "Authorization must be exactly one Bearer token")
 	}
 	token = h[7:]
 	for i := 0; i < len(token); i++ {
 		if c := token[i]; c <= ' ' || c > '~' {
-			return "", false, Invalid("Authorization must be exactly one Bearer token")
+			return "", false, InvalidParam("Authorization", "Authorization must be exactly one Bearer token")
 		}
 	}
 	return token, true, nil
@@ -278,7 +278,7 @@ func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Key == "" || len(body.Key) > maxKeyLen {
-		return Invalid("key must be 1 to %d bytes", maxKeyLen)
+		return InvalidParam("key", "key must be 1 to %d bytes", maxKeyLen)
 	}
 	sc := a.scopeOfKey(body.Key)
 	if sc == scopeNone {

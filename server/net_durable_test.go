@@ -18,13 +18,12 @@ func TestEveryManagerAnswers500WhenNotDurable(t *testing.T) {
 	a := rs.start()
 	a.put("a", `{"engine":"fixture","slots":1}`)
 	a.put("b", `{"engine":"fixture","slots":1}`)
-	good := a.s.reg.writeFile
 	fail := func(on bool) {
 		if !on {
-			a.s.reg.writeFile = good
+			a.s.store.SetWriteHook(nil)
 			return
 		}
-		a.s.reg.writeFile = func(*os.File, []byte) error { return errors.New("disk full") }
+		a.s.store.SetWriteHook(func(*os.File, []byte) error { return errors.New("disk full") })
 	}
 	step := func(method, path, body string, want int) {
 		t.Helper()

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
 // Options are what a Server needs beyond the flags of Config.
@@ -69,7 +69,6 @@ type Server struct {
 	hosts   *hostAllowList              // CONTRACT.md err.host
 	origins *http.CrossOriginProtection // CONTRACT.md err.origin
 	refuse  *refusalSink                // CONTRACT.md err.refusal-log
-	regs    registrations               // the --max-models cap
 	live    *liveSessions               // open realtime sessions (h_realtime.go)
 	created createdAt                   // each model's registration second (model.go)
 
@@ -78,10 +77,16 @@ type Server struct {
 	startupMu sync.Mutex
 	startup   []string // the startup config's model IDs (RegisterModels): /v2/health/ready waits for them
 
-	reg *registry // --state-dir, nil without it; its lock is released after shutdown
+	// reg runs the management operations with their durability
+	// (server/internal/registry); store is its --state-dir, nil without
+	// it, whose lock is released after shutdown.
+	reg   *registry.Registry
+	store *registry.Store
 	// restored lists the models restored from the registry and whether each
-	// is to be loaded (LoadRestored); written only in New.
-	restored map[string]bool
+	// is to be loaded (LoadRestored), and restoredOrder their registration
+	// order; written only in New.
+	restored      map[string]bool
+	restoredOrder []string
 
 	stopping     atomic.Bool
 	shutdownOnce sync.Once
@@ -129,16 +134,16 @@ func New(cfg Config, opts Options) (*Server, error) {
 		if s.trace != nil {
 			_ = s.trace.Close()
 		}
-		_ = s.reg.close()
+		_ = s.store.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.StateDir != "" { // CONTRACT.md persist.lock, persist.corrupt: before anything else starts
-		reg, err := openRegistry(cfg.StateDir, log)
+		store, err := registry.Open(cfg.StateDir, log)
 		if err != nil {
 			return fail(err)
 		}
-		s.reg = reg
-		if root := reg.st.ModelsRoot; root != "" && root != cfg.ModelsRoot { // persist.models-root: the committed setting wins
+		s.store = store
+		if root := store.State().ModelsRoot; root != "" && root != cfg.ModelsRoot { // persist.models-root: the committed setting wins
 			log.Info("models root restored from the state dir", "models_root", root, "flag", cfg.ModelsRoot)
 			s.cfg.ModelsRoot = root
 		}
@@ -163,14 +168,22 @@ func New(cfg Config, opts Options) (*Server, error) {
 	backends.SetMemoryBudget(cfg.MemoryBudgetMB)
 	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
 	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
-		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants})
+		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants, MaxModels: cfg.MaxModels})
 	if err != nil {
 		return fail(err)
 	}
 	s.rt = rt
-	if s.reg != nil { // persist.restore: registered unloaded at their versions; LoadRestored loads
-		if err := s.restoreRegistry(); err != nil {
-			return fail(err)
+	s.reg = registry.New(rt, s.store, log)
+	restored, err := s.reg.Restore(context.Background()) // persist.restore: registered unloaded at their versions; LoadRestored loads
+	if err != nil {
+		return fail(err)
+	}
+	for _, m := range restored {
+		s.restored[m.ID] = m.Loaded && !m.Unregistered // a tombstone: known to the state dir, so a startup config does not bring it back
+		if !m.Unregistered {
+			s.created.note(m.ID, time.Now())
+			s.restoredOrder = append(s.restoredOrder, m.ID)
+			log.Info("model restored from the state dir", "model", m.ID, "config_version", m.ConfigVersion, "loaded", m.Loaded)
 		}
 	}
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
@@ -180,7 +193,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.feed = startFeed(rt, s.met, log)
 	s.events = newEventHub(rt, epoch, log, s.created.of)
 	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
-	s.roots.commit = s.recordModelsRoot
+	s.roots.commit = s.reg.SetRoot
 	s.handler = s.routes()
 	s.hs = &http.Server{
 		Handler:           s.handler,
@@ -258,24 +271,18 @@ func (s *Server) ShuttingDown() bool { return s.stopping.Load() }
 // model registered and unloaded, which is logged. Call it before
 // RegisterModels.
 func (s *Server) LoadRestored(ctx context.Context) error {
-	if s.reg == nil {
-		return nil
-	}
-	s.reg.mu.Lock()
-	models := slices.Clone(s.reg.st.Models) // handlers may already be recording changes
-	s.reg.mu.Unlock()
-	for _, m := range models {
-		if !s.restored[m.ID] {
+	for _, id := range s.restoredOrder {
+		if !s.restored[id] {
 			continue
 		}
-		st, err := s.rt.Load(ctx, m.ID)
+		st, err := s.rt.Load(ctx, id)
 		switch runtime.CodeOf(err) {
 		case core.CodeOK:
-			s.log.Info("restored model loaded", "model", m.ID, "config_version", st.ConfigVersion)
+			s.log.Info("restored model loaded", "model", id, "config_version", st.ConfigVersion)
 		case core.CodeShuttingDown, core.CodeCancelled:
-			return fmt.Errorf("server: model %q: %w", m.ID, err)
+			return fmt.Errorf("server: model %q: %w", id, err)
 		default:
-			s.log.Warn("restored model not loaded", "model", m.ID, "err", err)
+			s.log.Warn("restored model not loaded", "model", id, "err", err)
 		}
 	}
 	return nil
@@ -303,7 +310,7 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		}
-		st, err := s.apply(ctx, m.ID, spec)
+		st, err := s.apply(ctx, m.ID, spec, s.rt.Apply)
 		var e *Error
 		if errors.As(err, &e) && e.Code == "too_many_models" {
 			return fmt.Errorf("server: model %q: %s", m.ID, e.Message)

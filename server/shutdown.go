@@ -154,7 +154,7 @@ wait:
 			err = fmt.Errorf("server: trace file: %w", cerr)
 		}
 	}
-	if cerr := s.reg.close(); cerr != nil && err == nil { // the state dir's lock (CONTRACT.md persist.lock)
+	if cerr := s.store.Close(); cerr != nil && err == nil { // the state dir's lock (CONTRACT.md persist.lock)
 		err = fmt.Errorf("server: state dir: %w", cerr)
 	}
 	s.log.Info("shut down", "took", time.Since(start).Round(time.Millisecond), "err", err)

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -51,19 +50,6 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// toRuntime converts the decoded JSON into the runtime's spec (convert)
-// and runs the runtime's validator.
-func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
-	out, err := s.convert(parallel)
-	if err != nil {
-		return out, err
-	}
-	if err := out.Validate(); err != nil {
-		return out, specInvalid(err)
-	}
-	return out, nil
-}
-
 // convert is the one place JSON's encodings become the runtime's (absent
 // slots: 1; absent admission_timeout_ms: nil; milliseconds: a duration).
 // It checks types only, and the server's mode: in legacy mode (parallel
@@ -74,11 +60,11 @@ func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 		Options: s.Options, MaxQueue: s.MaxQueue}
 	if s.Slots != nil {
 		if !parallel {
-			return out, Invalid("slots needs --parallel-jobs: the legacy server runs one session per model")
+			return out, InvalidParam(runtime.FieldSlots, "slots needs --parallel-jobs: the legacy server runs one session per model")
 		}
 		if string(s.Slots) != "null" {
 			if err := json.Unmarshal(s.Slots, &out.Slots); err != nil {
-				return out, Invalid("slots must be an integer 1..%d", core.MaxSlots)
+				return out, InvalidParam(runtime.FieldSlots, "slots must be an integer 1..%d", core.MaxSlots)
 			}
 		}
 	}
@@ -87,12 +73,6 @@ func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 		out.AdmissionTimeout = &d
 	}
 	return out, nil
-}
-
-// specInvalid is the 400 invalid_request_error of a spec the runtime's
-// validator refused, with its message.
-func specInvalid(err error) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error(), Err: err}
 }
 
 // specJSON converts a runtime spec back into JSON's encodings (the inverse
@@ -110,13 +90,16 @@ func specJSON(s *runtime.ModelSpec, parallel bool) ModelSpec {
 	return out
 }
 
-// ToRuntime decodes and validates the spec for the server's mode
-// (parallel: started with --parallel-jobs; without it any slots field is
-// refused) and converts it into the runtime's ModelSpec, with the
-// checkpoint resolved inside modelsRoot (see resolveCheckpoint). Errors
-// are *Error values (400 invalid_request_error).
+// ToRuntime converts the decoded spec for the server's mode (parallel:
+// started with --parallel-jobs; without it any slots field is refused)
+// into the runtime's ModelSpec, with the checkpoint resolved inside
+// modelsRoot (see resolveCheckpoint). It checks JSON types only: the
+// ranges are the runtime's validator's, which Apply runs once, before
+// anything live changes (its *runtime.SpecError names the field, which the
+// answer's param carries). Errors are *Error values (400
+// invalid_request_error).
 func (s *ModelSpec) ToRuntime(parallel bool, modelsRoot string) (runtime.ModelSpec, error) {
-	spec, err := s.toRuntime(parallel)
+	spec, err := s.convert(parallel)
 	if err != nil {
 		return runtime.ModelSpec{}, err
 	}
@@ -136,10 +119,10 @@ type InferRequest struct {
 // parseInfer validates an inference request.
 func parseInfer(req *InferRequest) error {
 	if req.Input == nil {
-		return Invalid("input is required")
+		return InvalidParam("input", "input is required")
 	}
 	if req.AdmissionTimeoutMS != nil && (*req.AdmissionTimeoutMS < 0 || *req.AdmissionTimeoutMS > maxTimeoutMS) {
-		return Invalid("admission_timeout_ms must be 0..%d", maxTimeoutMS)
+		return InvalidParam("admission_timeout_ms", "admission_timeout_ms must be 0..%d", maxTimeoutMS)
 	}
 	return nil
 }

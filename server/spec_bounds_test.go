@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
 // One validator, every entry point (CONTRACT.md fail.spec-bounds): every
@@ -125,7 +126,7 @@ func restoreSpec(t *testing.T, id string, version uint64, spec *runtime.ModelSpe
 		ns = int64(*d)
 	}
 	rs := newRestartable(t)
-	b, err := encodeRegistry(registryState{Models: []registryModel{{ID: id, ConfigVersion: version, Engine: spec.Engine,
+	b, err := registry.EncodeSnapshot(registry.State{Models: []registry.Model{{ID: id, ConfigVersion: version, Engine: spec.Engine,
 		Checkpoint: spec.Checkpoint, Task: spec.Task, Options: spec.Options, Slots: spec.Slots, AdmissionTimeoutNS: ns,
 		MaxQueue: spec.MaxQueue}}})
 	if err != nil {
@@ -134,7 +135,7 @@ func restoreSpec(t *testing.T, id string, version uint64, spec *runtime.ModelSpe
 	if err := os.MkdirAll(rs.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(rs.dir, registryName), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(rs.dir, "registry.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return rs.startErr()
@@ -172,4 +173,15 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 			t.Errorf("%s -> %s -> %s: %v", b1, b2, fmt.Sprint(again), err)
 		}
 	}
+}
+
+// toRuntime is what PUT /v1/models/{id} checks of a spec, without the
+// runtime: the JSON conversion (convert), then the runtime's validator,
+// which Apply runs once.
+func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
+	out, err := s.convert(parallel)
+	if err == nil {
+		err = out.Validate()
+	}
+	return out, err
 }

@@ -84,7 +84,7 @@ var v2Tasks = map[string]v2Task{
 
 // v2Invalid is a 400 invalid_request_error naming the offending field.
 func v2Invalid(param, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
+	return InvalidParam(param, format, args...)
 }
 
 // checkParams refuses parameters outside allowed (sorted in the message).
@@ -263,7 +263,7 @@ func ttsRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 	}
 	breq, err := p.Request()
 	if err != nil {
-		return fail(Invalid("%v", err))
+		return fail(invalidRequest(err))
 	}
 	return breq, plan, nil
 }

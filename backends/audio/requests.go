@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/internal/strictjson"
 )
 
 // The request and response shapes of the three speech tasks, shared by the
@@ -238,28 +239,26 @@ type Chunk struct {
 	Audio      string `json:"audio"` // base64 of raw PCM16LE mono
 }
 
-// DecodeStrict decodes an optional JSON object into v: empty or null input
-// leaves v as is; unknown fields and trailing data are errors wrapping
-// backends.ErrInvalid.
+// DecodeStrict decodes an optional JSON object into v with the server's
+// strict decoder (internal/strictjson: unknown, duplicate and case-folded
+// keys and trailing data refused): empty or null input leaves v as is;
+// errors wrap backends.ErrInvalid and name the key at fault (ParamOf).
 func DecodeStrict(in json.RawMessage, v any) error {
 	t := bytes.TrimSpace(in)
 	if len(t) == 0 || string(t) == "null" {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(t))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		// An unknown field is one this engine does not take (hotwords
-		// on an engine without biasing): the answer names it.
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			if name, err2 := strconv.Unquote(f); err2 == nil {
-				return backends.InvalidParam(name, "input: %s is not supported by this model (%v)", name, err)
-			}
+	if err := strictjson.Decode(t, v); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) && se.Code == strictjson.CodeUnknown && se.Param != "" {
+			// An unknown field is one this engine does not take (hotwords
+			// on an engine without biasing): the answer names it.
+			return backends.InvalidParam(se.Param, "input: %s is not supported by this model (%v)", se.Param, err)
+		}
+		if errors.As(err, &se) && se.Param != "" {
+			return backends.InvalidParam(se.Param, "input: %v", err)
 		}
 		return backends.Invalidf("input: %v", err)
-	}
-	if dec.More() {
-		return backends.Invalidf("input: trailing data")
 	}
 	return nil
 }

@@ -22,6 +22,8 @@ type outcome struct {
 	// retryAfter is a backoff Reject's remaining backoff (core's
 	// Effect.RetryAfter, nanoseconds).
 	retryAfter int64
+	committed  bool   // a manager's Done or Reject: it committed a config version (core.Effect.Committed)
+	task       string // a Grant: the task of the granted pool's config
 }
 
 // waiter is one caller waiting for its ticket. The outcome is written into
@@ -164,9 +166,11 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 			panic(fmt.Sprintf("runtime: grant of slot %d of %s without a published session (pool of %d)",
 				e.Slot, r.m.ID(e.Model), len(pub)))
 		}
-		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: pub[e.Slot]})
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: pub[e.Slot],
+			task: r.models[e.Model].task})
 	case core.EfReject:
-		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter})
+		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter,
+			committed: e.Committed})
 	case core.EfDone:
 		// The status when the manager finished, not after what followed.
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfDone, bulk: e.Bulk, status: e.Status})
@@ -187,6 +191,7 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 			r.disagreeLocked("publish", e, countSessions(p.published), countSessions(p.private))
 		}
 		p.published, p.private = p.private, nil
+		p.task = r.m.Config(e.Model).Task // the config the pool was built from (published in this event)
 	case core.EfRetire:
 		p := &r.models[e.Model]
 		if p.retiring != nil || countSessions(p.published) != int(e.Sessions) {

@@ -21,6 +21,20 @@ type Error struct {
 	// after a failed load, how long the backoff still runs (from core's
 	// Reject effect; 0 otherwise).
 	RetryAfter time.Duration
+	// Committed is, for a manager refused after it committed a config
+	// version (a registration whose first load failed, a reconfigure whose
+	// load failed after its commit), true: the change is live although the
+	// answer is an error, and the persistent registry records it
+	// (CONTRACT.md persist.committed-only). The core decides it
+	// (core.Effect.Committed).
+	Committed bool
+}
+
+// Committed reports whether err is a manager's refusal that came after the
+// manager committed a config version (Error.Committed).
+func Committed(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Committed
 }
 
 // Error returns the message, followed by the cause when there is one.

@@ -41,6 +41,7 @@ type grant struct {
 	slot    int
 	version uint64
 	sess    backends.Session
+	task    string // the task of the config the granted pool was built from
 }
 
 // coreTimeout converts an admission timeout override into the core's form.
@@ -95,6 +96,58 @@ func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration
 	}
 	l.g = g
 	return l, nil
+}
+
+// AcquireTask is Acquire for a request that needs a model of task (the
+// OpenAI task endpoints, CONTRACT.md err.wrong-task): a model registered
+// for another task is refused before the request queues, and the task is
+// checked again on the lease's own snapshot, the config its pool was built
+// from, so a concurrent reconfigure that changed the task between the two
+// never hands out a lease of the wrong task (the lease is given back at
+// once). The refusal is an ErrInvalid *Error wrapping a *TaskError.
+func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *time.Duration) (*Lease, error) {
+	d, err := coreTimeout(id, timeout)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	have, known := "", false
+	if h, ok := r.m.Lookup(id); ok {
+		have, known = r.m.Config(h).Task, true
+	}
+	r.mu.Unlock()
+	if known && have != task {
+		return nil, taskError(id, have, task)
+	}
+	l := &Lease{r: r, model: id}
+	g, err := r.acquire(ctx, id, d, "", &l.id)
+	if err != nil {
+		return nil, err
+	}
+	if g.task != task {
+		r.release(g.tk, false)
+		return nil, taskError(id, g.task, task)
+	}
+	l.g = g
+	return l, nil
+}
+
+// TaskError is a request for a task the model does not serve.
+type TaskError struct {
+	Model, Have, Want string
+}
+
+func (e *TaskError) Error() string {
+	got := "no task"
+	if e.Have != "" {
+		got = fmt.Sprintf("task %q", e.Have)
+	}
+	return fmt.Sprintf("model %q serves %s, not %q", e.Model, got, e.Want)
+}
+
+func taskError(id, have, want string) *Error {
+	te := &TaskError{Model: id, Have: have, Want: want}
+	return &Error{Code: core.CodeInvalid, Msg: te.Error(), Err: te}
 }
 
 // Lease is an admitted request's hold on one session of a model's published
@@ -152,7 +205,7 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID s
 	if o.kind != core.EfGrant {
 		return grant{}, refused(id, o)
 	}
-	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session}, nil
+	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task}, nil
 }
 
 // release ends the lease of tk as one critical section.

@@ -104,10 +104,65 @@ func (r *Runtime) manage(ctx context.Context, id string, op core.Op, cfg *core.C
 		return core.ModelStatus{}, err
 	}
 	if o.kind != core.EfDone {
-		return core.ModelStatus{}, refused(id, o)
+		e := refused(id, o)
+		e.Committed = o.committed
+		return core.ModelStatus{}, e
 	}
 	if o.status == nil {
 		return core.ModelStatus{}, nil
 	}
 	return *o.status, nil
+}
+
+// TombstoneFactor bounds the scheduler's entries, tombstones of
+// unregistered models included, at this many times Options.MaxModels.
+const TombstoneFactor = 2
+
+// CapError is a registration refused for Options.MaxModels (CONTRACT.md
+// err.max-models); Tombstones says the bound on registered plus
+// unregistered IDs refused it.
+type CapError struct {
+	Model      string
+	Max        int
+	Tombstones bool
+}
+
+func (e *CapError) Error() string {
+	if e.Tombstones {
+		return fmt.Sprintf("model %q not registered: the server keeps the last config_version of every unregistered model, and registered plus unregistered models reached %d (%d times --max-models); re-registering an unregistered ID is allowed",
+			e.Model, TombstoneFactor*e.Max, TombstoneFactor)
+	}
+	return fmt.Sprintf("model %q not registered: the server already has its --max-models limit of %d models (reconfiguring one of them is allowed)", e.Model, e.Max)
+}
+
+// capLocked refuses an Apply that would register a new ID past
+// Options.MaxModels, in the critical section that registers it: the core
+// registers an unknown ID when its Apply is submitted, so registrations in
+// flight are counted and concurrent ones never overshoot. Reconfiguring a
+// registered model and restoring the state dir (RegisterOnly) are never
+// refused. A tombstone frees its place but stays an entry: entries are
+// bounded at TombstoneFactor times the cap, past which only IDs with a
+// tombstone register again. Call with mu held.
+func (r *Runtime) capLocked(ev *core.Event) error {
+	if r.maxModels == 0 || ev.Kind != core.EvSubmitManager || ev.Op != core.OpApply || ev.Config == nil || ev.Config.RegisterOnly {
+		return nil
+	}
+	h, known := r.m.Entry(ev.Model)
+	if known && !r.m.Unregistered(h) {
+		return nil // a reconfigure
+	}
+	registered := 0
+	for e := range r.m.Len() {
+		if !r.m.Unregistered(core.Handle(e)) {
+			registered++
+		}
+	}
+	if registered >= r.maxModels {
+		return &Error{Code: core.CodeInvalid, Msg: (&CapError{Model: ev.Model, Max: r.maxModels}).Error(), Err: &CapError{Model: ev.Model, Max: r.maxModels}}
+	}
+	if !known && r.m.Len() >= TombstoneFactor*r.maxModels {
+		ce := &CapError{Model: ev.Model, Max: r.maxModels, Tombstones: true}
+		return &Error{Code: core.CodeInvalid, Msg: ce.Error(), Err: ce}
+	}
+	return nil
 }

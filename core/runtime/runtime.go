@@ -40,6 +40,10 @@ type Options struct {
 	// the events before it, never a panic. 0: off. Ignored with
 	// CheckInvariants, which checks every event.
 	LiveInvariants int
+	// MaxModels caps the registered models (--max-models; 0: unlimited):
+	// an Apply that would register a new ID past it is refused, decided in
+	// the critical section that registers it (CONTRACT.md err.max-models).
+	MaxModels int
 
 	_ struct{}
 }
@@ -55,6 +59,7 @@ type Runtime struct {
 	start      time.Time
 	idle       int64
 	checkInv   bool
+	maxModels  int // Options.MaxModels
 	trace      io.Writer
 	live       liveCheck // under mu, except violations
 	waitBounds []time.Duration
@@ -106,6 +111,7 @@ type pools struct {
 	private   []backends.Session
 	published []backends.Session
 	retiring  []backends.Session // a retired pool until its StartTeardown (same event)
+	task      string             // the task of the published pool's config (a Grant's, AcquireTask)
 	stats     admissionStats
 	jobSince  int64 // when the model's current backend job started (Busy)
 }
@@ -135,7 +141,7 @@ func New(opts Options) (*Runtime, error) {
 	workCtx, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
 		engines: engines, copts: opts.Core, log: log, start: time.Now(), idle: opts.Core.IdleTimeout,
-		checkInv: opts.CheckInvariants, trace: opts.Trace, m: m, obs: opts.Trace != nil,
+		checkInv: opts.CheckInvariants, trace: opts.Trace, m: m, obs: opts.Trace != nil, maxModels: max(opts.MaxModels, 0),
 		live:       liveCheck{every: max(opts.LiveInvariants, 0), due: max(opts.LiveInvariants, 0)},
 		waitBounds: append([]time.Duration(nil), opts.WaitBuckets...),
 		workCtx:    workCtx, hardCancel: cancel, stopping: make(chan struct{}), complete: make(chan struct{}),

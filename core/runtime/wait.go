@@ -37,13 +37,18 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 		r.noteReqIDLocked(tk, reqID, cell)
 		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
 			e := &effs[0]
-			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot]}
+			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot],
+				task: r.models[h].task}
 			r.models[h].stats.admit(0, r.waitBounds)
 			r.endLocked(now, ev, tk)
 			r.mu.Unlock()
 			return tk, o, nil
 		}
 	} else {
+		if err := r.capLocked(ev); err != nil {
+			r.mu.Unlock()
+			return 0, outcome{}, err
+		}
 		// Unknown IDs go through the core too, so a trace replays exactly.
 		tk, _ = r.m.Step(*ev)
 		r.growLocked()

@@ -42,7 +42,7 @@ type check struct {
 }
 
 var allChecks = []check{
-	{name: "server", args: []string{"test", "-count=1", "./server/"}},
+	{name: "server", args: []string{"test", "-count=1", "./server/", "./server/internal/..."}},
 	{name: "conformance", args: []string{"test", "-count=1", "-run", "^TestConformance$", "./conformance/"}},
 	{name: "race", args: []string{"test", "-race", "-count=1", "./server/"}},
 	{name: "sdk", args: []string{"test", "-count=1", "./server/sdktest/"}},

@@ -1,0 +1,343 @@
+// Package strictjson is the one strict JSON decoder of the server and the
+// engines: one JSON value, and nothing after it; no unknown field; no key
+// given twice in any object; no key that names a field only when case is
+// ignored, at any nesting level (CONTRACT.md err.duplicate-keys:
+// encoding/json would keep the last of two keys and match keys
+// case-insensitively, so two readers of one body could disagree). Its
+// errors say which key or field is at fault (Error.Param) and why
+// (Error.Code), so every caller can name it in its 400.
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// The codes of an Error.
+const (
+	CodeEmpty     = "empty_body"        // no JSON value at all
+	CodeSyntax    = "invalid_json"      // not JSON, or data after the value
+	CodeType      = "invalid_type"      // a value of the wrong JSON type
+	CodeUnknown   = "unknown_parameter" // a field the target does not have
+	CodeDuplicate = "duplicate_key"     // a key given twice in one object
+	CodeCase      = "misspelled_key"    // a key that matches a field only when case is ignored
+)
+
+// Error is a refused JSON value: what is wrong (Msg, which names the key
+// where there is one), the key's path from the top-level value where one
+// is at fault (Param, "options.load_ms", "models[2]"; "" for none) and a
+// Code.
+type Error struct {
+	Param string
+	Code  string
+	Msg   string
+	Err   error // encoding/json's error, when it said
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Unwrap returns encoding/json's error, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Decode decodes the one JSON value of b into v strictly (see the package
+// comment); every error is an *Error.
+func Decode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &Error{Code: CodeEmpty, Msg: "empty: no JSON value", Err: err}
+		}
+		return classify(err)
+	}
+	if dec.More() {
+		return &Error{Code: CodeSyntax, Msg: "trailing data after the JSON value"}
+	}
+	var rest [1]byte
+	if n, _ := io.ReadFull(dec.Buffered(), rest[:]); n > 0 && !isSpace(rest[0]) {
+		return &Error{Code: CodeSyntax, Msg: "trailing data after the JSON value"}
+	}
+	// The value decoded, so the body is well-formed and nested at most
+	// encoding/json's 10,000 levels: the key pass cannot meet bad syntax
+	// and its recursion is bounded.
+	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
+		ke := err.(*keyError)
+		code := CodeDuplicate
+		if ke.misspelled {
+			code = CodeCase
+		}
+		return &Error{Param: ke.path, Code: code, Msg: ke.Error()}
+	}
+	return nil
+}
+
+// classify turns encoding/json's decoding error into an *Error naming the
+// field where it says one.
+func classify(err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &Error{Param: te.Field, Code: CodeType, Msg: err.Error(), Err: err}
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if name, uerr := unquote(f); uerr == nil {
+			return &Error{Param: name, Code: CodeUnknown, Msg: err.Error(), Err: err}
+		}
+	}
+	return &Error{Code: CodeSyntax, Msg: err.Error(), Err: err}
+}
+
+func unquote(s string) (string, error) {
+	var v string
+	err := json.Unmarshal([]byte(s), &v)
+	return v, err
+}
+
+// checkKeys walks one JSON value of b (already decoded by encoding/json,
+// so well-formed and nested at most 10,000 levels) and refuses duplicate
+// keys in any object, and keys that match a field of t (a struct, possibly
+// behind pointers, slices, arrays or maps) only case-insensitively. t nil
+// (an interface, json.RawMessage or any other type with its own decoding)
+// means the value's shape is free: only duplicates are checked. It
+// allocates nothing for a body without such keys; the path of a refused
+// key is built only on the way out of an error.
+func checkKeys(b []byte, t reflect.Type) error {
+	w := keyWalker{b: b}
+	return w.value(t)
+}
+
+type keyWalker struct {
+	b []byte
+	i int
+}
+
+func (w *keyWalker) ws() {
+	for w.i < len(w.b) && isSpace(w.b[w.i]) {
+		w.i++
+	}
+}
+
+// str reads a string at w.i and returns its value: a slice of b without
+// escapes, else the unescaped bytes.
+func (w *keyWalker) str() []byte {
+	start, esc := w.i+1, false
+	j := start
+	for ; j < len(w.b) && w.b[j] != '"'; j++ {
+		if w.b[j] == '\\' {
+			esc = true
+			j++
+		}
+	}
+	w.i = j + 1
+	if !esc {
+		return w.b[start:j]
+	}
+	var v string
+	_ = json.Unmarshal(w.b[start-1:j+1], &v) // well-formed: decoded before
+	return []byte(v)
+}
+
+func (w *keyWalker) value(t reflect.Type) error {
+	w.ws()
+	if w.i >= len(w.b) {
+		return nil
+	}
+	switch w.b[w.i] {
+	case '"':
+		w.str()
+		return nil
+	case '[':
+		w.i++
+		t = shapeOf(t)
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for n := 0; ; n++ {
+			w.ws()
+			if w.i >= len(w.b) || w.b[w.i] == ']' {
+				w.i++
+				return nil
+			}
+			if err := w.value(elem); err != nil {
+				return within(err, fmt.Sprintf("[%d]", n))
+			}
+			w.ws()
+			if w.i < len(w.b) && w.b[w.i] == ',' {
+				w.i++
+			}
+		}
+	case '{':
+		w.i++
+		t = shapeOf(t)
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		} else if t != nil && t.Kind() == reflect.Map {
+			elem = t.Elem()
+		}
+		var seen keySet
+		for {
+			w.ws()
+			if w.i >= len(w.b) || w.b[w.i] == '}' {
+				w.i++
+				return nil
+			}
+			key := w.str()
+			if seen.add(key) {
+				return &keyError{path: string(key), msg: "is given twice"}
+			}
+			ft := elem
+			if fields != nil {
+				var exact bool
+				if ft, exact = fields[string(key)]; !exact {
+					for name := range fields {
+						if strings.EqualFold(name, string(key)) {
+							return &keyError{path: string(key), msg: fmt.Sprintf("must be spelled %q", name), misspelled: true}
+						}
+					}
+				}
+			}
+			w.ws()
+			w.i++ // ':'
+			if err := w.value(ft); err != nil {
+				return within(err, "."+string(key))
+			}
+			w.ws()
+			if w.i < len(w.b) && w.b[w.i] == ',' {
+				w.i++
+			}
+		}
+	}
+	// A number, true, false or null.
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return nil
+		}
+		w.i++
+	}
+	return nil
+}
+
+// keyError is a refused key with its path from the top-level value.
+type keyError struct {
+	path, msg  string
+	misspelled bool
+}
+
+func (e *keyError) Error() string { return fmt.Sprintf("key %q %s", e.path, e.msg) }
+
+// within prefixes a keyError's path with the step that led to it ("[2]"
+// or ".name"; the top-level step drops its dot).
+func within(err error, step string) error {
+	if ke, ok := err.(*keyError); ok {
+		if strings.HasPrefix(ke.path, "[") {
+			ke.path = step + ke.path
+		} else {
+			ke.path = step + "." + ke.path
+		}
+		ke.path = strings.TrimPrefix(ke.path, ".")
+	}
+	return err
+}
+
+// keySet is the keys of one object so far: a fixed array for the usual
+// small objects, a map past that, so a hostile object with many keys
+// costs linear time.
+type keySet struct {
+	few  [16][]byte
+	n    int
+	many map[string]bool
+}
+
+// add adds key and reports whether it was there already.
+func (k *keySet) add(key []byte) bool {
+	if k.many != nil {
+		if k.many[string(key)] {
+			return true
+		}
+		k.many[string(key)] = true
+		return false
+	}
+	for _, s := range k.few[:k.n] {
+		if bytes.Equal(s, key) {
+			return true
+		}
+	}
+	if k.n < len(k.few) {
+		k.few[k.n] = key
+		k.n++
+		return false
+	}
+	k.many = make(map[string]bool, 2*len(k.few))
+	for _, s := range k.few {
+		k.many[string(s)] = true
+	}
+	k.many[string(key)] = true
+	return false
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// shapeOf returns t without pointers, or nil when t decodes itself (a
+// json.Unmarshaler such as json.RawMessage) or is an interface.
+func shapeOf(t reflect.Type) reflect.Type {
+	for t != nil {
+		if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() == reflect.Interface {
+			return nil
+		}
+		if t.Kind() != reflect.Pointer {
+			return t
+		}
+		t = t.Elem()
+	}
+	return nil
+}
+
+// fieldCache holds jsonFields by struct type.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields are the JSON names of a struct's fields with their types,
+// embedded structs' fields promoted as encoding/json does (cached).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			if et := shapeOf(f.Type); et != nil && et.Kind() == reflect.Struct {
+				for k, v := range jsonFields(et) {
+					if _, ok := out[k]; !ok {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	fieldCache.Store(t, out)
+	return out
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

@@ -1,0 +1,56 @@
+package strictjson
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+type inner struct {
+	LoadMS int `json:"load_ms"`
+}
+
+type outer struct {
+	Engine  string          `json:"engine"`
+	Options inner           `json:"options"`
+	List    []inner         `json:"list"`
+	Raw     json.RawMessage `json:"raw"`
+}
+
+// Each refusal names its key (Param) and why (Code); what encoding/json
+// would accept silently (a key twice, a key in the wrong case) is refused
+// at any depth, also inside lists, and free-form values (RawMessage) are
+// checked for duplicates only.
+func TestDecodeNamesTheKey(t *testing.T) {
+	for _, c := range []struct {
+		in, param, code string
+	}{
+		{`{"engine":"a"}`, "", ""},
+		{`{"engine":"a","engine":"b"}`, "engine", CodeDuplicate},
+		{`{"options":{"load_ms":1,"load_ms":2}}`, "options.load_ms", CodeDuplicate},
+		{`{"list":[{},{"LOAD_MS":1}]}`, "list[1].LOAD_MS", CodeCase},
+		{`{"Engine":"a"}`, "Engine", CodeCase},
+		{`{"raw":{"Any":1,"any":2}}`, "", ""},
+		{`{"raw":{"x":1,"x":2}}`, "raw.x", CodeDuplicate},
+		{`{"nope":1}`, "nope", CodeUnknown},
+		{`{"options":{"load_ms":"1"}}`, "options.load_ms", CodeType},
+		{`{"engine":"a"} x`, "", CodeSyntax},
+		{`{"engine":"a"}{}`, "", CodeSyntax},
+		{`{"engine":`, "", CodeSyntax},
+		{``, "", CodeEmpty},
+		{`  `, "", CodeEmpty},
+	} {
+		var v outer
+		err := Decode([]byte(c.in), &v)
+		if c.code == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.in, err)
+			}
+			continue
+		}
+		var se *Error
+		if !errors.As(err, &se) || se.Param != c.param || se.Code != c.code {
+			t.Errorf("%s: %#v, want param %q code %q", c.in, err, c.param, c.code)
+		}
+	}
+}

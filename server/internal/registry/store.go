@@ -1,0 +1,481 @@
+// Package registry is the persistent registry of --state-dir (CONTRACT.md,
+// "Restarts and the persistent registry") and the management operations
+// that change it: the runtime's Apply, Load, Unload, Unregister and
+// BulkUnload, and the models root, each durable before it returns success
+// (persist.durable-before-200), so a handler never records anything itself
+// and never answers 200 for a change that is not durable.
+//
+// On disk: a snapshot and a journal. The snapshot, registry.json, is one
+// header line and the JSON body of exactly len bytes:
+//
+//	sluice-registry 2 crc32c=0123abcd len=123
+//	{"models_root":"...","journal":7,"models":[{"id":"a","config_version":3,"loaded":true,...}]}
+//
+// The journal, registry.journal, is a header line naming the snapshot it
+// continues, then one record per change, each framed and checksummed:
+//
+//	sluice-journal 1 gen=7
+//	r crc32c=89abcdef len=97
+//	{"models":[{"id":"a","config_version":4,...}]}
+//
+// A record holds the new records of the models it changes (a bulk unload:
+// all of its members, one record) and the new models root, if any; a later
+// record of an ID replaces the earlier one. A change appends one record
+// and fsyncs the journal: its cost does not depend on how many models are
+// registered. When the journal grows past the snapshot's size (and
+// compactMin), the state is compacted: a new snapshot with the next
+// generation (temporary file, fsync, rename, fsync of the folder), then an
+// empty journal of that generation the same way. A journal whose
+// generation is not the snapshot's is what a crash between those two
+// renames leaves: its records are all in the snapshot, and it is replaced.
+//
+// A crash at any instant leaves the last complete snapshot and a journal
+// whose last record may be torn (fewer bytes than its header says, or a
+// header line without its end): the torn record was never fsynced, so it
+// was never answered 200, and it is cut off at the next start with a WARN
+// naming the file (persist.atomic). A complete record whose checksum fails,
+// a record that does not decode, and anything wrong with the snapshot are
+// a startup error naming the file and the problem, and the files are left
+// as they are (persist.corrupt). Format 1 snapshots (no journal) are read
+// as generation 0.
+//
+// Two servers never share a state dir: the first holds an exclusive flock
+// on <dir>/lock for its lifetime, and the second fails to start
+// (persist.lock).
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+const (
+	snapshotName   = "registry.json"
+	journalName    = "registry.journal"
+	lockName       = "lock"
+	tempSuffix     = ".tmp"
+	snapshotFormat = 2
+	snapshotMagic  = "sluice-registry"
+	journalFormat  = 1
+	journalMagic   = "sluice-journal"
+	// maxStateBytes bounds what a start reads of each file: far above
+	// what --max-models registrations need, far below memory trouble.
+	maxStateBytes = 64 << 20
+	// compactMin is the journal size under which it is never compacted.
+	compactMin = 64 << 10
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// Model is one model's committed config, its config_version and its
+// desired state, as recorded.
+type Model struct {
+	ID            string          `json:"id"`
+	ConfigVersion uint64          `json:"config_version"`
+	Loaded        bool            `json:"loaded"` // desired: loaded again at start
+	Task          string          `json:"task"`
+	Engine        string          `json:"engine"`
+	Checkpoint    string          `json:"checkpoint"` // as resolved at commit (absolute under a models root)
+	Options       json.RawMessage `json:"options"`
+	Slots         int             `json:"slots"`
+	// AdmissionTimeoutNS is core.Config.AdmissionTimeout: -1 the server
+	// default, 0 unbounded.
+	AdmissionTimeoutNS int64 `json:"admission_timeout_ns"`
+	MaxQueue           int   `json:"max_queue"`
+	// Unregistered marks the tombstone of a model DELETE /v1/models/{id}
+	// removed: ConfigVersion is the last version it had, the config fields
+	// are empty, and a start restores it as a tombstone (never loaded,
+	// never listed), so that a registration of the ID starts past that
+	// version (CONTRACT.md unreg.persisted).
+	Unregistered bool `json:"unregistered,omitempty"`
+}
+
+func (m *Model) equal(o *Model) bool {
+	return m.ID == o.ID && m.ConfigVersion == o.ConfigVersion && m.Loaded == o.Loaded && m.Task == o.Task &&
+		m.Engine == o.Engine && m.Checkpoint == o.Checkpoint && bytes.Equal(m.Options, o.Options) &&
+		m.Slots == o.Slots && m.AdmissionTimeoutNS == o.AdmissionTimeoutNS && m.MaxQueue == o.MaxQueue &&
+		m.Unregistered == o.Unregistered
+}
+
+// State is the recorded state: the body of a snapshot.
+type State struct {
+	ModelsRoot string  `json:"models_root,omitempty"` // "" until PUT /v1/settings/models-root
+	Journal    uint64  `json:"journal,omitempty"`     // the generation of the journal that continues it
+	Models     []Model `json:"models"`                // in registration order
+}
+
+// Get returns id's record.
+func (st State) Get(id string) (Model, bool) {
+	for _, m := range st.Models {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// change is one journal record: models' new records and a new root.
+type change struct {
+	ModelsRoot *string `json:"models_root,omitempty"`
+	Models     []Model `json:"models,omitempty"`
+}
+
+// Store is an open state dir: its lock, the recorded state and the journal
+// open for appending. Its methods are safe for concurrent use; mu
+// serialises every change and write, and is taken before the runtime's
+// lock (Registry reads the runtime inside it), never the other way round.
+type Store struct {
+	dir  string
+	log  *slog.Logger
+	lock *os.File
+
+	mu     sync.Mutex
+	root   string
+	gen    uint64
+	models []Model
+	index  map[string]int
+	jf     *os.File // the journal, open for appending; nil: rewrite it before the next append
+	jsize  int64    // its bytes that are durable
+	snap   int64    // the snapshot's size
+	// write writes b to f (tests replace it to fail or tear a write).
+	write func(f *os.File, b []byte) error
+}
+
+// Open creates dir if needed, takes its lock and reads its snapshot and
+// journal (none: an empty state). A torn last journal record is cut off
+// with a WARN; anything else that does not parse is an error naming the
+// file, and the files are left as they are.
+func Open(dir string, log *slog.Logger) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	lock, err := lockDir(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, log: log, lock: lock, index: map[string]int{}, write: writeAll}
+	if err := s.open(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func writeAll(f *os.File, b []byte) error { _, err := f.Write(b); return err }
+
+func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
+
+func (s *Store) open() error {
+	for _, name := range []string{snapshotName + tempSuffix, journalName + tempSuffix} {
+		tmp := s.path(name)
+		if err := os.Remove(tmp); err == nil {
+			s.log.Warn("state dir: removed an unfinished snapshot left by a crash; the last complete one is kept", "file", tmp)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("state dir %s: %w", s.dir, err)
+		}
+	}
+	st, size, err := readSnapshot(s.path(snapshotName))
+	if err != nil {
+		return err
+	}
+	s.root, s.gen, s.snap = st.ModelsRoot, st.Journal, size
+	for _, m := range st.Models {
+		s.put(m)
+	}
+	return s.openJournal()
+}
+
+// openJournal replays the journal of the snapshot's generation and opens
+// it for appending; a missing or stale journal is replaced by an empty one.
+func (s *Store) openJournal() error {
+	file := s.path(journalName)
+	b, err := readFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s.newJournal()
+	}
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", file, err)
+	}
+	gen, recs, good, torn, err := parseJournal(b)
+	if err != nil {
+		return fmt.Errorf("journal %s is corrupt (%w); it is kept as it is: repair or remove it to start", file, err)
+	}
+	if gen != s.gen {
+		if gen > s.gen {
+			return fmt.Errorf("journal %s is corrupt (generation %d, newer than its snapshot's %d); it is kept as it is: repair or remove it to start", file, gen, s.gen)
+		}
+		// A compaction wrote the snapshot and died before the new journal:
+		// every record of this one is in the snapshot.
+		s.log.Warn("state dir: replaced a journal that an unfinished compaction left; its changes are in the snapshot", "file", file, "generation", gen)
+		return s.newJournal()
+	}
+	for _, c := range recs {
+		s.adopt(c)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", file, err)
+	}
+	if torn {
+		s.log.Warn("state dir: cut off a journal record torn by a crash; it was never acknowledged", "file", file, "offset", good, "bytes", len(b)-good)
+		err := f.Truncate(int64(good))
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("journal %s: cutting off its torn record: %w", file, err)
+		}
+	}
+	s.jf, s.jsize = f, int64(good)
+	return nil
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxStateBytes)
+	}
+	return b, nil
+}
+
+// put records m in memory, replacing the record of its ID or appending it.
+func (s *Store) put(m Model) {
+	if k, ok := s.index[m.ID]; ok {
+		s.models[k] = m
+		return
+	}
+	s.index[m.ID] = len(s.models)
+	s.models = append(s.models, m)
+}
+
+func (s *Store) adopt(c change) {
+	if c.ModelsRoot != nil {
+		s.root = *c.ModelsRoot
+	}
+	for _, m := range c.Models {
+		s.put(m)
+	}
+}
+
+// State returns a copy of the recorded state.
+func (s *Store) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return State{ModelsRoot: s.root, Journal: s.gen, Models: slices.Clone(s.models)}
+}
+
+// get returns id's record. Call with mu held.
+func (s *Store) get(id string) (Model, bool) {
+	if k, ok := s.index[id]; ok {
+		return s.models[k], true
+	}
+	return Model{}, false
+}
+
+// commit makes c durable, then adopts it: one appended record, fsynced.
+// On failure the recorded state stays as it was, and the journal is
+// rewritten before the next append (what a failed write or fsync left in
+// it is never trusted). Call with mu held.
+func (s *Store) commit(c change) error {
+	rec, err := encodeRecord(c)
+	if err != nil {
+		return err
+	}
+	if s.jf == nil {
+		// The last append failed: the state with c becomes a snapshot
+		// and a new journal starts.
+		next := &Store{index: maps.Clone(s.index), models: slices.Clone(s.models), root: s.root}
+		next.adopt(c)
+		if err := s.compactTo(State{ModelsRoot: next.root, Models: next.models}); err != nil {
+			return err
+		}
+		s.adopt(c)
+		return nil
+	}
+	err = s.write(s.jf, rec)
+	if err == nil {
+		err = s.jf.Sync()
+	}
+	if err != nil {
+		// Whatever reached the file is cut off if it can be; either way
+		// the next change starts a new journal.
+		_ = s.jf.Truncate(s.jsize)
+		_ = s.jf.Close()
+		s.jf = nil
+		return fmt.Errorf("state: appending to %s: %w", s.path(journalName), err)
+	}
+	s.jsize += int64(len(rec))
+	s.adopt(c)
+	if s.jsize > compactMin && s.jsize > s.snap {
+		if err := s.compactTo(State{ModelsRoot: s.root, Models: s.models}); err != nil {
+			// c is durable in the journal; the compaction is tried again
+			// at the next change.
+			s.log.Warn("state dir: compaction failed; the journal keeps growing until one succeeds", "err", err)
+		}
+	}
+	return nil
+}
+
+// Compact writes the recorded state as a new snapshot and starts an empty
+// journal (what a change does by itself once the journal outgrows the
+// snapshot).
+func (s *Store) Compact() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.compactTo(State{ModelsRoot: s.root, Models: s.models})
+}
+
+// compactTo makes st durable as the snapshot of the next generation, then
+// starts that generation's empty journal. Call with mu held.
+func (s *Store) compactTo(st State) error {
+	st.Journal = s.gen + 1
+	b, err := EncodeSnapshot(st)
+	if err != nil {
+		return err
+	}
+	if err := s.replace(snapshotName, b); err != nil {
+		return err
+	}
+	s.gen, s.snap = st.Journal, int64(len(b))
+	if s.jf != nil {
+		_ = s.jf.Close()
+		s.jf = nil
+	}
+	return s.newJournal()
+}
+
+// newJournal replaces the journal by an empty one of generation s.gen and
+// opens it for appending.
+func (s *Store) newJournal() error {
+	head := fmt.Appendf(nil, "%s %d gen=%d\n", journalMagic, journalFormat, s.gen)
+	if err := s.replace(journalName, head); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.path(journalName), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	s.jf, s.jsize = f, int64(len(head))
+	return nil
+}
+
+// replace writes b as the file name: a temporary file, fsync, rename over
+// name, fsync of the folder. A crash leaves the old file or the new one.
+func (s *Store) replace(name string, b []byte) error {
+	file, tmp := s.path(name), s.path(name+tempSuffix)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	err = s.write(f, b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("state: writing %s: %w", file, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SetWriteHook replaces the function that writes the state's bytes to a
+// file (nil restores the plain write): tests fail or tear writes with it.
+func (s *Store) SetWriteHook(w func(f *os.File, b []byte) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w == nil {
+		w = writeAll
+	}
+	s.write = w
+}
+
+// Close releases the lock and the journal.
+func (s *Store) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.jf != nil {
+		_ = s.jf.Close()
+		s.jf = nil
+	}
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close() // closing the descriptor releases the flock
+	s.lock = nil
+	return err
+}
+
+// ReadState reads the state recorded in dir without taking its lock (for
+// tests and tools): the snapshot with its journal's records.
+func ReadState(dir string) (State, error) {
+	st, _, err := readSnapshot(filepath.Join(dir, snapshotName))
+	if err != nil {
+		return State{}, err
+	}
+	file := filepath.Join(dir, journalName)
+	b, err := readFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("journal %s: %w", file, err)
+	}
+	gen, recs, _, _, err := parseJournal(b)
+	if err != nil {
+		return State{}, fmt.Errorf("journal %s is corrupt (%w)", file, err)
+	}
+	if gen != st.Journal {
+		return st, nil
+	}
+	s := &Store{index: map[string]int{}, root: st.ModelsRoot}
+	for _, m := range st.Models {
+		s.put(m)
+	}
+	for _, c := range recs {
+		s.adopt(c)
+	}
+	return State{ModelsRoot: s.root, Journal: gen, Models: s.models}, nil
+}
