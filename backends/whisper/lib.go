@@ -12,14 +12,17 @@ import (
 	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
-// The shim's source and build script are embedded so that the loader
-// computes the same build folder name as build.sh (their hash is part of
-// it): a changed shim is a new folder, never a stale library.
+// The shim's source, build script and Vulkan compat header are embedded
+// so that the loader computes the same build folder name as build.sh
+// (their content's hash is part of it): a changed shim is a new folder,
+// never a stale library.
 var (
 	//go:embed shim/shim.c
 	shimSource []byte
 	//go:embed shim/build.sh
 	buildScript []byte
+	//go:embed shim/vk_layer_settings_compat.h
+	vkCompat []byte
 )
 
 // Version is the whisper.cpp version the library is built from.
@@ -31,8 +34,8 @@ const Version = "1.9.1"
 const DefaultCPUVariants = "x64 haswell skylakex"
 
 // BuildID returns the build folder name: build.sh's
-// "1.9.1-<hash>-<backend>", the hash over the shim, the build script and
-// the CPU variant list. SLUICE_WHISPER_BACKEND (cpu, vulkan, cuda) and
+// "1.9.1-<hash>-<backend>", the hash over the content of the shim, the
+// build script, the Vulkan compat header and the CPU variant list. SLUICE_WHISPER_BACKEND (cpu, vulkan, cuda) and
 // SLUICE_WHISPER_CPU_VARIANTS change it as they change build.sh's.
 func BuildID() string {
 	variants := os.Getenv("SLUICE_WHISPER_CPU_VARIANTS")
@@ -43,7 +46,7 @@ func BuildID() string {
 	if backend == "" {
 		backend = "cpu"
 	}
-	return Version + "-" + native.SourceHash(shimSource, buildScript, []byte(variants+"\n")) + "-" + backend
+	return Version + "-" + native.SourceHash(shimSource, buildScript, vkCompat, []byte(variants+"\n")) + "-" + backend
 }
 
 // LibraryPath returns SLUICE_WHISPER_LIB, else
