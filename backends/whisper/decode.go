@@ -86,6 +86,10 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if err != nil {
 		return backends.Output{}, err
 	}
+	filtered, err := s.useVAD(r)
+	if err != nil {
+		return backends.Output{}, err
+	}
 	// audio.duration-limit: max_seconds is checked against the header
 	// before decoding.
 	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(s.cfg.maxSeconds), RawRate: r.SampleRate})
@@ -107,7 +111,11 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 			return emit(b)
 		}
 	}
-	res, err := s.transcribe(ctx, a.Samples, d, dur, sink)
+	run := s.transcribe
+	if filtered {
+		run = s.transcribeFiltered
+	}
+	res, err := run(ctx, a.Samples, d, dur, sink)
 	if err != nil {
 		return backends.Output{}, err
 	}

@@ -47,9 +47,12 @@
 // else the ISO-639-1 code the model transcribes when a request names
 // none), max_seconds (1..7200, default 600, checked against the audio's
 // header before decoding), oversubscribe (see capacity below), gpu (use
-// the library's GPU backend, in a CUDA or Vulkan build) and dtw (word
+// the library's GPU backend, in a CUDA or Vulkan build), dtw (word
 // times from DTW token timestamps: a published model's alignment heads,
-// checked against the file's dimensions, or "top-N").
+// checked against the file's dimensions, or "top-N"), vad_file (a Silero
+// VAD v5 .onnx in the checkpoint, run by ONNX Runtime in each slot) and
+// vad_filter (the default of a request's vad_filter: decode only the
+// speech the VAD finds, vad.go).
 //
 // Capacity: min(the manifest's max_slots, cores / threads), because a
 // state computes with its own threads and more of them than cores only
@@ -76,6 +79,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/internal/memlimit"
+	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
 
@@ -102,6 +106,11 @@ type Options struct {
 	// file's dimensions) or "top-N", every head of the N top text layers
 	// (any model). "" (default): token timestamps.
 	DTW string `json:"dtw,omitempty"`
+	// VADFile is a Silero VAD v5 .onnx inside the checkpoint: each slot
+	// opens it (ONNX Runtime) for the VAD filter (vad.go).
+	VADFile string `json:"vad_file,omitempty"`
+	// VADFilter is the default of a request's vad_filter (needs VADFile).
+	VADFilter bool `json:"vad_filter,omitempty"`
 }
 
 // dtwPresets are whisper.cpp's alignment-head presets (enum
@@ -173,6 +182,8 @@ type config struct {
 	gpu        bool
 	load       loadParams // the context parameters (DTW)
 	dtw        bool       // word times from DTW token timestamps
+	vadFile    string     // absolute; "" = no VAD filter
+	vadFilter  bool       // a request's vad_filter default
 }
 
 func resolve(spec backends.Spec) (config, error) {
@@ -217,6 +228,14 @@ func resolve(spec backends.Spec) (config, error) {
 		return config{}, err
 	}
 	c.dtw = c.load.dtwPreset != 0
+	if o.VADFile != "" {
+		if c.vadFile, err = cp.File(o.VADFile); err != nil {
+			return config{}, fmt.Errorf("whisper: option vad_file: %w", err)
+		}
+	} else if o.VADFilter {
+		return config{}, backends.Invalidf("whisper: option vad_filter needs option vad_file (a Silero VAD v5 .onnx in the checkpoint)")
+	}
+	c.vadFilter = o.VADFilter
 	if o.Language != "" {
 		if c.language, err = audio.CheckLanguage(o.Language, languagesOf(info)); err != nil {
 			return config{}, fmt.Errorf("whisper: option %w", err)
@@ -339,22 +358,34 @@ func (m *model) release() {
 	}
 }
 
-// session is one slot: a whisper_state over the pool's context.
+// session is one slot: a whisper_state over the pool's context, and its
+// own Silero session when the checkpoint has a VAD model.
 type session struct {
 	m     *model
 	cfg   config
 	state unsafe.Pointer
+	vad   *onnx.VAD
 }
 
 func newSession(ctx context.Context, m *model, c config) (*session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	var v *onnx.VAD
+	if c.vadFile != "" {
+		var err error
+		if v, err = onnx.OpenVAD(ctx, "", c.vadFile, 1); err != nil {
+			return nil, backends.AsInvalid(fmt.Errorf("whisper: checkpoint %s: option vad_file: %w", c.name, err))
+		}
+	}
 	st := m.lib.initState(m.ctx)
 	if st == nil {
+		if v != nil {
+			v.Close()
+		}
 		return nil, fmt.Errorf("whisper: checkpoint %s: whisper_init_state failed: %s", c.name, m.lib.takeError())
 	}
-	return &session{m: m, cfg: c, state: st}, nil
+	return &session{m: m, cfg: c, state: st, vad: v}, nil
 }
 
 // Clone implements backends.Session: a new state over the same context.
@@ -380,6 +411,10 @@ func (s *session) Close(ctx context.Context) error {
 		s.m.lib.freeState(s.state)
 		s.state = nil
 		s.m.release()
+	}
+	if s.vad != nil {
+		s.vad.Close()
+		s.vad = nil
 	}
 	return nil
 }
