@@ -19,8 +19,9 @@
 #      the CPU seconds it took (lavapipe runs its shaders on its own
 #      threads, as many as cores, so wall time alone flatters it);
 #   4. the sequential answers of CPU and Vulkan compared;
-#   5. the Go engine itself (backends/whisper/cmd/whisper-gpucheck): the
-#      CPU build of make deps, then the Vulkan folder with option gpu,
+#   5. the Go engine itself (backends/whisper/cmd/whisper-gpucheck) on the
+#      Vulkan folder: its CPU backend (the same libraries without option
+#      gpu), then Vulkan (option gpu),
 #      matched outputs at 1, 2 and 4 slots and requests/s and CPU per
 #      request of each, from the same run, and the CPU and Vulkan answers
 #      compared clip by clip.
@@ -122,9 +123,9 @@ for m in "${models[@]}"; do
 	fi
 done
 
-echo "== the Go engine (whisper-gpucheck): CPU build, then the Vulkan folder with option gpu; $CLIPS clips, $ROUNDS round(s) per pool"
+echo "== the Go engine (whisper-gpucheck) on the Vulkan folder: its CPU backend (no option gpu), then Vulkan (option gpu); $CLIPS clips, $ROUNDS round(s) per pool"
 go build -o "$out/whisper-gpucheck" ./backends/whisper/cmd/whisper-gpucheck
-"$out/whisper-gpucheck" -label cpu -models "$MODELS" -clips "$CLIPS" -rounds "$ROUNDS" -out "$out/engine-cpu.json" || fail=1
+SLUICE_WHISPER_LIB="$dir/libsluice_whisper.so" "$out/whisper-gpucheck" -label cpu -models "$MODELS" -clips "$CLIPS" -rounds "$ROUNDS" -out "$out/engine-cpu.json" || fail=1
 SLUICE_WHISPER_LIB="$dir/libsluice_whisper.so" "$out/whisper-gpucheck" -label vulkan -gpu -models "$MODELS" -clips "$CLIPS" -rounds "$ROUNDS" -out "$out/engine-vulkan.json" || fail=1
 if [ -f "$out/engine-cpu.json" ] && [ -f "$out/engine-vulkan.json" ]; then
 	"$out/whisper-gpucheck" -compare "$out/engine-cpu.json,$out/engine-vulkan.json"
