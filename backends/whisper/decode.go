@@ -78,6 +78,9 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if s.state == nil {
 		return backends.Output{}, fmt.Errorf("whisper: session is closed")
 	}
+	if req.Live != nil {
+		return s.live(ctx, req, emit)
+	}
 	var r audio.AudioRequest
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err

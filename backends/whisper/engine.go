@@ -111,6 +111,12 @@ type Options struct {
 	VADFile string `json:"vad_file,omitempty"`
 	// VADFilter is the default of a request's vad_filter (needs VADFile).
 	VADFilter bool `json:"vad_filter,omitempty"`
+	// LiveStepMS is the turn audio between two partial decodes of a live
+	// session (live.go), 100..30000 ms, default 1000.
+	LiveStepMS int `json:"live_step_ms,omitempty"`
+	// LiveWindowMS bounds the unfrozen audio of a live decode, from
+	// live_step_ms + 2000 to 29000 ms, default 29000.
+	LiveWindowMS int `json:"live_window_ms,omitempty"`
 }
 
 // dtwPresets are whisper.cpp's alignment-head presets (enum
@@ -184,6 +190,8 @@ type config struct {
 	dtw        bool       // word times from DTW token timestamps
 	vadFile    string     // absolute; "" = no VAD filter
 	vadFilter  bool       // a request's vad_filter default
+	liveStep   int        // samples between live partial decodes
+	liveWindow int        // samples: the unfrozen audio a live decode sees at most
 }
 
 func resolve(spec backends.Spec) (config, error) {
@@ -236,6 +244,19 @@ func resolve(spec backends.Spec) (config, error) {
 		return config{}, backends.Invalidf("whisper: option vad_filter needs option vad_file (a Silero VAD v5 .onnx in the checkpoint)")
 	}
 	c.vadFilter = o.VADFilter
+	c.liveStep, c.liveWindow = LiveStep, LiveWindow
+	if o.LiveStepMS != 0 {
+		if o.LiveStepMS < 100 || o.LiveStepMS > 30000 {
+			return config{}, backends.Invalidf("whisper: option live_step_ms %d outside 100..30000", o.LiveStepMS)
+		}
+		c.liveStep = o.LiveStepMS * SampleRate / 1000
+	}
+	if o.LiveWindowMS != 0 {
+		c.liveWindow = o.LiveWindowMS * SampleRate / 1000
+	}
+	if c.liveWindow < c.liveStep+liveMargin || c.liveWindow > 29*SampleRate {
+		return config{}, backends.Invalidf("whisper: option live_window_ms %d outside live_step_ms + 2000 (%d) .. 29000", c.liveWindow*1000/SampleRate, (c.liveStep+liveMargin)*1000/SampleRate)
+	}
 	if o.Language != "" {
 		if c.language, err = audio.CheckLanguage(o.Language, languagesOf(info)); err != nil {
 			return config{}, fmt.Errorf("whisper: option %w", err)
