@@ -60,9 +60,8 @@ type liveTurn struct {
 	window  int // the checkpoint's live window (samples)
 }
 
-// settle freezes what the decode of pcm[frozen:decoded] made final and
-// reports whether the frozen text grew.
-func (t *liveTurn) settle(segs []audio.ASRSegment) bool {
+// settle freezes what the decode of pcm[frozen:decoded] made final.
+func (t *liveTurn) settle(segs []audio.ASRSegment) {
 	span := t.decoded - t.frozen
 	force := span >= t.window
 	grew := false
@@ -86,12 +85,10 @@ func (t *liveTurn) settle(segs []audio.ASRSegment) bool {
 		if len(segs) == 1 {
 			t.text = append(t.text, segs[0].Text)
 			t.frozen += min(span, max(1, int(segs[0].End*SampleRate+0.5)))
-			grew = true
 		} else {
 			t.frozen += span - liveMargin
 		}
 	}
-	return grew
 }
 
 // live runs a live session on the slot until req.Live ends.
@@ -130,7 +127,11 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 			if err != nil {
 				return err
 			}
-			if t.settle(segs) {
+			// The frozen text after every decode, grown or not: the
+			// server sends the words two hypotheses in a row share, less
+			// the last (live.transcribe), so a repeated one lets all but
+			// its last word out.
+			if t.settle(segs); len(t.text) > 0 {
 				if err := backends.EmitLive(emit, backends.LiveEvent{Kind: backends.LivePartial, Turn: turn, Text: strings.Join(t.text, " ")}); err != nil {
 					return err
 				}
