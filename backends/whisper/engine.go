@@ -35,6 +35,11 @@
 // Request.Stream each segment goes out as an audio.TranscriptDelta as
 // whisper's new-segment callback produces it (stream.go), then the result.
 //
+// Live sessions (live.go): a turn is re-decoded every live_step_ms of its
+// audio on the session's slot, and only the text of settled segments goes
+// out as partials. The VAD filter (vad.go): with vad_filter, Sluice's
+// Silero VAD v5 session cuts the silences before whisper decodes.
+//
 // Cancellation: the request's context (a client gone, a shutdown) sets a
 // flag in C memory that the shim's abort callback reads between graph
 // nodes of every encoder and decoder graph (a fix build.sh applies to
