@@ -313,8 +313,16 @@ whisper-vulkan-check: deps
 # v5 in front of whisper) against no filter on the same slot, interleaved:
 # a 60 s clip with long silences (time saved) and four speech-only clips
 # (the filter's cost, answers compared) on the tiny and bench synthetic
-# models (backends/whisper/cmd/whisper-vadcheck).
+# models (backends/whisper/cmd/whisper-vadcheck), after the cost of each
+# VAD alone over 60 s: whisper.cpp 1.9.1's built-in one with a zero-weight
+# ggml Silero of the real shape (scripts/whispervad/vadspeed.c; no real
+# ggml Silero file is obtainable) and Sluice's ONNX Runtime session.
 bench-whisper-vad: deps
+	mkdir -p out && lib=$$(dirname $$($(GO) run ./backends/whisper/cmd/whisper-vadcheck -print-lib)) && \
+	src=$(NPM_PREFIX)/node_modules/nodejs-whisper/cpp/whisper.cpp && \
+	gcc -O2 -Wall -Werror -I$$src/include -I$$src/ggml/include scripts/whispervad/vadspeed.c -o out/vadspeed \
+		-L$$lib -l:libwhisper.so.1 -l:libggml.so.0 -l:libggml-base.so.0 -lm -Wl,-rpath,$$lib && \
+	out/vadspeed -lib $$lib -seconds 60 -n 3
 	$(GO) run ./backends/whisper/cmd/whisper-vadcheck -n 3
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the

@@ -8,7 +8,9 @@
 // on one slot with the filter and without it, interleaved; it prints wall
 // seconds and CPU seconds per request of each and their ratio, and
 // whether each speech-only clip's answer is byte-identical with and
-// without the filter.
+// without the filter. First it times Sluice's Silero session alone over
+// the 60 s clip (compare scripts/whispervad/vadspeed.c, whisper.cpp's
+// built-in VAD over as much audio; make bench-whisper-vad runs both).
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/whisper"
 	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
@@ -32,7 +35,12 @@ import (
 func main() {
 	models := flag.String("models", "tiny,bench", "synthetic models (tiny, bench)")
 	n := flag.Int("n", 3, "requests per clip and mode")
+	printLib := flag.Bool("print-lib", false, "print the library's path and exit (for make bench-whisper-vad)")
 	flag.Parse()
+	if *printLib {
+		fmt.Println(whisper.LibraryPath())
+		return
+	}
 	if err := run(*models, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "whisper-vadcheck:", err)
 		os.Exit(1)
@@ -76,6 +84,31 @@ func clips() (long clip, speech []clip, err error) {
 	return long, speech, nil
 }
 
+// vadAlone times Sluice's Silero session alone (1 thread) over clip, the
+// figure scripts/whispervad/vadspeed.c gives for whisper.cpp's built-in
+// VAD over as much audio.
+func vadAlone(ctx context.Context, c clip, n int) error {
+	a, err := audio.ParseWAV(c.wav)
+	if err != nil {
+		return err
+	}
+	v, err := onnx.OpenVAD(ctx, "", catalogue.DefaultSources("").SileroModel(), 1)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	var wall, cpu float64
+	for range n {
+		c0, t0 := cpuSeconds(), time.Now()
+		if _, err := v.Speech(ctx, a.Samples, whisper.VADParams); err != nil {
+			return err
+		}
+		wall, cpu = wall+time.Since(t0).Seconds()/float64(n), cpu+(cpuSeconds()-c0)/float64(n)
+	}
+	fmt.Printf("Sluice's Silero VAD v5 session (ONNX Runtime), %d s of audio, 1 thread: %.3f s wall, %.3f s CPU per pass (%d passes)\n", len(a.Samples)/whisper.SampleRate, wall, cpu, n)
+	return nil
+}
+
 func run(models string, n int) error {
 	if err := whisper.Available(); err != nil {
 		return err
@@ -91,6 +124,9 @@ func run(models string, n int) error {
 	defer os.RemoveAll(root)
 	ctx := context.Background()
 	fmt.Printf("library: %s; Silero: %s; %d requests per clip and mode, 1 slot, 1 thread\n", whisper.LibraryPath(), catalogue.DefaultSources("").SileroModel(), n)
+	if err := vadAlone(ctx, long, n); err != nil {
+		return err
+	}
 	for _, d := range []synth.Dims{synth.Tiny, synth.Bench} {
 		if !strings.Contains(","+models+",", ","+d.Name+",") {
 			continue
