@@ -17,8 +17,10 @@ import (
 // VADGap of silence between them; every time in the answer (segments,
 // words, streamed deltas) is mapped back to the original audio. Why this
 // and not whisper.cpp 1.9.1's built-in VAD: docs/design.md "Whisper's VAD
-// filter" (measured: the built-in one needs a ggml Silero file no package
-// here ships, and cost more per audio second on the same machine).
+// filter" (it needs a ggml Silero file no package here ships; measured
+// with a zero-weight file of the real shape, its pass costs 0.17 s of CPU
+// per minute of audio against this session's 0.21 s, both small beside
+// the decode they save).
 
 // VADParams are the filter's segmentation settings: faster-whisper's
 // vad_filter defaults (a pause shorter than 2 s is speech, each region
