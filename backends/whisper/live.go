@@ -12,7 +12,7 @@ import (
 )
 
 // Live sessions (backends/live.go; CONTRACT.md "Live sessions",
-// live.whisper): whisper decodes whole windows, not audio as it arrives,
+// live.transcribe): whisper decodes whole windows, not audio as it arrives,
 // so a turn is re-decoded as it grows, on the session's own slot (one
 // decode at a time, in the loop that reads the audio). The turn's audio
 // is cut at every step of it (option live_step_ms, default LiveStep) (counted in samples, never in wall time,
@@ -28,11 +28,11 @@ import (
 //
 // Cost: one decode per step of audio, each of at most the window plus a
 // step of audio (one whisper window): when the unfrozen audio reaches the
-// window, every segment but the last is frozen whatever its end, or
-// the one segment itself. So a turn costs at most (its seconds / step)
-// decodes of one window, bounded by its duration; an engine slower than
-// that falls behind its client, and the server's bounded live queue slows
-// the client (live.backpressure).
+// window, every segment but the last is frozen whatever its end, or the
+// whole window when nothing settled. So a turn costs at most (its seconds
+// / step) decodes of one window, bounded by its duration; an engine
+// slower than that falls behind its client, and the server's bounded live
+// queue slows the client (live.backpressure).
 
 // Live implements backends.LiveEngine.
 func (e *Engine) Live() bool { return true }
@@ -67,7 +67,9 @@ func (t *liveTurn) settle(segs []audio.ASRSegment) {
 	grew := false
 	for i, g := range segs {
 		end := min(span, int(g.End*SampleRate+0.5))
-		if i == len(segs)-1 || (end > span-liveMargin && !force) {
+		// the last segment may grow; one that ends too near the end may
+		// change; one without a positive end cannot move the frozen part
+		if i == len(segs)-1 || end <= 0 || (end > span-liveMargin && !force) {
 			break
 		}
 		t.text = append(t.text, g.Text)
@@ -80,11 +82,14 @@ func (t *liveTurn) settle(segs []audio.ASRSegment) {
 		}
 	}
 	if force && !grew {
-		// one segment (or none) over the whole window: freeze it, or
-		// drop the window's silence up to the margin.
-		if len(segs) == 1 {
-			t.text = append(t.text, segs[0].Text)
-			t.frozen += min(span, max(1, int(segs[0].End*SampleRate+0.5)))
+		// nothing settled in a whole window (one segment, none, or
+		// none with a usable end): the window is frozen as it stands,
+		// its text with it, or its silence dropped up to the margin.
+		if len(segs) > 0 {
+			for _, g := range segs {
+				t.text = append(t.text, g.Text)
+			}
+			t.frozen += span
 		} else {
 			t.frozen += span - liveMargin
 		}
