@@ -94,6 +94,7 @@ type lib struct {
 	versionFn func() unsafe.Pointer
 
 	backend string // the ggml backends loaded: "CPU", or a GPU's and "CPU"
+	devices int    // the ggml devices they found (the CPU is one)
 	version string // whisper.cpp's own version string
 
 	langs []string // whisper's language codes by id
@@ -145,7 +146,7 @@ func load() (*lib, error) {
 		dir := native.CString(filepath.Dir(path))
 		devices := l.initFn(dir)
 		native.Free(dir)
-		l.backend = native.GoString(l.backendFn())
+		l.backend, l.devices = native.GoString(l.backendFn()), int(devices)
 		l.version = native.GoString(l.versionFn())
 		// 1.5.0 is the benchmark baseline's build (shim/build-1.5.0.sh),
 		// loaded only through SLUICE_WHISPER_LIB.
@@ -159,6 +160,18 @@ func load() (*lib, error) {
 		theLib = l
 	})
 	return theLib, theLibErr
+}
+
+// Backends names the ggml backends the library loaded ("CPU", or for
+// example "Vulkan,CPU") and the number of devices they found: a GPU
+// build whose driver shows no device has one (the CPU), and option gpu
+// then decodes on the CPU (whisper.cpp falls back silently).
+func Backends() (string, int, error) {
+	l, err := load()
+	if err != nil {
+		return "", 0, err
+	}
+	return l.backend, l.devices, nil
 }
 
 // Available reports whether the library can be loaded.

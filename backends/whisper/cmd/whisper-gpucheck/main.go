@@ -103,7 +103,15 @@ func run(label string, gpu bool, out, models string, nclips, rounds int) error {
 	if err := whisper.Available(); err != nil {
 		return err
 	}
-	fmt.Printf("library: %s\n", whisper.LibraryPath())
+	names, devices, err := whisper.Backends()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("library: %s (ggml backends %s, %d devices)\n", whisper.LibraryPath(), names, devices)
+	if gpu && devices < 2 {
+		// whisper.cpp would decode on the CPU without a word.
+		return fmt.Errorf("-gpu: the library found no device besides the CPU (lavapipe needs GGML_VK_VISIBLE_DEVICES=0)")
+	}
 	reqs, err := clips()
 	if err != nil {
 		return err
