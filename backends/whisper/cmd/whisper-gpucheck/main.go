@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,12 +40,22 @@ func main() {
 	models := flag.String("models", "tiny,bench", "synthetic models to check (tiny, bench)")
 	nclips := flag.Int("clips", 5, "how many of the clips (1..5: jfk.wav, three cuts, a 45 s loop)")
 	rounds := flag.Int("rounds", 2, "times each pool answers every clip")
+	slotList := flag.String("slots", "1,2,4", "the pools' slot counts")
 	flag.Parse()
 	var err error
 	if *compare != "" {
 		err = compareRuns(*compare)
 	} else {
-		err = run(*label, *gpu, *out, *models, *nclips, *rounds)
+		var slots []int
+		for _, f := range strings.Split(*slotList, ",") {
+			n, perr := strconv.Atoi(f)
+			if perr != nil || n < 1 || n > 16 {
+				fmt.Fprintf(os.Stderr, "whisper-gpucheck: -slots %q: each count 1..16\n", *slotList)
+				os.Exit(2)
+			}
+			slots = append(slots, n)
+		}
+		err = run(*label, *gpu, *out, *models, *nclips, *rounds, slots)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "whisper-gpucheck:", err)
@@ -99,7 +110,7 @@ func timedServe(ctx context.Context, pool *engines.Pool, reqs []backends.Request
 // with as many concurrent clients answer every clip rounds times in a
 // rotated order, each answer compared byte for byte with the reference;
 // each row's requests/s and CPU per request come from the same run.
-func run(label string, gpu bool, out, models string, nclips, rounds int) error {
+func run(label string, gpu bool, out, models string, nclips, rounds int, slots []int) error {
 	if err := whisper.Available(); err != nil {
 		return err
 	}
@@ -159,7 +170,7 @@ func run(label string, gpu bool, out, models string, nclips, rounds int) error {
 			answers[d.Name] = append(answers[d.Name], string(bytes.Split(o, []byte{0})[1]))
 		}
 		fmt.Printf("%s\t%s\treference\t%d clips in order\t%.3f requests/s\t%.2f CPU s/request\n", label, d.Name, len(reqs), rps, cpu)
-		for _, n := range []int{1, 2, 4} {
+		for _, n := range slots {
 			spec.Slots = n
 			pool, err := engines.OpenPool(ctx, whisper.New(), spec)
 			if errors.Is(err, backends.ErrInvalid) {
