@@ -303,7 +303,7 @@ bench-whisper: deps
 # clips/s, CPU seconds) on each backend, then the Go engine itself on the
 # Vulkan folder (build.sh vulkan, GGML_BACKEND_DL) against its CPU backend:
 # matched at 1, 2 and 4 slots, requests/s, the texts compared
-# (scripts/whisper-vulkan-check.sh; the first build takes about 22 minutes
+# (scripts/whisper-vulkan-check.sh; the first build takes 22 to 44 minutes
 # on 2 busy cores, then the checks several minutes, lavapipe being slow;
 # not part of `make test`).
 whisper-vulkan-check: deps

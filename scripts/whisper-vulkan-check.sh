@@ -7,8 +7,8 @@
 # source), builds the engine's Vulkan folder once
 # (backends/whisper/shim/build.sh vulkan: a GGML_BACKEND_DL folder, the CPU
 # variants and libggml-vulkan.so beside libwhisper and Sluice's shim; about
-# 22 minutes wall on 2 busy cores the first time, docs/design.md "Whisper
-# on Vulkan (lavapipe)"), writes the synthetic tiny and bench models
+# 22 to 44 minutes wall on 2 busy cores the first time, docs/design.md
+# "Whisper on Vulkan (lavapipe)"), writes the synthetic tiny and bench models
 # (scripts/whispervk/synth) and prints:
 #   1. the Vulkan device ggml sees (vulkaninfo --summary);
 #   2. whisper.cpp's own whisper-cli on jfk.wav, CPU (-ng) against Vulkan:
