@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -327,11 +327,30 @@ bench-whisper: deps
 # ggml's Vulkan backend, built once per source hash with Debian's glslc and
 # Vulkan headers, run on mesa's lavapipe: whisper-cli CPU against Vulkan,
 # then one context with 1, 2 and 4 states decoding at once (matched answers,
-# clips/s, CPU seconds) on each backend (scripts/whisper-vulkan-check.sh;
-# the first build takes 22 minutes (588 s CPU) on 2 busy cores, then the
-# checks about 4 minutes, lavapipe being slow; not part of `make test`).
+# clips/s, CPU seconds) on each backend, then the Go engine itself on the
+# Vulkan folder (build.sh vulkan, GGML_BACKEND_DL) against its CPU backend:
+# matched at 1, 2 and 4 slots, requests/s, the texts compared
+# (scripts/whisper-vulkan-check.sh; the first build takes 22 to 44 minutes
+# on 2 busy cores, then the checks several minutes, lavapipe being slow;
+# not part of `make test`).
 whisper-vulkan-check: deps
 	bash scripts/whisper-vulkan-check.sh
+
+# bench-whisper-vad: the whisper engine's vad_filter (Sluice's Silero VAD
+# v5 in front of whisper) against no filter on the same slot, interleaved:
+# a 60 s clip with long silences (time saved) and four speech-only clips
+# (the filter's cost, answers compared) on the tiny and bench synthetic
+# models (backends/whisper/cmd/whisper-vadcheck), after the cost of each
+# VAD alone over 60 s: whisper.cpp 1.9.1's built-in one with a zero-weight
+# ggml Silero of the real shape (scripts/whispervad/vadspeed.c; no real
+# ggml Silero file is obtainable) and Sluice's ONNX Runtime session.
+bench-whisper-vad: deps
+	mkdir -p out && lib=$$(dirname $$($(GO) run ./backends/whisper/cmd/whisper-vadcheck -print-lib)) && \
+	src=$(NPM_PREFIX)/node_modules/nodejs-whisper/cpp/whisper.cpp && \
+	gcc -O2 -Wall -Werror -I$$src/include -I$$src/ggml/include scripts/whispervad/vadspeed.c -o out/vadspeed \
+		-L$$lib -l:libwhisper.so.1 -l:libggml.so.0 -l:libggml-base.so.0 -lm -Wl,-rpath,$$lib && \
+	out/vadspeed -lib $$lib -seconds 60 -n 3
+	$(GO) run ./backends/whisper/cmd/whisper-vadcheck -n 3
 
 # model-check: the make-test bound (2 models x 2 slots, then 3 models) over the
 # spec transcription and the real core, with refinement; prints the figures.

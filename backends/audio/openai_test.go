@@ -127,7 +127,23 @@ func TestParseTranscription(t *testing.T) {
 	if err != nil || DecodeStrict(in, &r) != nil || r.Prompt != "kitchen words" || r.Temperature != 0.7 || r.SampleRate != 8000 {
 		t.Fatalf("input %s %v", in, err)
 	}
-	for field, r := range map[string]AudioRequest{"prompt": {Prompt: "x"}, "temperature": {Temperature: 0.5}, "task": {Task: TaskTranslate}} {
+	// vad_filter (whisper's VAD filter) is a boolean that reaches the
+	// engine; an engine without one refuses true.
+	p, err = ParseTranscription(map[string][]string{"vad_filter": {"true"}})
+	if err != nil || p.VADFilter == nil || !*p.VADFilter {
+		t.Fatalf("vad_filter true: %+v %v", p, err)
+	}
+	if in, err = p.Input(nil); err != nil || DecodeStrict(in, &r) != nil || r.VADFilter == nil || !*r.VADFilter {
+		t.Fatalf("vad_filter input %s %v", in, err)
+	}
+	if p, err = ParseTranscription(map[string][]string{"vad_filter": {""}}); err != nil || p.VADFilter != nil {
+		t.Fatalf("vad_filter empty: %+v %v", p, err)
+	}
+	if _, err := ParseTranscription(map[string][]string{"vad_filter": {"maybe"}}); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "vad_filter") {
+		t.Errorf("vad_filter maybe: %v", err)
+	}
+	on := true
+	for field, r := range map[string]AudioRequest{"prompt": {Prompt: "x"}, "temperature": {Temperature: 0.5}, "task": {Task: TaskTranslate}, "vad_filter": {VADFilter: &on}} {
 		if err := r.CheckPlain("e"); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), field) {
 			t.Errorf("CheckPlain %+v: %v", r, err)
 		}

@@ -67,6 +67,10 @@ type AudioRequest struct {
 	Task        string  `json:"task,omitempty"` // "" or "transcribe", or "translate"
 	Prompt      string  `json:"prompt,omitempty"`
 	Temperature float64 `json:"temperature,omitempty"` // 0..1
+	// VADFilter (whisper) decodes only the speech regions a Silero VAD
+	// finds, the silences between them cut out; nil: the checkpoint's
+	// default (option vad_filter).
+	VADFilter *bool `json:"vad_filter,omitempty"`
 }
 
 // Tasks of an AudioRequest.
@@ -76,8 +80,9 @@ const (
 )
 
 // CheckPlain refuses, naming the field, a request that asks for what
-// only whisper does: translation, a prompt, sampling. Engines that
-// transcribe deterministically without a prompt (pocketsphinx) call it.
+// only whisper does: translation, a prompt, sampling, a VAD filter.
+// Engines that transcribe deterministically without a prompt
+// (pocketsphinx) call it.
 func (r AudioRequest) CheckPlain(engine string) error {
 	switch {
 	case r.Task != "" && r.Task != TaskTranscribe:
@@ -86,6 +91,8 @@ func (r AudioRequest) CheckPlain(engine string) error {
 		return backends.Invalidf("%s: prompt is not supported: this model cannot be prompted (send it empty or not at all)", engine)
 	case r.Temperature != 0:
 		return backends.Invalidf("%s: temperature %g is not supported: this model decodes deterministically (only 0)", engine, r.Temperature)
+	case r.VADFilter != nil && *r.VADFilter:
+		return backends.Invalidf("%s: vad_filter is not supported: only a whisper model filters its input with a VAD", engine)
 	}
 	return nil
 }

@@ -78,11 +78,18 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	if s.state == nil {
 		return backends.Output{}, fmt.Errorf("whisper: session is closed")
 	}
+	if req.Live != nil {
+		return s.live(ctx, req, emit)
+	}
 	var r audio.AudioRequest
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
 	d, err := s.check(r)
+	if err != nil {
+		return backends.Output{}, err
+	}
+	filtered, err := s.useVAD(r)
 	if err != nil {
 		return backends.Output{}, err
 	}
@@ -107,7 +114,11 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 			return emit(b)
 		}
 	}
-	res, err := s.transcribe(ctx, a.Samples, d, dur, sink)
+	run := s.transcribe
+	if filtered {
+		run = s.transcribeFiltered
+	}
+	res, err := run(ctx, a.Samples, d, dur, sink)
 	if err != nil {
 		return backends.Output{}, err
 	}

@@ -35,6 +35,11 @@
 // Request.Stream each segment goes out as an audio.TranscriptDelta as
 // whisper's new-segment callback produces it (stream.go), then the result.
 //
+// Live sessions (live.go): a turn is re-decoded every live_step_ms of its
+// audio on the session's slot, and only the text of settled segments goes
+// out as partials. The VAD filter (vad.go): with vad_filter, Sluice's
+// Silero VAD v5 session cuts the silences before whisper decodes.
+//
 // Cancellation: the request's context (a client gone, a shutdown) sets a
 // flag in C memory that the shim's abort callback reads between graph
 // nodes of every encoder and decoder graph (a fix build.sh applies to
@@ -47,9 +52,12 @@
 // else the ISO-639-1 code the model transcribes when a request names
 // none), max_seconds (1..7200, default 600, checked against the audio's
 // header before decoding), oversubscribe (see capacity below), gpu (use
-// the library's GPU backend, in a CUDA or Vulkan build) and dtw (word
+// the library's GPU backend, in a CUDA or Vulkan build), dtw (word
 // times from DTW token timestamps: a published model's alignment heads,
-// checked against the file's dimensions, or "top-N").
+// checked against the file's dimensions, or "top-N"), vad_file (a Silero
+// VAD v5 .onnx in the checkpoint, run by ONNX Runtime in each slot) and
+// vad_filter (the default of a request's vad_filter: decode only the
+// speech the VAD finds, vad.go).
 //
 // Capacity: min(the manifest's max_slots, cores / threads), because a
 // state computes with its own threads and more of them than cores only
@@ -76,6 +84,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/internal/memlimit"
+	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
 
@@ -102,6 +111,17 @@ type Options struct {
 	// file's dimensions) or "top-N", every head of the N top text layers
 	// (any model). "" (default): token timestamps.
 	DTW string `json:"dtw,omitempty"`
+	// VADFile is a Silero VAD v5 .onnx inside the checkpoint: each slot
+	// opens it (ONNX Runtime) for the VAD filter (vad.go).
+	VADFile string `json:"vad_file,omitempty"`
+	// VADFilter is the default of a request's vad_filter (needs VADFile).
+	VADFilter bool `json:"vad_filter,omitempty"`
+	// LiveStepMS is the turn audio between two partial decodes of a live
+	// session (live.go), 100..30000 ms, default 1000.
+	LiveStepMS int `json:"live_step_ms,omitempty"`
+	// LiveWindowMS bounds the unfrozen audio of a live decode, from
+	// live_step_ms + 2000 to 29000 ms, default 29000.
+	LiveWindowMS int `json:"live_window_ms,omitempty"`
 }
 
 // dtwPresets are whisper.cpp's alignment-head presets (enum
@@ -173,6 +193,10 @@ type config struct {
 	gpu        bool
 	load       loadParams // the context parameters (DTW)
 	dtw        bool       // word times from DTW token timestamps
+	vadFile    string     // absolute; "" = no VAD filter
+	vadFilter  bool       // a request's vad_filter default
+	liveStep   int        // samples between live partial decodes
+	liveWindow int        // samples: the unfrozen audio a live decode sees at most
 }
 
 func resolve(spec backends.Spec) (config, error) {
@@ -217,6 +241,27 @@ func resolve(spec backends.Spec) (config, error) {
 		return config{}, err
 	}
 	c.dtw = c.load.dtwPreset != 0
+	if o.VADFile != "" {
+		if c.vadFile, err = cp.File(o.VADFile); err != nil {
+			return config{}, fmt.Errorf("whisper: option vad_file: %w", err)
+		}
+	} else if o.VADFilter {
+		return config{}, backends.Invalidf("whisper: option vad_filter needs option vad_file (a Silero VAD v5 .onnx in the checkpoint)")
+	}
+	c.vadFilter = o.VADFilter
+	c.liveStep, c.liveWindow = LiveStep, LiveWindow
+	if o.LiveStepMS != 0 {
+		if o.LiveStepMS < 100 || o.LiveStepMS > 30000 {
+			return config{}, backends.Invalidf("whisper: option live_step_ms %d outside 100..30000", o.LiveStepMS)
+		}
+		c.liveStep = o.LiveStepMS * SampleRate / 1000
+	}
+	if o.LiveWindowMS != 0 {
+		c.liveWindow = o.LiveWindowMS * SampleRate / 1000
+	}
+	if c.liveWindow < c.liveStep+liveMargin || c.liveWindow > 29*SampleRate {
+		return config{}, backends.Invalidf("whisper: option live_window_ms %d outside live_step_ms + 2000 (%d) .. 29000", c.liveWindow*1000/SampleRate, (c.liveStep+liveMargin)*1000/SampleRate)
+	}
 	if o.Language != "" {
 		if c.language, err = audio.CheckLanguage(o.Language, languagesOf(info)); err != nil {
 			return config{}, fmt.Errorf("whisper: option %w", err)
@@ -339,22 +384,34 @@ func (m *model) release() {
 	}
 }
 
-// session is one slot: a whisper_state over the pool's context.
+// session is one slot: a whisper_state over the pool's context, and its
+// own Silero session when the checkpoint has a VAD model.
 type session struct {
 	m     *model
 	cfg   config
 	state unsafe.Pointer
+	vad   *onnx.VAD
 }
 
 func newSession(ctx context.Context, m *model, c config) (*session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	var v *onnx.VAD
+	if c.vadFile != "" {
+		var err error
+		if v, err = onnx.OpenVAD(ctx, "", c.vadFile, 1); err != nil {
+			return nil, backends.AsInvalid(fmt.Errorf("whisper: checkpoint %s: option vad_file: %w", c.name, err))
+		}
+	}
 	st := m.lib.initState(m.ctx)
 	if st == nil {
+		if v != nil {
+			v.Close()
+		}
 		return nil, fmt.Errorf("whisper: checkpoint %s: whisper_init_state failed: %s", c.name, m.lib.takeError())
 	}
-	return &session{m: m, cfg: c, state: st}, nil
+	return &session{m: m, cfg: c, state: st, vad: v}, nil
 }
 
 // Clone implements backends.Session: a new state over the same context.
@@ -380,6 +437,10 @@ func (s *session) Close(ctx context.Context) error {
 		s.m.lib.freeState(s.state)
 		s.state = nil
 		s.m.release()
+	}
+	if s.vad != nil {
+		s.vad.Close()
+		s.vad = nil
 	}
 	return nil
 }

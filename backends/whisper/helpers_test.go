@@ -86,7 +86,7 @@ func infer(t *testing.T, s backends.Session, wav []byte, input string) (audio.AS
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, d := range []string{tinyRoot, typesRoot} {
+	for _, d := range []string{tinyRoot, typesRoot, vadRoot} {
 		if d != "" {
 			os.RemoveAll(d)
 		}

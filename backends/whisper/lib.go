@@ -12,14 +12,17 @@ import (
 	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
-// The shim's source and build script are embedded so that the loader
-// computes the same build folder name as build.sh (their hash is part of
-// it): a changed shim is a new folder, never a stale library.
+// The shim's source, build script and Vulkan compat header are embedded
+// so that the loader computes the same build folder name as build.sh
+// (their content's hash is part of it): a changed shim is a new folder,
+// never a stale library.
 var (
 	//go:embed shim/shim.c
 	shimSource []byte
 	//go:embed shim/build.sh
 	buildScript []byte
+	//go:embed shim/vk_layer_settings_compat.h
+	vkCompat []byte
 )
 
 // Version is the whisper.cpp version the library is built from.
@@ -31,8 +34,8 @@ const Version = "1.9.1"
 const DefaultCPUVariants = "x64 haswell skylakex"
 
 // BuildID returns the build folder name: build.sh's
-// "1.9.1-<hash>-<backend>", the hash over the shim, the build script and
-// the CPU variant list. SLUICE_WHISPER_BACKEND (cpu, vulkan, cuda) and
+// "1.9.1-<hash>-<backend>", the hash over the content of the shim, the
+// build script, the Vulkan compat header and the CPU variant list. SLUICE_WHISPER_BACKEND (cpu, vulkan, cuda) and
 // SLUICE_WHISPER_CPU_VARIANTS change it as they change build.sh's.
 func BuildID() string {
 	variants := os.Getenv("SLUICE_WHISPER_CPU_VARIANTS")
@@ -43,7 +46,7 @@ func BuildID() string {
 	if backend == "" {
 		backend = "cpu"
 	}
-	return Version + "-" + native.SourceHash(shimSource, buildScript, []byte(variants+"\n")) + "-" + backend
+	return Version + "-" + native.SourceHash(shimSource, buildScript, vkCompat, []byte(variants+"\n")) + "-" + backend
 }
 
 // LibraryPath returns SLUICE_WHISPER_LIB, else
@@ -91,6 +94,7 @@ type lib struct {
 	versionFn func() unsafe.Pointer
 
 	backend string // the ggml backends loaded: "CPU", or a GPU's and "CPU"
+	devices int    // the ggml devices they found (the CPU is one)
 	version string // whisper.cpp's own version string
 
 	langs []string // whisper's language codes by id
@@ -142,7 +146,7 @@ func load() (*lib, error) {
 		dir := native.CString(filepath.Dir(path))
 		devices := l.initFn(dir)
 		native.Free(dir)
-		l.backend = native.GoString(l.backendFn())
+		l.backend, l.devices = native.GoString(l.backendFn()), int(devices)
 		l.version = native.GoString(l.versionFn())
 		// 1.5.0 is the benchmark baseline's build (shim/build-1.5.0.sh),
 		// loaded only through SLUICE_WHISPER_LIB.
@@ -156,6 +160,18 @@ func load() (*lib, error) {
 		theLib = l
 	})
 	return theLib, theLibErr
+}
+
+// Backends names the ggml backends the library loaded ("CPU", or for
+// example "Vulkan,CPU") and the number of devices they found: a GPU
+// build whose driver shows no device has one (the CPU), and option gpu
+// then decodes on the CPU (whisper.cpp falls back silently).
+func Backends() (string, int, error) {
+	l, err := load()
+	if err != nil {
+		return "", 0, err
+	}
+	return l.backend, l.devices, nil
 }
 
 // Available reports whether the library can be loaded.

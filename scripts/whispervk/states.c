@@ -18,13 +18,16 @@
 // a crash is a crash). -out FILE writes the reference answers, so a CPU
 // run and a Vulkan run can be compared with cmp.
 //
-// Build (scripts/whisper-vulkan-build.sh does this), on one line:
+// The libraries are a GGML_BACKEND_DL folder (backends/whisper/shim/
+// build.sh, backend vulkan): the backend modules beside them are loaded
+// from the folder named by -lib (ggml_backend_load_all_from_path).
+// Build (scripts/whisper-vulkan-check.sh does this), on one line:
 //   gcc -O2 -Wall -Werror -pthread -I$SRC/include -I$SRC/ggml/include
-//       states.c -o whispervk-states -L$BUILD/src -L$BUILD/ggml/src
-//       -lwhisper -lggml -lggml-base -Wl,-rpath,'$ORIGIN'
+//       states.c -o whispervk-states -L$LIB -lwhisper -lggml -lggml-base
+//       -Wl,-rpath,$LIB
 //
-// Usage: whispervk-states -m MODEL -f WAV [-gpu 0|1] [-n 1,2,4] [-d DECODES]
-//                         [-t THREADS] [-out FILE] [-v]
+// Usage: whispervk-states -lib DIR -m MODEL -f WAV [-gpu 0|1] [-n 1,2,4]
+//                         [-d DECODES] [-t THREADS] [-out FILE] [-v]
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ggml-backend.h"
 #include "whisper.h"
 
 #define MAX_STATES 16
@@ -170,7 +174,7 @@ static int phase(struct job *jobs, int n) {
 }
 
 int main(int argc, char **argv) {
-	const char *model = NULL, *wav = NULL, *out = NULL, *counts = "1,2,4";
+	const char *model = NULL, *wav = NULL, *out = NULL, *counts = "1,2,4", *lib = NULL;
 	int gpu = 1, decodes = 4, verbose = 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++) {
@@ -179,6 +183,7 @@ int main(int argc, char **argv) {
 		if (!v) { fprintf(stderr, "%s needs a value\n", a); return 2; }
 		i++;
 		if (!strcmp(a, "-m")) model = v;
+		else if (!strcmp(a, "-lib")) lib = v;
 		else if (!strcmp(a, "-f")) wav = v;
 		else if (!strcmp(a, "-gpu")) gpu = atoi(v);
 		else if (!strcmp(a, "-n")) counts = v;
@@ -194,11 +199,13 @@ int main(int argc, char **argv) {
 		else if (ns[nn] > most) most = ns[nn];
 		if (nn <= MAX_STATES) nn++;
 	}
-	if (!model || !wav || nn < 1 || nn > MAX_STATES || decodes < 1 || n_threads < 1) {
-		fprintf(stderr, "usage: %s -m MODEL -f WAV [-gpu 0|1] [-n 1,2,4 (each 1..%d)] [-d DECODES] [-t THREADS] [-out FILE] [-v]\n", argv[0], MAX_STATES);
+	if (!lib || !model || !wav || nn < 1 || nn > MAX_STATES || decodes < 1 || n_threads < 1) {
+		fprintf(stderr, "usage: %s -lib DIR -m MODEL -f WAV [-gpu 0|1] [-n 1,2,4 (each 1..%d)] [-d DECODES] [-t THREADS] [-out FILE] [-v]\n", argv[0], MAX_STATES);
 		return 2;
 	}
 	if (!verbose) whisper_log_set(quiet, NULL);
+	ggml_backend_load_all_from_path(lib);
+	if (ggml_backend_dev_count() < 1) { fprintf(stderr, "%s: no ggml backend module loaded\n", lib); return 2; }
 	int total = 0;
 	float *pcm = read_wav(wav, &total);
 	if (!pcm || total < 16000) { fprintf(stderr, "%s: not a 16 kHz mono PCM16 WAV of 1 s or more\n", wav); return 2; }

@@ -1,15 +1,17 @@
 // Command whisper-gpucheck runs the whisper engine's matched-output check
 // and throughput on one build of whisper.cpp (the libsluice_whisper.so
 // SLUICE_WHISPER_LIB names, else the CPU build), for scripts/gpu-check.sh
-// (CPU against CUDA; a Vulkan check runs it the same way): for the tiny and
-// bench synthetic models, the 1-slot answers to clips of jfk.wav, then
-// pools of 1, 2 and 4 slots with as many concurrent clients answering
-// every clip twice, byte-identical to the 1-slot answers; then requests/s
-// at each slot count. -out writes the 1-slot answers; -compare A,B prints,
-// clip by clip, whether two runs' answers are equal.
+// (CPU against CUDA) and scripts/whisper-vulkan-check.sh (CPU against
+// Vulkan on lavapipe): for the tiny and bench synthetic models, the 1-slot
+// answers to clips of jfk.wav, then pools of 1, 2 and 4 slots with as many
+// concurrent clients answering every clip -rounds times, byte-identical
+// to the 1-slot answers, with each pool's requests/s and CPU seconds per
+// request from the same run. -out writes the 1-slot answers; -compare A,B
+// prints, clip by clip, whether two runs' answers are equal.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +19,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -34,12 +38,24 @@ func main() {
 	out := flag.String("out", "", "write the 1-slot answers (JSON) here")
 	compare := flag.String("compare", "", "A.json,B.json: compare two runs' answers and exit")
 	models := flag.String("models", "tiny,bench", "synthetic models to check (tiny, bench)")
+	nclips := flag.Int("clips", 5, "how many of the clips (1..5: jfk.wav, three cuts, a 45 s loop)")
+	rounds := flag.Int("rounds", 2, "times each pool answers every clip")
+	slotList := flag.String("slots", "1,2,4", "the pools' slot counts")
 	flag.Parse()
 	var err error
 	if *compare != "" {
 		err = compareRuns(*compare)
 	} else {
-		err = run(*label, *gpu, *out, *models)
+		var slots []int
+		for _, f := range strings.Split(*slotList, ",") {
+			n, perr := strconv.Atoi(f)
+			if perr != nil || n < 1 || n > 16 {
+				fmt.Fprintf(os.Stderr, "whisper-gpucheck: -slots %q: each count 1..16\n", *slotList)
+				os.Exit(2)
+			}
+			slots = append(slots, n)
+		}
+		err = run(*label, *gpu, *out, *models, *nclips, *rounds, slots)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "whisper-gpucheck:", err)
@@ -70,15 +86,51 @@ func clips() ([]backends.Request, error) {
 	return reqs, nil
 }
 
-func run(label string, gpu bool, out, models string) error {
+// cpuSeconds is the process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// timedServe answers jobs on pool and returns the answers' comparable
+// bytes, requests/s and CPU seconds per request (the whole process's: a
+// GPU driver's threads, lavapipe's included, count).
+func timedServe(ctx context.Context, pool *engines.Pool, reqs []backends.Request, jobs []int) ([][]byte, float64, float64, error) {
+	c0, t0 := cpuSeconds(), time.Now()
+	got, err := pool.Serve(ctx, reqs, jobs)
+	el, cpu := time.Since(t0).Seconds(), cpuSeconds()-c0
+	return got, float64(len(jobs)) / el, cpu / float64(len(jobs)), err
+}
+
+// run checks each model: a 1-slot pool answers every clip in order (the
+// reference, and the answers -out writes), then pools of 1, 2 and 4 slots
+// with as many concurrent clients answer every clip rounds times in a
+// rotated order, each answer compared byte for byte with the reference;
+// each row's requests/s and CPU per request come from the same run.
+func run(label string, gpu bool, out, models string, nclips, rounds int, slots []int) error {
 	if err := whisper.Available(); err != nil {
 		return err
 	}
-	fmt.Printf("library: %s\n", whisper.LibraryPath())
+	names, devices, err := whisper.Backends()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("library: %s (ggml backends %s, %d devices)\n", whisper.LibraryPath(), names, devices)
+	if gpu && devices < 2 {
+		// whisper.cpp would decode on the CPU without a word.
+		return fmt.Errorf("-gpu: the library found no device besides the CPU (lavapipe needs GGML_VK_VISIBLE_DEVICES=0)")
+	}
 	reqs, err := clips()
 	if err != nil {
 		return err
 	}
+	if nclips < 1 || nclips > len(reqs) || rounds < 1 {
+		return fmt.Errorf("-clips %d outside 1..%d or -rounds %d below 1", nclips, len(reqs), rounds)
+	}
+	reqs = reqs[:nclips]
 	root, err := os.MkdirTemp("", "whisper-gpucheck")
 	if err != nil {
 		return err
@@ -100,54 +152,56 @@ func run(label string, gpu bool, out, models string) error {
 		}
 		opts := fmt.Sprintf(`{"oversubscribe":true,"gpu":%v}`, gpu)
 		spec := backends.Spec{Model: d.Name, Task: "asr", Engine: whisper.Name, Checkpoint: filepath.Join(root, d.Name), Options: []byte(opts), Slots: 1}
-		rows, err := engines.Matched(ctx, whisper.New(), spec, d.Name, reqs, []int{1, 2, 4}, 2)
-		if err != nil {
-			return err
-		}
-		for _, row := range rows {
-			if row.Refused != nil {
-				fmt.Printf("%s\t%s\tslots %d\trefused: %v\n", label, d.Name, row.Slots, row.Refused)
-				continue
-			}
-			fmt.Printf("%s\t%s\tslots %d\tmatched %d/%d\t%s\n", label, d.Name, row.Slots, row.Matched, row.Requests, row.Status())
-			failed = failed || row.Status() != "ok"
-		}
 		ref, err := engines.OpenPool(ctx, whisper.New(), spec)
 		if err != nil {
 			return err
 		}
-		for _, q := range reqs {
-			o, err := ref.Sessions[0].Infer(ctx, q, nil)
-			if err != nil {
-				ref.Close(ctx)
-				return err
-			}
-			answers[d.Name] = append(answers[d.Name], string(o.JSON))
+		seq := make([]int, len(reqs))
+		for i := range seq {
+			seq[i] = i
 		}
+		want, rps, cpu, err := timedServe(ctx, ref, reqs, seq)
 		ref.Close(ctx)
-		for _, n := range []int{1, 2, 4} {
+		if err != nil {
+			return err
+		}
+		for _, o := range want {
+			// Normalize's bytes: content type, NUL, JSON, NUL, data.
+			answers[d.Name] = append(answers[d.Name], string(bytes.Split(o, []byte{0})[1]))
+		}
+		fmt.Printf("%s\t%s\treference\t%d clips in order\t%.3f requests/s\t%.2f CPU s/request\n", label, d.Name, len(reqs), rps, cpu)
+		for _, n := range slots {
 			spec.Slots = n
 			pool, err := engines.OpenPool(ctx, whisper.New(), spec)
 			if errors.Is(err, backends.ErrInvalid) {
-				continue // the build admits fewer slots (reported above)
+				fmt.Printf("%s\t%s\tslots %d\trefused: %v\n", label, d.Name, n, err)
+				continue
 			}
 			if err != nil {
 				return err
 			}
 			var jobs []int
-			for range 2 {
+			for r := range rounds {
 				for i := range reqs {
-					jobs = append(jobs, i)
+					jobs = append(jobs, (len(reqs)-1-i+r)%len(reqs)) // reversed, rotated per round
 				}
 			}
-			t0 := time.Now()
-			_, err = pool.Serve(ctx, reqs, jobs)
-			el := time.Since(t0)
+			got, rps, cpu, err := timedServe(ctx, pool, reqs, jobs)
 			pool.Close(ctx)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s\t%s\tslots %d\t%.3f requests/s\n", label, d.Name, n, float64(len(jobs))/el.Seconds())
+			matched := 0
+			for i, g := range got {
+				if bytes.Equal(g, want[jobs[i]]) {
+					matched++
+				}
+			}
+			status := "ok"
+			if matched != len(jobs) {
+				status, failed = "MISMATCH", true
+			}
+			fmt.Printf("%s\t%s\tslots %d\tmatched %d/%d\t%s\t%.3f requests/s\t%.2f CPU s/request\n", label, d.Name, n, matched, len(jobs), status, rps, cpu)
 		}
 	}
 	if out != "" {

@@ -7,7 +7,7 @@
 // (it is only with GGML_VULKAN_VALIDATE), so g++ stops with
 // "'LayerSettingEXT' is not a member of 'vk'".
 //
-// scripts/whisper-vulkan-build.sh force-includes this header into the C++
+// backends/whisper/shim/build.sh (backend vulkan) force-includes this header into the C++
 // compiles (-include) only when /usr/include/vulkan/vulkan_core.h lacks
 // VK_EXT_layer_settings. It declares the three names in namespace vk with
 // the layout of their C structs (VkLayerSettingEXT,
