@@ -168,7 +168,7 @@ func interpret(steps []map[string]any, sym string) []string {
 	take := func(label string, ev abstract.Action) bool {
 		key := string(s.AppendKey(nil, false)) + "|" + label
 		ev.Model = strings.Replace(ev.Model, sym, model, 1)
-		out, _, err := settle(s, ev, &p)
+		out, _, err := settle(s, ev, []string{model}, &p)
 		if err != nil || out == nil {
 			return false
 		}
@@ -218,7 +218,7 @@ func interpret(steps []map[string]any, sym string) []string {
 				ok = take("infer", ev)
 				if g, _ := in["gate"].(string); g != "" {
 					gates[g] = tk
-				} else if ok && as == "" && running(s) == tk {
+				} else if ok && as == "" && running(s, model) == tk {
 					// A synchronous request without a gate runs and ends.
 					ok = take("release", abstract.Action{Kind: core.EvRelease, Ticket: tk})
 				}
@@ -272,7 +272,7 @@ func interpret(steps []map[string]any, sym string) []string {
 				if !mine {
 					continue
 				}
-				if tk != queuedRequest(s) {
+				if tk != queuedRequest(s, model) {
 					return pairs
 				}
 				ok = take("disconnect", abstract.Action{Kind: core.EvCancel, Ticket: tk, Reason: core.ReasonDisconnect})

@@ -32,19 +32,35 @@ import (
 	"github.com/sluice-dev/sluice/spec/abstract"
 )
 
-// Bound limits the walk: how many of each client action one path may take.
+// Bound limits the walk: which models, the server's residency limit, and
+// how many of each client action one path may take.
 type Bound struct {
-	Requests int // inference requests
-	Managers int // put, load, unload and delete together (the first put included)
-	Bulks    int // bulk unloads
-	Releases int // releases and disconnects together
-	Slots    []int
+	Name      string   // the generated cases' name prefix
+	Models    []string // model symbols
+	MaxLoaded int      // --max-loaded-models of the cases' own server (0: the shared server, no limit)
+	// NoBackoff runs the own server without a load backoff: the spec's
+	// backoff lasts until a Tick, the server's one second, so a case
+	// slower than that would see the server end it.
+	NoBackoff bool
+	Requests  int // inference requests
+	Managers  int // put, load, unload and delete together (the first puts included)
+	Bulks     int // bulk unloads (of every model at once)
+	Releases  int // releases and disconnects together
+	Slots     []int
 }
 
-// DefaultBound is the bound `make generate-cases` uses.
-var DefaultBound = Bound{Requests: 2, Managers: 2, Bulks: 1, Releases: 2, Slots: []int{1, 2}}
+// DefaultBound is the one-model walk `make generate-cases` writes.
+var DefaultBound = Bound{Name: "gen", Models: []string{model}, Requests: 2, Managers: 2, Bulks: 1, Releases: 2, Slots: []int{1, 2}}
 
-// model is the symbol of the one model every generated case drives.
+// TwoBound is the two-model walk under --max-loaded-models 1: residency,
+// eviction and the loader queue between two models (CONTRACT.md res.*).
+var TwoBound = Bound{Name: "gen.two", Models: []string{model, "N"}, MaxLoaded: 1, NoBackoff: true, Requests: 2, Managers: 3, Bulks: 0,
+	Releases: 1, Slots: []int{1}}
+
+// Bounds are the walks gen.yaml holds, in order.
+var Bounds = []Bound{DefaultBound, TwoBound}
+
+// model is the symbol of the first model every generated case drives.
 const model = "M"
 
 // ActionKind names a client action the generator knows.
@@ -62,18 +78,24 @@ const (
 	ADisconnect ActionKind = "disconnect"
 )
 
-// Action is one client action with its parameter.
+// Action is one client action with its parameters.
 type Action struct {
 	Kind  ActionKind
-	Slots int // APut
+	Model string // the model symbol ("" for a bulk: every model)
+	Slots int    // APut
 }
 
-// Label names the action in a pair and a case name.
+// Label names the action in a pair and a case name (the model's symbol
+// after a dot unless it is M).
 func (a Action) Label() string {
+	l := string(a.Kind)
 	if a.Kind == APut {
-		return fmt.Sprintf("put%d", a.Slots)
+		l = fmt.Sprintf("put%d", a.Slots)
 	}
-	return string(a.Kind)
+	if a.Model != "" && a.Model != model {
+		l += "." + a.Model
+	}
+	return l
 }
 
 // budget is what a path has used of the bound.
@@ -84,6 +106,7 @@ type call struct {
 	name   string
 	kind   ActionKind
 	ticket uint64
+	model  string // the model symbol ("" for a bulk)
 	gate   string // AInfer: the fixture gate that holds it while it runs
 	sync   bool   // answered within its own step (a synchronous step)
 	// what the spec answered it: done (granted or finished), code for a
@@ -109,14 +132,16 @@ func (n *node) clone() *node {
 
 // Case is one generated conformance case.
 type Case struct {
-	Name  string
-	State string     // the state's description
-	Life  core.State // M's state before the action
-	Gone  bool       // M was unregistered before the action
-	Never bool       // M was never registered before the action
-	Act   Action
-	Steps []string
-	ActAt int // the index of the action's step in Steps
+	Name   string
+	Server string     // the server: line ("" for the shared server)
+	State  string     // the state's description
+	Life   core.State // M's state before the action
+	Gone   bool       // M was unregistered before the action
+	Never  bool       // M was never registered before the action
+	Two    bool       // a two-model walk's case
+	Act    Action
+	Steps  []string
+	ActAt  int // the index of the action's step in Steps
 }
 
 // Result is a walk's cases and counts.
@@ -132,11 +157,15 @@ type Result struct {
 	AllPairs map[string]bool
 }
 
-// Params are the spec constants of the conformance suite's shared server:
-// no residency limit, no default admission timeout, load backoff on.
-func Params() abstract.Params {
-	return abstract.Params{LoadBackoff: true}
+// Params are the spec constants of the cases' server: the suite's shared
+// one (no residency limit) or one of their own with b's limit; no default
+// admission timeout, load backoff on (the server's defaults).
+func (b *Bound) Params() abstract.Params {
+	return abstract.Params{LoadBackoff: !b.NoBackoff, MaxLoaded: b.MaxLoaded}
 }
+
+// Params are the spec constants of the conformance suite's shared server.
+func Params() abstract.Params { return DefaultBound.Params() }
 
 // Configs interns the fixture config of n slots as the server registers it.
 func config(t *abstract.ConfigTable, slots int) *abstract.Config {
@@ -145,7 +174,7 @@ func config(t *abstract.ConfigTable, slots int) *abstract.Config {
 
 // Walk explores the spec within b and returns the cases.
 func Walk(b Bound) (*Result, error) {
-	p := Params()
+	p := b.Params()
 	t := abstract.NewConfigTable()
 	res := &Result{PairKeys: map[string]bool{}, AllPairs: map[string]bool{}}
 	seen := map[string]bool{}
@@ -162,7 +191,7 @@ func Walk(b Bound) (*Result, error) {
 			pk := sk + "|" + a.Label()
 			firstPair := !res.AllPairs[pk]
 			res.AllPairs[pk] = true
-			next, why, err := apply(n, a, &p, t)
+			next, why, err := apply(n, a, &b, &p, t)
 			if err != nil {
 				return nil, err
 			}
@@ -178,13 +207,19 @@ func Walk(b Bound) (*Result, error) {
 				continue
 			}
 			if firstPair && !res.PairKeys[pk] {
-				c, err := finish(n, next, a, &p, t)
+				c, err := finish(n, next, a, &b, &p, t)
 				if err != nil {
 					return nil, err
 				}
 				if c != nil {
 					res.PairKeys[pk] = true
-					c.Name = fmt.Sprintf("gen.%03d.%s", len(res.Cases)+1, a.Label())
+					c.Name = fmt.Sprintf("%s.%03d.%s", b.Name, len(res.Cases)+1, strings.ToLower(a.Label()))
+					if b.MaxLoaded > 0 {
+						c.Server = fmt.Sprintf("{max_loaded_models: %d}", b.MaxLoaded)
+						if b.NoBackoff {
+							c.Server = fmt.Sprintf("{max_loaded_models: %d, load_backoff_ms: -1}", b.MaxLoaded)
+						}
+					}
 					res.Cases = append(res.Cases, *c)
 				} else {
 					res.Unobservable++
@@ -211,32 +246,34 @@ func nodeKey(n *node) string {
 // only the first queued request disconnected.
 func actions(n *node, b Bound) []Action {
 	var out []Action
-	if n.b.req < b.Requests {
-		out = append(out, Action{Kind: AInfer})
-	}
-	if n.b.mgr < b.Managers {
-		for _, s := range b.Slots {
-			out = append(out, Action{Kind: APut, Slots: s})
+	for _, m := range b.Models {
+		if n.b.req < b.Requests {
+			out = append(out, Action{Kind: AInfer, Model: m})
 		}
-		out = append(out, Action{Kind: ALoad}, Action{Kind: AUnload}, Action{Kind: ADelete})
+		if n.b.mgr < b.Managers {
+			for _, s := range b.Slots {
+				out = append(out, Action{Kind: APut, Model: m, Slots: s})
+			}
+			out = append(out, Action{Kind: ALoad, Model: m}, Action{Kind: AUnload, Model: m}, Action{Kind: ADelete, Model: m})
+		}
+		if n.b.rel < b.Releases {
+			if running(n.s, m) != 0 {
+				out = append(out, Action{Kind: ARelease, Model: m})
+			}
+			if queuedRequest(n.s, m) != 0 {
+				out = append(out, Action{Kind: ADisconnect, Model: m})
+			}
+		}
 	}
 	if n.b.bulk < b.Bulks {
 		out = append(out, Action{Kind: ABulk})
 	}
-	if n.b.rel < b.Releases {
-		if running(n.s) != 0 {
-			out = append(out, Action{Kind: ARelease})
-		}
-		if queuedRequest(n.s) != 0 {
-			out = append(out, Action{Kind: ADisconnect})
-		}
-	}
 	return out
 }
 
-// running returns the ticket of the first running request (arrival order).
-func running(s *abstract.State) uint64 {
-	i := s.Lookup(model)
+// running returns the ticket of model m's first running request (arrival order).
+func running(s *abstract.State, m string) uint64 {
+	i := s.Lookup(m)
 	if i < 0 {
 		return 0
 	}
@@ -253,9 +290,9 @@ func running(s *abstract.State) uint64 {
 	return best.ID
 }
 
-// queuedRequest returns the ticket of the first queued request.
-func queuedRequest(s *abstract.State) uint64 {
-	i := s.Lookup(model)
+// queuedRequest returns the ticket of model m's first queued request.
+func queuedRequest(s *abstract.State, m string) uint64 {
+	i := s.Lookup(m)
 	if i < 0 {
 		return 0
 	}
@@ -267,15 +304,23 @@ func queuedRequest(s *abstract.State) uint64 {
 	return 0
 }
 
-// String describes a state for a case's comment.
-func describe(s *abstract.State) string {
-	i := s.Entry(model)
+// describe describes the models of a state for a case's comment.
+func describe(s *abstract.State, models []string) string {
+	var ds []string
+	for _, m := range models {
+		ds = append(ds, describeModel(s, m))
+	}
+	return strings.Join(ds, "; ")
+}
+
+func describeModel(s *abstract.State, m string) string {
+	i := s.Entry(m)
 	if i < 0 {
-		return "M never registered"
+		return m + " never registered"
 	}
 	md := &s.Models[i]
 	if md.Gone {
-		return fmt.Sprintf("M unregistered (tombstone at version %d)", md.Ver)
+		return fmt.Sprintf("%s unregistered (tombstone at version %d)", m, md.Ver)
 	}
 	var q []string
 	for _, e := range md.Queue {
@@ -288,7 +333,10 @@ func describe(s *abstract.State) string {
 			q = append(q, e.Op.String())
 		}
 	}
-	d := fmt.Sprintf("M %s, %d slot(s), version %d, %d running", md.Life, md.Cfg.Slots, md.Ver, md.Active())
+	d := fmt.Sprintf("%s %s, %d slot(s), version %d, %d running", m, md.Life, md.Cfg.Slots, md.Ver, md.Active())
+	if !md.Published && md.Life == core.Unloaded && md.Active() > 0 {
+		d += " (waiting for residency)"
+	}
 	if len(q) > 0 {
 		d += ", queued: " + strings.Join(q, ", ")
 	}
