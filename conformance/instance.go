@@ -412,6 +412,7 @@ func (in *inproc) Close() error {
 	if err := keepTrace(in.trace, in.keep); err != nil {
 		errs = append(errs, err)
 	}
+	in.keep = "" // a second Close (after a failed restart) has nothing left to keep
 	_ = os.RemoveAll(in.root)
 	return errors.Join(errs...)
 }
@@ -568,6 +569,7 @@ func (b *binproc) Close() error {
 	if err := keepTrace(b.trace, b.keep); err != nil {
 		errs = append(errs, err)
 	}
+	b.keep = ""
 	_ = os.RemoveAll(b.root)
 	return errors.Join(errs...)
 }
