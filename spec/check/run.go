@@ -25,7 +25,7 @@ type Options struct {
 	// RefinementOnly checks the core against the spec by refinement alone.
 	RefinementOnly bool
 	// PerTransitionInvariants checks the spec's invariants on the core's
-	// abstracted states on every transition, as before issue 35, instead
+	// abstracted states on every transition, as the checker once did, instead
 	// of once per distinct state (CoreSystem.PerStateInvariants).
 	PerTransitionInvariants bool
 	// ReplayOnly rebuilds every core state by replaying its path, never by

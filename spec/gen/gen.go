@@ -1,6 +1,6 @@
-// Package gen generates conformance cases from the spec's state graph
-// (issue 35): it walks spec/abstract from an empty registry through the
-// actions a client of the HTTP API can cause on one model (inference held
+// Package gen generates conformance cases from the spec's state graph:
+// it walks spec/abstract from an empty registry through the actions a
+// client of the HTTP API can cause on one model (inference held
 // at a fixture gate, its release, a disconnect of a queued request, a
 // register or reconfigure, load, unload, unregister and a bulk unload),
 // each followed by every backend completion (the fixture's loads, clones,
@@ -17,8 +17,12 @@
 // label. Pairs whose outcome the spec leaves open (more than one quiescent
 // outcome) or that a case could not observe are counted, not generated.
 //
-// To extend the generated matrices, add an action to Actions (with its
-// translation into steps in Case) or widen Bound; `make generate-cases`
+// A second walk (TwoBound) drives two models on a server of their own with
+// --max-loaded-models 1, every completion order of their backend jobs
+// explored.
+//
+// To extend the generated matrices, add an action to actions (with its
+// translation into steps in apply) or a walk to Bounds; `make generate-cases`
 // rewrites conformance/matrices/gen.yaml and TestGeneratedFresh fails
 // while the file differs from what the generator writes.
 package gen
