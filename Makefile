@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -363,6 +363,27 @@ model-check:
 # day, about twice that on shared ones).
 model-check-large:
 	$(GO) run ./spec/cmd/modelcheck -bound large -core-only -max-time 27m
+
+# generate-cases: conformance cases generated from the spec's state graph
+# (spec/gen: one model, every client action in every state of the walk's
+# bound) into conformance/matrices/gen.yaml, and the table of the (state,
+# action) pairs the generated and the hand-written cases cover.
+# generate-cases-check fails when the file drifted from the spec (as does
+# spec/gen's TestGeneratedFresh in make test).
+generate-cases:
+	$(GO) run ./spec/cmd/gencases -write conformance/matrices/gen.yaml
+
+generate-cases-check:
+	$(GO) run ./spec/cmd/gencases -check conformance/matrices/gen.yaml
+
+# replay-check: the conformance suite with every own-server case's scheduler
+# trace kept (SLUICE_CONFORMANCE_TRACE_DIR), then each trace replayed on core
+# under its recorded options (sluice sim --replay): every one must agree.
+REPLAY_DIR ?= out/replay-traces
+replay-check:
+	rm -rf $(REPLAY_DIR) && mkdir -p $(REPLAY_DIR)
+	SLUICE_CONFORMANCE_TRACE_DIR=$(abspath $(REPLAY_DIR)) $(GO) test -count=1 -run '^TestConformance$$' ./conformance/
+	$(GO) run ./cmd/sluice sim --replay $(REPLAY_DIR) --quiet
 
 # trace-check: every trace the runtime and simulator suites write must be a
 # behaviour of the spec.

@@ -52,6 +52,13 @@ func answeredSlotAwaited(steps []Step, residency bool) error {
 				delete(busy, m)
 			}
 			continue
+		case *string:
+			// An absent model holds no slot: its unregister was granted
+			// only after every earlier lease ended (unreg.barrier).
+			if s.Kind == "absent" {
+				delete(busy, *a)
+			}
+			continue
 		case *TargetStep:
 			if s.Kind == "unload" { // a manager on the model waits behind its slot
 				delete(busy, a.Model)
@@ -132,9 +139,13 @@ func TestAnsweredSlotAwaitedCatches(t *testing.T) {
 			{Kind: "await", Arg: &AwaitStep{Call: "w1", Expect: Expect{Body: map[string]any{"slot": 0}}}}}, false, true},
 		{"an unload of the answered model first", []Step{x1, answered, {Kind: "unload", Arg: &TargetStep{Model: "X"}}, toK}, true, false},
 		{"no slot on the same model", []Step{x1, answered, {Kind: "infer", Arg: &InferStep{Model: "X"}}}, true, false},
+		{"the answered model unregistered first", []Step{x1, answered, {Kind: "absent", Arg: ptr("X")}, toK}, true, false},
+		{"another model unregistered", []Step{x1, answered, {Kind: "absent", Arg: ptr("K")}, toK}, true, true},
 	} {
 		if err := answeredSlotAwaited(tc.steps, tc.residency); (err != nil) != tc.racy {
 			t.Errorf("%s: racy %v, got %v", tc.name, tc.racy, err)
 		}
 	}
 }
+
+func ptr(s string) *string { return &s }

@@ -323,7 +323,7 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &inproc{s: s, root: root, logs: logs, url: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan struct{}),
-		bound: spec.shutdownTimeout() + 5*time.Second, trace: spec.tracePath(root)}
+		bound: spec.shutdownTimeout() + 5*time.Second, trace: spec.tracePath(root), keep: spec.keepTrace}
 	go func() {
 		err := s.Run(ctx, ln)
 		in.mu.Lock()
@@ -343,6 +343,7 @@ type inproc struct {
 	done   chan struct{}
 	bound  time.Duration // how long Close waits for the exit
 	trace  string
+	keep   string // ServerSpec.keepTrace
 
 	mu      sync.Mutex
 	exitErr error
@@ -408,6 +409,10 @@ func (in *inproc) Close() error {
 			errs = append(errs, fmt.Errorf("fixture session rules broken: %v", v))
 		}
 	}
+	if err := keepTrace(in.trace, in.keep); err != nil {
+		errs = append(errs, err)
+	}
+	in.keep = "" // a second Close (after a failed restart) has nothing left to keep
 	_ = os.RemoveAll(in.root)
 	return errors.Join(errs...)
 }
@@ -450,7 +455,7 @@ func (l Binary) Start(spec ServerSpec) (Instance, error) {
 		return nil, fmt.Errorf("conformance: start %s: %w", l.Path, err)
 	}
 	b := &binproc{cmd: cmd, root: root, logs: logs, done: make(chan struct{}), bound: spec.shutdownTimeout() + 5*time.Second,
-		trace: spec.tracePath(root)}
+		trace: spec.tracePath(root), keep: spec.keepTrace}
 	addr, scanned := listenlog.Scan(pr, func(line string) { _, _ = logs.Write([]byte(line + "\n")) })
 	go func() {
 		err := cmd.Wait()
@@ -484,6 +489,7 @@ type binproc struct {
 	done  chan struct{}
 	bound time.Duration // how long Close waits for the exit before it kills
 	trace string
+	keep  string // ServerSpec.keepTrace
 
 	mu      sync.Mutex
 	exitErr error
@@ -560,6 +566,10 @@ func (b *binproc) Close() error {
 			errs = append(errs, errors.New("server process did not exit after its shutdown deadline; killed"))
 		}
 	}
+	if err := keepTrace(b.trace, b.keep); err != nil {
+		errs = append(errs, err)
+	}
+	b.keep = ""
 	_ = os.RemoveAll(b.root)
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"sync"
@@ -173,6 +174,9 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 		}
 		spec := *c.Server
 		spec.trace = c.readsTrace()
+		if dir := os.Getenv(TraceKeepEnv); dir != "" {
+			spec.trace, spec.keepTrace = true, filepath.Join(dir, c.Name+".ndjson")
+		}
 		if len(spec.Engines) > 0 {
 			spec.modelsRoot = o.ModelsRoot
 			if err := checkModelsRoot(spec.modelsRoot); err != nil {

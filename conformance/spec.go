@@ -147,6 +147,7 @@ type ServerSpec struct {
 	Startup []map[string]any `yaml:"startup"`
 
 	trace      bool   // the server writes its scheduler trace (the case reads it: teardowns steps)
+	keepTrace  string // where the trace and its options are copied when the server stops (TraceKeepEnv)
 	modelsRoot string // the real engines' models root (Engines)
 	stateDir   string // the case's state dir (StateDir), outside every server's own folder
 }

@@ -162,6 +162,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 			return fail(fmt.Errorf("trace file: %w", err))
 		}
 		s.trace, trace = f, f
+		if err := writeTraceOptions(cfg.TraceFile, cfg.coreOptions()); err != nil { // for sluice sim --replay
+			return fail(err)
+		}
 	}
 	// An engine that checks a model's memory need before loading falls
 	// back to the budget where no cgroup limit or physical memory is known.

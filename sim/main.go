@@ -28,6 +28,8 @@ Examples:
   sluice sim --seed 12 --models 6 --shutdown always --steps 10000000   # the soak
   sluice sim --mutant all                      # which planted bugs are found
   sluice sim --mutant barge --seed 3           # replay one
+  sluice sim --replay out/trace.ndjson         # replay a server's --trace on core, report divergence
+  sluice sim --replay out/traces/              # every *.ndjson trace in a folder
 
 Flags:
 `
@@ -55,6 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	minimize := fs.Duration("minimize", 60*time.Second, "wall-clock budget of the minimizer (0: no minimization)")
 	quiet := fs.Bool("quiet", false, "print only the totals and failures")
 	noInv := fs.Bool("no-invariants", false, "skip core.CheckInvariants: only the simulator's own oracle and watchdog check")
+	replay := fs.String("replay", "", "replay a recorded trace (sluice serve --trace; a folder: each *.ndjson in it) on core under its recorded options and report the first divergence and per-model waits")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -64,6 +67,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sluice sim: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *replay != "" {
+		return replayMain(*replay, *quiet, stdout, stderr)
 	}
 	base := Options{Steps: *steps, Models: *models, StallBound: int64(*stall), NoInvariants: *noInv}
 	var err error

@@ -69,6 +69,31 @@ func CheckInvariants(s *State, p *Params) error {
 	return errors.Join(errs...)
 }
 
+// CheckStateInvariants checks the invariants that read only the state, not
+// its last step (all but EvictOnlyIdle): a model checker may check them
+// once per distinct state instead of on every transition into it.
+func CheckStateInvariants(s *State, p *Params) error {
+	var errs []error
+	for _, inv := range invariants {
+		if inv.Name == "EvictOnlyIdle" {
+			continue
+		}
+		if err := inv.Check(s, p); err != nil {
+			errs = append(errs, &core.InvariantError{Name: inv.Name, Detail: err.Error()})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckStepInvariants checks the invariants that read the last step
+// (EvictOnlyIdle: what it evicted), which hold per transition.
+func CheckStepInvariants(s *State, p *Params) error {
+	if err := EvictOnlyIdle(s, p); err != nil {
+		return &core.InvariantError{Name: "EvictOnlyIdle", Detail: err.Error()}
+	}
+	return nil
+}
+
 // CapacityBounds: slot counts are 1..16, admitted requests never exceed the
 // configured slots, a published pool never exceeds its capacity.
 func CapacityBounds(s *State, _ *Params) error {

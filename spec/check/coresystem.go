@@ -21,6 +21,11 @@ type CoreSystem struct {
 	// RefinementOnly skips every check but refinement (to show what
 	// refinement alone catches).
 	RefinementOnly bool
+	// PerStateInvariants checks the spec's state invariants once per
+	// distinct state, when it is expanded, instead of on every transition
+	// into it; EvictOnlyIdle, which reads the last step, stays per
+	// transition, as do the states inside a merged build (never expanded).
+	PerStateInvariants bool
 	// ReplayOnly rebuilds every state and every copy of one by replaying
 	// its path (see System), never by cloning.
 	ReplayOnly bool
@@ -126,6 +131,15 @@ func (sy *CoreSystem) ExpandState(st any) (mc.Expansion, error) {
 	self := mc.Fingerprint(sc.key)
 	exp.Waiting = abs.Waiting()
 	exp.ShutdownPending = abs.Shutdown && !abs.ShutdownSent
+	// The spec's state invariants once per distinct state: this state was
+	// reached by a checked transition (or is a root), and only the
+	// last-step invariant (EvictOnlyIdle) depends on which one.
+	if sy.PerStateInvariants && !sy.RefinementOnly {
+		exp.Checks += int64(abstract.NumInvariants - 1)
+		if err := abstract.CheckStateInvariants(abs, sy.P); err != nil {
+			exp.Err = invariantViolation("spec-invariant", err)
+		}
+	}
 	sc.labels = sy.B.Enabled(abs, d.Budget, sc.labels[:0])
 	all := sc.labels
 	labels := all[:0]
@@ -245,8 +259,15 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 		sc.views = d.ViewsInto(sc.views)
 		vs = sc.views
 		next := d.AbstractIn(&sc.next[k%2], vs)
-		checks += int64(core.NumInvariants + abstract.NumInvariants)
-		if v := sy.check(sc, d, abs, absKey, res, next, &refs); v != nil {
+		// The last event's state is expanded later, where its state
+		// invariants are checked once (PerStateInvariants); the states
+		// inside a merged build are never expanded, so they are checked here.
+		stateInv := !sy.PerStateInvariants || k < len(sc.micro)-1
+		checks += int64(core.NumInvariants + 1)
+		if stateInv {
+			checks += int64(abstract.NumInvariants - 1)
+		}
+		if v := sy.check(sc, d, abs, absKey, res, next, stateInv, &refs); v != nil {
 			succ.Err = v
 			break
 		}
@@ -267,7 +288,7 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 // spec's invariants on the abstracted state, and refinement.
 // next is the abstraction of the state after the event.
 func (sy *CoreSystem) check(sc *scratch, d *coremodel.Driver, abs *abstract.State, absKey []byte,
-	res coremodel.Result, next *abstract.State, refs *int64) *mc.Violation {
+	res coremodel.Result, next *abstract.State, stateInv bool, refs *int64) *mc.Violation {
 	if !sy.RefinementOnly {
 		if res.Discipline != nil {
 			return &mc.Violation{Kind: "ticket", Name: "OneAnswerPerTicket", Detail: res.Discipline.Error()}
@@ -275,7 +296,11 @@ func (sy *CoreSystem) check(sc *scratch, d *coremodel.Driver, abs *abstract.Stat
 		if res.Invariants != nil {
 			return invariantViolation("invariant", res.Invariants)
 		}
-		if err := abstract.CheckInvariants(next, sy.P); err != nil {
+		check := abstract.CheckStepInvariants
+		if stateInv {
+			check = abstract.CheckInvariants
+		}
+		if err := check(next, sy.P); err != nil {
 			return invariantViolation("spec-invariant", err)
 		}
 	}

@@ -24,6 +24,10 @@ type Options struct {
 	NoSymmetry bool
 	// RefinementOnly checks the core against the spec by refinement alone.
 	RefinementOnly bool
+	// PerTransitionInvariants checks the spec's invariants on the core's
+	// abstracted states on every transition, as the checker once did, instead
+	// of once per distinct state (CoreSystem.PerStateInvariants).
+	PerTransitionInvariants bool
 	// ReplayOnly rebuilds every core state by replaying its path, never by
 	// copying one (the reference for Clone).
 	ReplayOnly bool
@@ -97,6 +101,7 @@ func RunBound(b *env.Bound, w io.Writer, o Options) (*Report, error) {
 			return nil, err
 		}
 		sys.RefinementOnly = o.RefinementOnly
+		sys.PerStateInvariants = !o.PerTransitionInvariants
 		sys.ReplayOnly = o.ReplayOnly
 		sys.ExactKey = o.ExactKey
 		if rep.Spec != nil && rep.Spec.Complete && o.Mutants == 0 {
