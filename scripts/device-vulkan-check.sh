@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # device-vulkan-check.sh: whisper.cpp 1.9.1's Vulkan build, made on a machine
-# without a GPU (scripts/whisper-vulkan-build.sh: its SPIR-V shaders are
-# compiled at build time, so the folder runs on any Vulkan driver), run on a
-# device machine's own Vulkan driver. One prepared run, no Go and no
-# network needed there:
+# without a GPU (backends/whisper/shim/build.sh ... vulkan: its SPIR-V
+# shaders are compiled at build time, so the folder runs on any Vulkan
+# driver), run on a device machine's own Vulkan driver. One prepared run,
+# no Go and no network needed there:
 #
 #   scripts/device-vulkan-check.sh BUILD.tar.gz MODELS_DIR JFK.wav
 #
 # BUILD.tar.gz holds the build folder (tar -C .deps/whisper -czf ...
 # 1.9.1-<hash>-vulkan); MODELS_DIR holds tiny.bin and bench.bin (go run
 # ./scripts/whispervk/synth -dir MODELS_DIR); JFK.wav is whisper.cpp's sample.
+# The run of 2026-12-04 used the earlier linked-in build, which carried
+# whispervk-states in its folder; build.sh's folder does not, so STATES
+# names scripts/whispervk/states.c built against it (as
+# scripts/whisper-vulkan-check.sh builds it), run with -lib. GPUCHECK, when
+# set, names backends/whisper/cmd/whisper-gpucheck built with
+# CGO_ENABLED=0: the Go engine's matched outputs on the folder, without
+# and with option gpu.
 # Where the machine has no Vulkan loader, unpack Debian's libvulkan1 (and
 # libglvnd's libraries, which NVIDIA's ICD needs) into / first: LOADER_DEBS
 # names a folder of .deb files to unpack. For each model it prints, like
@@ -34,6 +41,13 @@ tar -C "$work" -xzf "$tarball"
 dir="$(ls -d "$work"/1.9.1-*-vulkan | head -1)"
 head -5 "$dir/build.txt"
 export GGML_VK_VISIBLE_DEVICES="${GGML_VK_VISIBLE_DEVICES:-0}"
+states="$dir/whispervk-states"
+lib=()
+if [ ! -x "$states" ]; then
+	states="${STATES:?the build folder has no whispervk-states: set STATES}"
+	lib=(-lib "$dir")
+	export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 out="$work/out"
 mkdir -p "$out"
 TIMEFORMAT='%R s wall, %U s user, %S s sys'
@@ -58,7 +72,7 @@ for m in ${MODELS:-tiny bench}; do
 		g=0
 		[ $b = vulkan ] && g=1
 		rc=0
-		{ time "$dir/whispervk-states" -m "$model" -f "$jfk" -gpu $g -n 1,2,4 -d $d -t 1 -out "$out/states-$m-$b.ref" >"$out/states-$m-$b.log" 2>&1 || rc=$?; } 2>"$out/states-$m-$b.time"
+		{ time "$states" "${lib[@]}" -m "$model" -f "$jfk" -gpu $g -n 1,2,4 -d $d -t 1 -out "$out/states-$m-$b.ref" >"$out/states-$m-$b.log" 2>&1 || rc=$?; } 2>"$out/states-$m-$b.time"
 		echo "  $b: rc $rc, process $(cat "$out/states-$m-$b.time")"
 		sed 's/^/    /' "$out/states-$m-$b.log" | grep -v -E '^    (whisper_|ggml_|load_backend)' | head -20
 		[ $rc -eq 0 ] || fail=1
@@ -70,6 +84,12 @@ for m in ${MODELS:-tiny bench}; do
 		diff "$out/states-$m-cpu.ref" "$out/states-$m-vulkan.ref" | head -6 | cut -c1-140
 	fi
 done
+if [ -n "${GPUCHECK:-}" ]; then
+	echo "== the Go engine on the folder (whisper-gpucheck): CPU, then Vulkan"
+	SLUICE_WHISPER_LIB="$dir/libsluice_whisper.so" "$GPUCHECK" -label cpu -out "$out/engine-cpu.json" || fail=1
+	SLUICE_WHISPER_LIB="$dir/libsluice_whisper.so" "$GPUCHECK" -label vulkan -gpu -out "$out/engine-vulkan.json" || fail=1
+	"$GPUCHECK" -compare "$out/engine-cpu.json,$out/engine-vulkan.json" || true
+fi
 echo "fail=$fail"
 rm -rf "$work"
 exit $fail
