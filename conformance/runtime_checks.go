@@ -41,6 +41,7 @@ var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"whisper-cancel":   checkWhisperCancel,
 	"whisper-corrupt":  checkWhisperCorrupt,
 	"whisper-matched":  checkWhisperMatched,
+	"whisper-vad":      checkWhisperVAD,
 }
 
 func runtimeCheckNames() []string { return slices.Sorted(maps.Keys(runtimeChecks)) }

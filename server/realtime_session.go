@@ -218,15 +218,38 @@ func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 		return ls.send(map[string]any{"type": "conversation.item.input_audio_transcription.delta", "item_id": item,
 			"content_index": 0, "delta": stable[len(said):]})
 	case backends.LiveFinal:
+		said := ls.sent[ev.Turn]
 		delete(ls.items, ev.Turn)
 		delete(ls.sent, ev.Turn)
 		delete(ls.prev, ev.Turn)
 		ls.mu.Unlock()
+		// When the transcript extends what the deltas said (always so for
+		// an engine whose partials carry only settled text, as whisper's
+		// do), a last delta says the rest: the turn's deltas then
+		// concatenate to its transcript's words (live.transcribe).
+		if rest, ok := closingDelta(ev.Text, said); ok {
+			if err := ls.send(map[string]any{"type": "conversation.item.input_audio_transcription.delta", "item_id": item,
+				"content_index": 0, "delta": rest}); err != nil {
+				return err
+			}
+		}
 		return ls.send(map[string]any{"type": "conversation.item.input_audio_transcription.completed", "item_id": item,
 			"content_index": 0, "transcript": ev.Text})
 	}
 	ls.mu.Unlock()
 	return fmt.Errorf("server: live engine event of kind %q", ev.Kind)
+}
+
+// closingDelta is the text a turn's last delta says: the words of final
+// (single spaces) after said, the deltas so far, when said is a prefix of
+// them ending at a word; ok is false when there is nothing left or final
+// revises what was said.
+func closingDelta(final, said string) (string, bool) {
+	words := strings.Join(strings.Fields(final), " ")
+	if !strings.HasPrefix(words, said) || len(words) == len(said) || said != "" && words[len(said)] != ' ' {
+		return "", false
+	}
+	return words[len(said):], true
 }
 
 // watch ends the session at its limits (CONTRACT.md live.limits,

@@ -184,7 +184,7 @@ func (p *TranscriptionParams) setCommon(name, v string) error {
 		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return backends.Invalidf("vad_filter %q is not a boolean", clip(v))
+			return backends.InvalidParam("vad_filter", "vad_filter %q is not a boolean", clip(v))
 		}
 		p.VADFilter = &b
 	}

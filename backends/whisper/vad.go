@@ -117,7 +117,7 @@ func (s *session) useVAD(r audio.AudioRequest) (bool, error) {
 		return s.cfg.vadFilter, nil
 	}
 	if *r.VADFilter && s.cfg.vadFile == "" {
-		return false, backends.Invalidf("whisper: vad_filter: checkpoint %s has no VAD model (option vad_file names a Silero VAD v5 .onnx)", s.cfg.name)
+		return false, backends.InvalidParam("vad_filter", "whisper: vad_filter: checkpoint %s has no VAD model (option vad_file names a Silero VAD v5 .onnx)", s.cfg.name)
 	}
 	return *r.VADFilter, nil
 }
