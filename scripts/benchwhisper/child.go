@@ -17,6 +17,7 @@ import (
 // opt holds the flags of the version comparison and its child processes.
 var opt struct {
 	baselineLib, types    string
+	streams               int // -streams: first-delta tries (stream.go)
 	childSlots            int
 	childRoot, childModel string
 }

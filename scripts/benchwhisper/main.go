@@ -57,6 +57,7 @@ func main() {
 	clients := flag.Int("clients", 8, "concurrent clients")
 	slotList := flag.String("slots", "1,2,4", "Sluice slot counts")
 	cancels := flag.Int("cancels", 5, "cancellations measured mid-decode")
+	flag.IntVar(&opt.streams, "streams", 3, "streamed 60 s decodes timed to their first delta (0: none)")
 	rounds := flag.Int("rounds", 2, "rounds; each runs every target, in alternating order")
 	peerThreads := flag.String("peer-threads", "1,2", "thread counts of whisper.cpp's server (one row each; the first is the baseline)")
 	npm := flag.String("npm", "", "npm prefix (default $SLUICE_NPM_PREFIX or <module>/.deps/npm)")
@@ -180,6 +181,11 @@ func run(nLong, nShort int, longSec, shortSec float64, clients int, slotList str
 	}
 	tw.Flush()
 	fmt.Printf("(%d rounds; CPU is the peer process's rusage, and for Sluice this process's, load generator included)\n", rounds)
+	if opt.streams > 0 {
+		if err := measureFirstDelta(filepath.Join(dir, "bench"), speech.Samples, opt.streams); err != nil {
+			return fmt.Errorf("first delta: %w", err)
+		}
+	}
 	if cancels > 0 {
 		if err := measureCancel("whisper "+whisper.Version, filepath.Join(dir, "bench"), speech.Samples, cancels); err != nil {
 			return err
