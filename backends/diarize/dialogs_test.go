@@ -18,7 +18,7 @@ const testDialogs = 24
 
 // TestDialogs: the diarizer on generated dialogs (1-4 speakers, 10-60 s
 // of one-sentence turns with overlaps, short and long silences and levels
-// 12 dB apart; flite's and eSpeak NG's voices). Issue 32's target holds
+// 12 dB apart; flite's and eSpeak NG's voices). The engine contract's diarization target holds
 // for two-speaker dialogs: the count right in at least 95% and DER p90 at
 // most 10%. Over all counts it does not (three and four voices are
 // undercounted when two of them are alike: see `make bench-dialogs`), so

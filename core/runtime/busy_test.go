@@ -67,7 +67,7 @@ func TestBusyNamesRequestsAndJobs(t *testing.T) {
 
 // A lease notes its request ID without the runtime lock (a warm request
 // through Acquire, Lease.Infer and Release takes the lock three times, not
-// four: issue 33's lock target): Lease.Infer completes while the test holds
+// four: the server split's lock target): Lease.Infer completes while the test holds
 // r.mu, and Busy then names the ID; after Release the table forgets it.
 func TestLeaseNotesRequestIDWithoutTheLock(t *testing.T) {
 	e := newEnv(t, core.Options{})

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/whisper"
 )
 
-// measureFirstDelta is issue 30's streaming figure: on a 60 s clip (jfk.wav
+// measureFirstDelta is the whisper engine's streaming figure: on a 60 s clip (jfk.wav
 // repeated) and the bench model, one slot, the time from the request to
 // its first streamed segment (req.Stream with an emit: the engine's
 // new-segment callback) beside the whole decode's time, n tries, printed
