@@ -126,6 +126,7 @@ func (c *config) checkFamily() error {
 		case !slices.Contains(senseVoiceLangs, l):
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
 		}
+		c.langs = append([]string{"auto"}, senseVoiceLangs...)
 		c.rate = SampleRate
 	case FamilyNemoTransducer:
 		enc, dec, join := c.infos["encoder"], c.infos["decoder"], c.infos["joiner"]
@@ -255,6 +256,7 @@ func (c *config) checkFamily() error {
 		case !slices.Contains([]string{"en", "es", "de", "fr"}, l):
 			return backends.Invalidf("sherpa: option language %q: Canary takes en, es, de, fr", l)
 		}
+		c.langs = []string{"en", "es", "de", "fr"}
 		c.rate = SampleRate
 	case FamilyMoonshine:
 		// The library feeds the models positionally: audio; features and
@@ -307,6 +309,10 @@ func (c *config) checkFamily() error {
 			}
 		case !slices.Contains(langs, l):
 			return backends.Invalidf("sherpa: option language %q is not one of the model's (%s)", l, strings.Join(langs, ", "))
+		}
+		c.langs = langs
+		if multi {
+			c.langs = append([]string{"auto"}, langs...)
 		}
 		if c.opts.MaxSeconds > 30 {
 			// The library decodes the first 30 s and drops the rest.

@@ -187,10 +187,18 @@ def sense_voice(out, seed):
         prefix[0, i, toks.index(tag)] = 8.0
     bias = np.zeros(vocab, dtype=np.float32)
     bias[0] = 1.5
+    # The language input (a token ID, lang_auto 0) adds a bias of its own
+    # to every frame, so a request's language reaches the transcript.
+    lang_bias = np.zeros((vocab, vocab), dtype=np.float32)
+    for t in ["zh", "en", "yue", "ja", "ko"]:
+        lang_bias[toks.index("<|%s|>" % t), len(SENSE_VOICE_TAGS) + 1:] = r.standard_normal(vocab - len(SENSE_VOICE_TAGS) - 1) * 2
     inits = [init("w", w), init("bias", bias), init("prefix", prefix), const_i64("zero", [0]), const_i64("one", [1]),
-             const_i64("rest", [4, vocab])]
+             const_i64("rest", [4, vocab]), init("lang_bias", lang_bias)]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["l"]),
-             helper.make_node("Add", ["l", "bias"], ["lb"]),
+             helper.make_node("Gather", ["lang_bias", "language"], ["lbias"], axis=0),
+             helper.make_node("Unsqueeze", ["lbias", "one"], ["lbias3"]),
+             helper.make_node("Add", ["l", "lbias3"], ["l0"]),
+             helper.make_node("Add", ["l0", "bias"], ["lb"]),
              helper.make_node("Shape", ["x"], ["xshape"]),
              helper.make_node("Slice", ["xshape", "zero", "one"], ["n"]),
              helper.make_node("Concat", ["n", "rest"], ["pshape"], axis=0),
@@ -436,6 +444,8 @@ def canary(out, seed):
         "subsampling_factor": 8, "feat_dim": feat, "num_decoder_layers": layers, "decoder_hidden_size": hid,
     })
     emb = (r.standard_normal((vocab, hid)) * 0.5).astype(np.float32)
+    for t in ["<|en|>", "<|es|>", "<|de|>", "<|fr|>"]:
+        emb[toks.index(t)] *= 16  # the prompt's language reaches the transcript
     out_w = (r.standard_normal((hid, vocab)) * 3).astype(np.float32)
     bias = np.zeros(vocab, dtype=np.float32)
     bias[1:len(CANARY_SPECIALS) + 1] = -30.0  # no special token but the end
