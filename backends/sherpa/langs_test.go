@@ -44,6 +44,7 @@ func TestRequestLanguage(t *testing.T) {
 		unknown []string
 	}{
 		{SenseVoiceSynthetic, []string{"en", "", "zh", "en", "ja", "auto", "yue", "zh"}, []string{"yue", "zh"}, []string{"fr", "klingon", "xx-YY"}},
+		{WhisperMultiSynthetic, []string{"de", "", "es", "de", "fr", "en", "auto", "es"}, []string{"en", "es"}, []string{"zh", "klingon"}},
 		{CanarySynthetic, []string{"es", "", "de", "es", "fr", "en", "de"}, []string{"fr", "de"}, []string{"zh", "auto"}},
 	}
 	for _, tc := range cases {
