@@ -299,6 +299,13 @@ func (c *config) checkFamily() error {
 			if err != nil || n != len(codes) {
 				return backends.Invalidf("sherpa: encoder: metadata all_language_tokens and all_language_codes must list as many (the library exits otherwise)")
 			}
+			// A request may pick any of them (langs.go): each must be a
+			// token of the decoder's vocabulary.
+			for _, t := range strings.Split(toks, ",") {
+				if v, _ := strconv.Atoi(strings.TrimSpace(t)); v >= metaInt(m, "n_vocab") {
+					return backends.Invalidf("sherpa: encoder: metadata all_language_tokens: %d is not below n_vocab %d", v, metaInt(m, "n_vocab"))
+				}
+			}
 			langs = codes
 		}
 		switch l := c.opts.Language; {
