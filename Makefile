@@ -270,13 +270,19 @@ bench-engines: models
 # at 1, 2 and 4 slots with as many clients (a 2-sentence text; jfk.wav, 11 s),
 # each line's ratio to the same run's 1-slot line (x-1-slot), then
 # BenchmarkLoad: one load in process beside one in a child process, then
-# BenchmarkCancel: the longest span in which a cancel cannot take effect.
-# SHERPA_BENCHTIME requests per line; about 30 s on 2 cores.
+# BenchmarkCancel: the longest span in which a cancel cannot take effect,
+# then BenchmarkRSS: each family's pool at 1, 2 and 4 slots in a fresh
+# process (base-MB the library alone, MB/slot each slot beyond the first),
+# then BenchmarkLanguage: a request's first use of a language beside the
+# same request repeated and one in the default language.
+# SHERPA_BENCHTIME requests per line; about 30 s on 2 cores (RSS: 1 min).
 SHERPA_BENCHTIME ?= 48x
 bench-sherpa: deps
 	$(GO) test -run '^$$' -bench 'BenchmarkFamilies' -benchtime $(SHERPA_BENCHTIME) -count=1 ./backends/sherpa/
 	$(GO) test -run '^$$' -bench 'BenchmarkLoad' -benchtime 5x -count=1 ./backends/sherpa/
 	$(GO) test -run '^$$' -bench 'BenchmarkCancel' -benchtime 5x -count=1 ./backends/sherpa/
+	$(GO) test -run '^$$' -bench 'BenchmarkRSS' -benchtime 1x -count=1 ./backends/sherpa/
+	$(GO) test -run '^$$' -bench 'BenchmarkLanguage' -benchtime 5x -count=1 ./backends/sherpa/
 
 # bench-all runs every bench and bench-* target of this Makefile (found by
 # name: a target added later joins by itself) and writes docs/benchmarks.md

@@ -38,6 +38,7 @@ var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"sherpa-malformed": checkSherpaMalformed,
 	"sherpa-matched":   checkSherpaMatched,
 	"sherpa-cancel":    checkSherpaCancel,
+	"sherpa-language":  checkSherpaLanguage,
 	"whisper-cancel":   checkWhisperCancel,
 	"whisper-corrupt":  checkWhisperCorrupt,
 	"whisper-matched":  checkWhisperMatched,

@@ -23,7 +23,10 @@ const SampleRate = 16000
 // request alone. Cancellation: the decode call cannot be interrupted; the
 // audio is bounded by max_seconds (checked against its header before
 // decoding) and ctx is checked before and after the call.
-func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.Output, error) {
+//
+// pick returns the recognizer for a language (the slot's, see langs.go);
+// nil means m serves every request.
+func (m *model) transcribe(ctx context.Context, req backends.Request, pick func(string) (*model, error)) (backends.Output, error) {
 	var r asrInput
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
@@ -31,7 +34,7 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	if err := r.CheckPlain("sherpa"); err != nil {
 		return backends.Output{}, err
 	}
-	lang, err := m.cfg.requestLanguage(r.Language)
+	lang, recLang, err := m.cfg.requestLanguage(r.Language)
 	if err != nil {
 		return backends.Output{}, err
 	}
@@ -45,6 +48,11 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 	}
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err
+	}
+	if pick != nil {
+		if m, err = pick(recLang); err != nil {
+			return backends.Output{}, err
+		}
 	}
 	dur := math.Round(a.Seconds()*1000) / 1000
 	samples := floatSamples(a.Samples)
@@ -85,32 +93,6 @@ func (m *model) transcribe(ctx context.Context, req backends.Request) (backends.
 		return backends.Output{}, err
 	}
 	return backends.Output{JSON: b}, nil
-}
-
-// requestLanguage resolves a request's language against the model's. A
-// SenseVoice recognizer is created for one language (option language),
-// and the library has no per-request choice: a request may name only
-// that one, and none when the model detects it (the answer then carries
-// the detected one, "" here).
-func (c *config) requestLanguage(asked string) (string, error) {
-	if c.fam.name == FamilySenseVoice || c.fam.name == FamilyWhisper || c.fam.name == FamilyCanary {
-		if c.opts.Language == "auto" {
-			if asked != "" {
-				return "", backends.InvalidParam("language", "sherpa: language %q: this model detects the language itself (option language auto) and the library takes no language per request; send none, or register the checkpoint with option language set", asked)
-			}
-			return "", nil
-		}
-		l, err := audio.CheckLanguage(asked, []string{c.opts.Language})
-		if err != nil {
-			return "", backends.InvalidParam("language", "sherpa: %v (one recognizer serves the language it was created for)", err)
-		}
-		return l, nil
-	}
-	l, err := audio.CheckLanguage(asked, []string{c.language()})
-	if err != nil {
-		return "", backends.InvalidParam("language", "sherpa: %v", err)
-	}
-	return l, nil
 }
 
 // language is the transcript language a recognizer reports ("en" unless

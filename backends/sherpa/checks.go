@@ -126,6 +126,7 @@ func (c *config) checkFamily() error {
 		case !slices.Contains(senseVoiceLangs, l):
 			return backends.Invalidf("sherpa: option language %q: SenseVoice takes auto, %s", l, strings.Join(senseVoiceLangs, ", "))
 		}
+		c.langs = append([]string{"auto"}, senseVoiceLangs...)
 		c.rate = SampleRate
 	case FamilyNemoTransducer:
 		enc, dec, join := c.infos["encoder"], c.infos["decoder"], c.infos["joiner"]
@@ -255,6 +256,7 @@ func (c *config) checkFamily() error {
 		case !slices.Contains([]string{"en", "es", "de", "fr"}, l):
 			return backends.Invalidf("sherpa: option language %q: Canary takes en, es, de, fr", l)
 		}
+		c.langs = []string{"en", "es", "de", "fr"}
 		c.rate = SampleRate
 	case FamilyMoonshine:
 		// The library feeds the models positionally: audio; features and
@@ -297,6 +299,13 @@ func (c *config) checkFamily() error {
 			if err != nil || n != len(codes) {
 				return backends.Invalidf("sherpa: encoder: metadata all_language_tokens and all_language_codes must list as many (the library exits otherwise)")
 			}
+			// A request may pick any of them (langs.go): each must be a
+			// token of the decoder's vocabulary.
+			for _, t := range strings.Split(toks, ",") {
+				if v, _ := strconv.Atoi(strings.TrimSpace(t)); v >= metaInt(m, "n_vocab") {
+					return backends.Invalidf("sherpa: encoder: metadata all_language_tokens: %d is not below n_vocab %d", v, metaInt(m, "n_vocab"))
+				}
+			}
 			langs = codes
 		}
 		switch l := c.opts.Language; {
@@ -307,6 +316,10 @@ func (c *config) checkFamily() error {
 			}
 		case !slices.Contains(langs, l):
 			return backends.Invalidf("sherpa: option language %q is not one of the model's (%s)", l, strings.Join(langs, ", "))
+		}
+		c.langs = langs
+		if multi {
+			c.langs = append([]string{"auto"}, langs...)
 		}
 		if c.opts.MaxSeconds > 30 {
 			// The library decodes the first 30 s and drops the rest.

@@ -67,9 +67,11 @@ type Options struct {
 	// ModelType is passed to the recognizer (e.g. nemo_transducer for
 	// Parakeet TDT); "" lets the library read it from the model.
 	ModelType string `json:"model_type,omitempty"`
-	// Language is SenseVoice's language: auto (default: the model
-	// detects it), zh, en, ja, ko or yue. One recognizer serves one
-	// language, so a request may name only this one.
+	// Language is the default language of SenseVoice (auto, the
+	// default: the model detects it; zh, en, ja, ko, yue), Whisper (auto
+	// for a multilingual model, or one of its language codes) and Canary
+	// (en, es, de, fr). A request naming another of the model's
+	// languages is served by a recognizer created for it (langs.go).
 	Language string `json:"language,omitempty"`
 	// Threads is ONNX Runtime's intra-op threads per slot (1..16, default
 	// 1): slots run in parallel, each on its own threads.
@@ -134,6 +136,10 @@ type config struct {
 	voiceLangs []string
 	capacity   int
 	bytes      int64
+	// langs are the languages a recognizer can be created for (option
+	// language: SenseVoice, Whisper, Canary; nil for the others), the
+	// languages a request may name (langs.go).
+	langs []string
 }
 
 func (e *Engine) resolve(spec backends.Spec) (config, error) {
@@ -299,10 +305,16 @@ func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if c.fam.perSlot {
-		return backends.LinearMB(40, 8+2*(c.bytes>>20), spec.Slots), nil
+	// A language family's slot may hold maxLangs more recognizers, each
+	// its own copy of the weights (langs.go).
+	extra := int64(0)
+	if len(c.langs) > 1 {
+		extra = maxLangs * (8 + 2*(c.bytes>>20))
 	}
-	return backends.LinearMB(40+2*(c.bytes>>20), 8, spec.Slots), nil
+	if c.fam.perSlot {
+		return backends.LinearMB(40, 8+2*(c.bytes>>20)+extra, spec.Slots), nil
+	}
+	return backends.LinearMB(40+2*(c.bytes>>20), 8+extra, spec.Slots), nil
 }
 
 // Probe implements backends.Engine: a real open (in the child first) and

@@ -149,8 +149,8 @@ func TestHotwords(t *testing.T) {
 		}
 	}
 	s := open(t, e, root, SenseVoiceSynthetic, "")
-	if _, err := text(s, `{"language":"en"}`); backends.ParamOf(err) != "language" {
-		t.Errorf("SenseVoice auto with a language: %v", err)
+	if _, err := text(s, `{"language":"fr"}`); backends.ParamOf(err) != "language" {
+		t.Errorf("SenseVoice asked for a language it does not declare: %v", err)
 	}
 	s = open(t, e, root, NemoCTCSynthetic, "")
 	if _, err := text(s, `{"language":"fr"}`); backends.ParamOf(err) != "language" {

@@ -255,6 +255,8 @@ func TestMalformedRefused(t *testing.T) {
 		}, `no input "tokens"`},
 		{"whisper/language", WhisperSynthetic, opts(`{"language":"de"}`), `option language "de"`},
 		{"whisper/long", WhisperSynthetic, opts(`{"max_seconds":60}`), "at most 30 s"},
+		{"whisper-multi/language-token", WhisperMultiSynthetic, modify("tiny-encoder.onnx", func(b []byte) []byte { return setMeta(t, b, "all_language_tokens", "70,71,72,9999") }), "not below n_vocab"},
+		{"whisper-multi/language", WhisperMultiSynthetic, opts(`{"language":"zh"}`), `option language "zh"`},
 		{"moonshine/states", MoonshineSynthetic, func(t *testing.T, dir string) string {
 			b, err := os.ReadFile(filepath.Join(dir, "uncached_decode.int8.onnx"))
 			if err != nil {

@@ -198,3 +198,46 @@ func TestHistoryIndependence(t *testing.T) {
 		})
 	}
 }
+
+// TestLanguageHistory: the history harness (engines.History, contract
+// E1) on the models that take a language per request, with requests in
+// more languages than a slot keeps recognizers for, in seeded shuffled
+// orders: each answer equals a fresh one-slot pool's whatever languages
+// came before, at 1, 2 and 4 slots.
+func TestLanguageHistory(t *testing.T) {
+	root := sherpa.TestRoot(t)
+	eng := sherpa.New(sherpa.Config{})
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	langs := map[string][]string{
+		sherpa.SenseVoiceSynthetic:   {"", "en", "zh", "ja", "ko", "yue", "auto"},
+		sherpa.CanarySynthetic:       {"", "es", "de", "fr", "en"},
+		sherpa.WhisperMultiSynthetic: {"", "en", "de", "es", "fr", "auto"},
+	}
+	for name, ls := range langs {
+		t.Run(name, func(t *testing.T) {
+			cp, err := catalogue.Load(filepath.Join(root, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reqs []backends.Request
+			for _, l := range ls {
+				in, _ := json.Marshal(map[string]string{"language": l})
+				reqs = append(reqs, backends.Request{ID: "lang-" + l, Data: wav, Input: in})
+			}
+			spec := engines.SpecFor(name, cp, 1)
+			spec.Options = []byte(`{"oversubscribe":true}`)
+			rows, err := engines.History(context.Background(), eng, spec, name, reqs, engines.HistoryOptions{Slots: []int{1, 2, 4}, Orders: 3, Seed: 31})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.Status() != "ok" {
+					t.Errorf("%d slots: %s (%d of %d equal; differ %v; %v %v)", r.Slots, r.Status(), r.Matched, r.Requests, r.Differs, r.Refused, r.Err)
+				}
+			}
+		})
+	}
+}

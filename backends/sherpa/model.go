@@ -237,6 +237,7 @@ func (e *Engine) Open(ctx context.Context, spec backends.Spec) (backends.Session
 type session struct {
 	m      *model
 	closed bool
+	langs  langCache // recognizers for other languages (langs.go)
 }
 
 // Clone implements backends.Session: the slot shares the model.
@@ -261,6 +262,7 @@ func (s *session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	s.closeLangs()
 	s.m.release()
 	return nil
 }
@@ -280,7 +282,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	case "tts":
 		return s.m.speak(ctx, req, emit)
 	case "offline":
-		return s.m.transcribe(ctx, req)
+		return s.m.transcribe(ctx, req, s.recognizer)
 	case "diarization":
 		return s.m.diarize(ctx, req)
 	case "online":

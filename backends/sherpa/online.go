@@ -46,7 +46,7 @@ func (m *model) live(ctx context.Context, req backends.Request, emit backends.Em
 	if err := audio.DecodeStrict(req.Input, &r); err != nil {
 		return backends.Output{}, err
 	}
-	if _, err := m.cfg.requestLanguage(r.Language); err != nil {
+	if _, _, err := m.cfg.requestLanguage(r.Language); err != nil {
 		return backends.Output{}, err
 	}
 	hw, err := m.cfg.hotwordsFor(r.Hotwords)
@@ -213,7 +213,7 @@ func (m *model) transcribeStreaming(ctx context.Context, req backends.Request) (
 	if err := r.CheckPlain("sherpa"); err != nil {
 		return backends.Output{}, err
 	}
-	lang, err := m.cfg.requestLanguage(r.Language)
+	lang, _, err := m.cfg.requestLanguage(r.Language)
 	if err != nil {
 		return backends.Output{}, err
 	}

@@ -187,10 +187,18 @@ def sense_voice(out, seed):
         prefix[0, i, toks.index(tag)] = 8.0
     bias = np.zeros(vocab, dtype=np.float32)
     bias[0] = 1.5
+    # The language input (a token ID, lang_auto 0) adds a bias of its own
+    # to every frame, so a request's language reaches the transcript.
+    lang_bias = np.zeros((vocab, vocab), dtype=np.float32)
+    for t in ["zh", "en", "yue", "ja", "ko"]:
+        lang_bias[toks.index("<|%s|>" % t), len(SENSE_VOICE_TAGS) + 1:] = r.standard_normal(vocab - len(SENSE_VOICE_TAGS) - 1) * 2
     inits = [init("w", w), init("bias", bias), init("prefix", prefix), const_i64("zero", [0]), const_i64("one", [1]),
-             const_i64("rest", [4, vocab])]
+             const_i64("rest", [4, vocab]), init("lang_bias", lang_bias)]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["l"]),
-             helper.make_node("Add", ["l", "bias"], ["lb"]),
+             helper.make_node("Gather", ["lang_bias", "language"], ["lbias"], axis=0),
+             helper.make_node("Unsqueeze", ["lbias", "one"], ["lbias3"]),
+             helper.make_node("Add", ["l", "lbias3"], ["l0"]),
+             helper.make_node("Add", ["l0", "bias"], ["lb"]),
              helper.make_node("Shape", ["x"], ["xshape"]),
              helper.make_node("Slice", ["xshape", "zero", "one"], ["n"]),
              helper.make_node("Concat", ["n", "rest"], ["pshape"], axis=0),
@@ -272,7 +280,7 @@ def paraformer(out, seed):
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
 
 
-def whisper(out, seed):
+def whisper(out, seed, multi=False):
     """Whisper as sherpa-onnx's export-onnx.py writes it (an English-only
     model: is_multilingual 0), as offline-whisper-model.cc runs it: the
     encoder maps mel [N, 80, T] to n_layer_cross_k and n_layer_cross_v
@@ -280,13 +288,23 @@ def whisper(out, seed):
     caches [layers, N, ctx, state], the cross caches and offset [1] to
     logits [N, L, vocab] and the new caches. The synthetic decoder's logits
     follow the last token and the audio's mean, and <|endoftext|> grows
-    with the offset, so a transcript ends well within n_text_ctx."""
+    with the offset, so a transcript ends well within n_text_ctx.
+
+    multi: a multilingual model (tiny-*.onnx, is_multilingual 1, four
+    language tokens after the specials, sot_sequence sot, <|en|>,
+    transcribe). Its decoder adds the language token's vector of the
+    prompt to the self-attention cache it returns and biases the logits
+    by the cache's mean, so the prompt's language reaches every step."""
     r = rng(seed)
     pieces = [" " + w for w in "the a of to and in is it you that he was for on are with as his they be at one have this".split()] + \
         list("abcdefghijklmnopqrstuvwxyz'")
     n_text = len(pieces)
     eot, sot, translate, transcribe, no_speech, no_timestamps = n_text, n_text + 1, n_text + 2, n_text + 3, n_text + 4, n_text + 5
     vocab = n_text + 6
+    codes = ["en", "de", "es", "fr"]
+    lang_ids = list(range(vocab, vocab + len(codes))) if multi else []
+    vocab += len(lang_ids)
+    prefix = "tiny-" if multi else "tiny.en-"
     layers, ctx, state = 1, 24, 16
     w = (r.standard_normal((80, state)) / np.sqrt(80)).astype(np.float32)
     g = helper.make_graph(
@@ -298,12 +316,16 @@ def whisper(out, seed):
         [helper.make_tensor_value_info("n_layer_cross_k", TensorProto.FLOAT, [layers, "N", "T", state]),
          helper.make_tensor_value_info("n_layer_cross_v", TensorProto.FLOAT, [layers, "N", "T", state])],
         [init("w", w), const_i64("ax0", [0]), const_f32("half", [0.5])])
-    save(g, os.path.join(out, "tiny.en-encoder.onnx"), {
+    meta = {
         "model_type": "whisper-tiny.en", "n_mels": 80, "n_audio_ctx": 1500, "n_text_layer": layers, "n_text_ctx": ctx,
         "n_text_state": state, "n_vocab": vocab, "sot": sot, "eot": eot, "blank_id": 0, "translate": translate,
         "transcribe": transcribe, "is_multilingual": 0, "no_timestamps": no_timestamps, "no_speech": no_speech,
         "sot_sequence": str(sot), "sot_prev": 0, "sot_lm": 0,
-    })
+    }
+    if multi:
+        meta.update({"model_type": "whisper-tiny", "is_multilingual": 1, "sot_sequence": "%d,%d,%d" % (sot, lang_ids[0], transcribe),
+                     "all_language_tokens": ",".join(map(str, lang_ids)), "all_language_codes": ",".join(codes)})
+    save(g, os.path.join(out, prefix + "encoder.onnx"), meta)
     emb = (r.standard_normal((vocab, vocab)) * 2).astype(np.float32)
     bias = np.zeros(vocab, dtype=np.float32)
     bias[eot + 1:] = -30.0
@@ -311,6 +333,12 @@ def whisper(out, seed):
     onehot = np.zeros(vocab, dtype=np.float32)
     onehot[eot] = 0.6
     cross = (r.standard_normal(vocab) * 4).astype(np.float32)
+    lang_emb = np.zeros((vocab, state), dtype=np.float32)
+    proj = np.zeros((state, vocab), dtype=np.float32)
+    if multi:
+        for i in lang_ids:
+            lang_emb[i] = r.standard_normal(state)
+        proj[:, :n_text] = r.standard_normal((state, n_text)) * 3
     nodes = [helper.make_node("Gather", ["emb", "tokens"], ["e"], axis=0),
              helper.make_node("ReduceMean", ["n_layer_cross_k"], ["cm"], axes=[0, 2, 3], keepdims=0),
              helper.make_node("Reshape", ["cm", "n11"], ["cm3"]),
@@ -319,8 +347,15 @@ def whisper(out, seed):
              helper.make_node("Mul", ["of", "onehot"], ["et"]),
              helper.make_node("Add", ["e", "ct"], ["l1"]),
              helper.make_node("Add", ["l1", "et"], ["l2"]),
-             helper.make_node("Add", ["l2", "bias"], ["logits"]),
-             helper.make_node("Identity", ["in_n_layer_self_k_cache"], ["out_n_layer_self_k_cache"]),
+             helper.make_node("Add", ["l2", "bias"], ["l3"]),
+             helper.make_node("Gather", ["lang_emb", "tokens"], ["le"], axis=0),              # [N, L, state]
+             helper.make_node("ReduceSum", ["le", "ax1"], ["lv"], keepdims=1),          # [N, 1, state]
+             helper.make_node("Unsqueeze", ["lv", "ax0"], ["lv4"]),                         # [1, N, 1, state]
+             helper.make_node("Add", ["in_n_layer_self_k_cache", "lv4"], ["out_n_layer_self_k_cache"]),
+             helper.make_node("ReduceMean", ["out_n_layer_self_k_cache"], ["km"], axes=[0, 2], keepdims=0),  # [N, state]
+             helper.make_node("MatMul", ["km", "proj"], ["kl"]),                            # [N, vocab]
+             helper.make_node("Unsqueeze", ["kl", "ax1"], ["kl3"]),
+             helper.make_node("Add", ["l3", "kl3"], ["logits"]),
              helper.make_node("Identity", ["in_n_layer_self_v_cache"], ["out_n_layer_self_v_cache"])]
     g = helper.make_graph(nodes, "decoder",
                           [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", "L"]),
@@ -332,11 +367,17 @@ def whisper(out, seed):
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "L", vocab]),
                            helper.make_tensor_value_info("out_n_layer_self_k_cache", TensorProto.FLOAT, [layers, "N", ctx, state]),
                            helper.make_tensor_value_info("out_n_layer_self_v_cache", TensorProto.FLOAT, [layers, "N", ctx, state])],
-                          [init("emb", emb), init("bias", bias), init("onehot", onehot), init("cross", cross), const_i64("n11", [-1, 1, 1])])
-    save(g, os.path.join(out, "tiny.en-decoder.onnx"), {"model_type": "whisper-tiny.en"})
+                          [init("emb", emb), init("bias", bias), init("onehot", onehot), init("cross", cross), const_i64("n11", [-1, 1, 1]),
+                           init("lang_emb", lang_emb), init("proj", proj), const_i64("ax0", [0]), const_i64("ax1", [1])])
+    save(g, os.path.join(out, prefix + "decoder.onnx"), {"model_type": meta["model_type"]})
     import base64
-    write(os.path.join(out, "tiny.en-tokens.txt"),
+    write(os.path.join(out, prefix + "tokens.txt"),
           "".join("%s %d\n" % (base64.b64encode(p.encode()).decode(), i) for i, p in enumerate(pieces)))
+
+
+def whisper_multi(out, seed):
+    """A multilingual Whisper (see whisper)."""
+    whisper(out, seed, multi=True)
 
 
 def moonshine(out, seed):
@@ -436,6 +477,8 @@ def canary(out, seed):
         "subsampling_factor": 8, "feat_dim": feat, "num_decoder_layers": layers, "decoder_hidden_size": hid,
     })
     emb = (r.standard_normal((vocab, hid)) * 0.5).astype(np.float32)
+    for t in ["<|en|>", "<|es|>", "<|de|>", "<|fr|>"]:
+        emb[toks.index(t)] *= 16  # the prompt's language reaches the transcript
     out_w = (r.standard_normal((hid, vocab)) * 3).astype(np.float32)
     bias = np.zeros(vocab, dtype=np.float32)
     bias[1:len(CANARY_SPECIALS) + 1] = -30.0  # no special token but the end

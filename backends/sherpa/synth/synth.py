@@ -13,7 +13,7 @@ import os
 import sys
 
 from asr import (canary, moonshine, moonshine_v2, nemo_ctc, nemo_transducer, offline_transducer, online_zipformer2, paraformer,
-                 sense_voice, whisper)
+                 sense_voice, whisper, whisper_multi)
 from online import online_nemo_ctc, online_paraformer
 from speakers import diarization
 from tts import kitten, kokoro, matcha, vits_piper
@@ -26,6 +26,7 @@ FAMILIES = {
     "moonshine": moonshine,
     "moonshine-v2": moonshine_v2,
     "whisper": whisper,
+    "whisper-multi": whisper_multi,
     "matcha": matcha,
     "matcha-vocos": lambda out, seed: matcha(out, seed, "vocos"),
     "paraformer": paraformer,
