@@ -245,7 +245,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	}
 	s.lib.setStretch(s.voice, s.cfg.opts.DurationStretch/r.Speed)
 	s.stream.begin(ctx)
-	defer s.stream.begin(nil)
+	defer s.stream.end()
 	var sentences []string
 	for _, s := range audio.SplitSentences(r.Text, 300) {
 		if t := Sanitize(s); t != "" {

@@ -105,6 +105,14 @@ func (st *stream) begin(ctx context.Context) {
 	}
 }
 
+// end leaves the stream without a request (the callback lets the
+// vocoder go on).
+func (st *stream) end() {
+	if st != nil {
+		st.ctx, st.chunks = nil, 0
+	}
+}
+
 // close forgets the stream (its voice is being deleted).
 func (st *stream) close() {
 	if st != nil {

@@ -76,7 +76,7 @@ func TestStreamingChangesNoSample(t *testing.T) {
 		s.lib.setStretch(plain, stretch)
 		s.stream.begin(context.Background())
 		a, _, err := s.lib.synth(s.voice, longSentence)
-		s.stream.begin(nil)
+		s.stream.end()
 		if err != nil {
 			t.Fatal(err)
 		}
