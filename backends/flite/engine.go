@@ -249,7 +249,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	var sentences []string
 	for _, s := range audio.SplitSentences(r.Text, 300) {
 		if t := Sanitize(s); t != "" {
-			sentences = append(sentences, t)
+			sentences = append(sentences, boundUnits(t)...) // units.go
 		}
 	}
 	if len(sentences) == 0 {
