@@ -200,9 +200,10 @@ func (e *Engine) Probe(ctx context.Context, spec backends.Spec) (int, error) {
 
 // session is one slot: a private voice object.
 type session struct {
-	lib   *lib
-	cfg   config
-	voice unsafe.Pointer
+	lib    *lib
+	cfg    config
+	voice  unsafe.Pointer
+	stream *stream // nil for voices that stop between sentences only (stream.go)
 }
 
 func newSession(ctx context.Context, c config) (*session, error) {
@@ -217,7 +218,7 @@ func newSession(ctx context.Context, c config) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{lib: l, cfg: c, voice: v}, nil
+	return &session{lib: l, cfg: c, voice: v, stream: l.attachStream(c.opts.Voice, v)}, nil
 }
 
 // Clone implements backends.Session.
@@ -228,8 +229,9 @@ func (s *session) Clone(ctx context.Context, index int) (backends.Session, error
 	return newSession(ctx, s.cfg)
 }
 
-// Infer implements backends.Session. Flite cannot stop inside a synthesis,
-// so cancellation takes effect between sentences.
+// Infer implements backends.Session. Cancellation takes effect inside a
+// sentence for the clustergen voices (every 0.1 s of audio the vocoder
+// makes, stream.go) and between sentences for the others.
 func (s *session) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
 	if s.voice == nil {
 		return backends.Output{}, fmt.Errorf("flite: session is closed")
@@ -242,10 +244,12 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, backends.Invalidf("flite: voice %q is not this model's voice %q (its voices: %s, or one of OpenAI's stock names for it; GET /v1/audio/voices lists them)", r.Voice, s.cfg.opts.Voice, s.cfg.opts.Voice)
 	}
 	s.lib.setStretch(s.voice, s.cfg.opts.DurationStretch/r.Speed)
+	s.stream.begin(ctx)
+	defer s.stream.end()
 	var sentences []string
 	for _, s := range audio.SplitSentences(r.Text, 300) {
 		if t := Sanitize(s); t != "" {
-			sentences = append(sentences, t)
+			sentences = append(sentences, boundUnits(t)...) // units.go
 		}
 	}
 	if len(sentences) == 0 {
@@ -258,6 +262,9 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 			return backends.Output{}, err
 		}
 		samples, sr, err := s.lib.synth(s.voice, text)
+		if cerr := ctx.Err(); cerr != nil {
+			return backends.Output{}, cerr // the vocoder stopped (no wave) or the sentence ended
+		}
 		if err != nil {
 			return backends.Output{}, err
 		}
@@ -290,6 +297,7 @@ func voiceMatches(asked, own string) bool {
 // Close implements backends.Session.
 func (s *session) Close(ctx context.Context) error {
 	if s.voice != nil {
+		s.stream.close()
 		s.lib.delVoice(s.voice)
 		s.voice = nil
 		native.TrimHeap() // give the freed voice's pages back (E5)

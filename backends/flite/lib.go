@@ -41,8 +41,12 @@ type lib struct {
 	newVoice   func() unsafe.Pointer
 	delVoice   func(v unsafe.Pointer)
 	setFloat   func(f unsafe.Pointer, name unsafe.Pointer, v float32)
+	featSet    func(f unsafe.Pointer, name unsafe.Pointer, v unsafe.Pointer) // feat_set
+	newASI     func() unsafe.Pointer                                         // new_audio_streaming_info
+	asiVal     func(asi unsafe.Pointer) unsafe.Pointer                       // audio_streaming_info_val
 
 	stretchName unsafe.Pointer // "duration_stretch" in C memory, never freed: feature names are kept by pointer
+	streamName  unsafe.Pointer // "streaming_info", the same way
 
 	// randErr is why libflite's rand import could not be rebound (nil when
 	// it was). Without the rebinding, clustergen voices synthesise one at
@@ -81,12 +85,16 @@ func load() (*lib, error) {
 			&l.newVoice, "new_voice",
 			&l.delVoice, "delete_voice",
 			&l.setFloat, "flite_feat_set_float",
+			&l.featSet, "feat_set",
+			&l.newASI, "new_audio_streaming_info",
+			&l.asiVal, "audio_streaming_info_val",
 		); err != nil {
 			theLibErr = err
 			return
 		}
 		initFn()
 		l.stretchName = native.CString("duration_stretch")
+		l.streamName = native.CString("streaming_info")
 		// Clustergen's mixed excitation draws noise from rand(); give
 		// each synthesis its own seeded sequence (see native/rand.go).
 		l.randErr = native.PatchImport(h, "flite_init", "rand", native.RandFunc())

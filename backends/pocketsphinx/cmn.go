@@ -111,8 +111,7 @@ func (s *session) adaptCMN(samples []int16, run func([]int16) error) error {
 		return fmt.Errorf("pocketsphinx: start_utt failed")
 	}
 	if err := run(samples[:min(len(samples), adaptSamples)]); err != nil {
-		l.endUtt(s.ps)
-		return err
+		return s.abort(err)
 	}
 	if l.endUtt(s.ps) < 0 {
 		return fmt.Errorf("pocketsphinx: end_utt failed")

@@ -257,11 +257,16 @@ func newSession(ctx context.Context, c config) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps := l.newDecoder([]string{"-hmm", c.hmm, "-lm", c.lm, "-dict", c.dict})
+	ps := l.newDecoder(c.argv())
 	if ps == nil {
 		return nil, backends.Invalidf("pocketsphinx: the decoder rejected checkpoint %s (its files passed validation; check the model's feat.params and formats)", c.name)
 	}
 	return &session{lib: l, cfg: c, ps: ps, score: native.Malloc(8), cmn: l.snapshotCMN(ps)}, nil
+}
+
+// argv is the decoder's configuration as command-line arguments.
+func (c config) argv() []string {
+	return []string{"-hmm", c.hmm, "-lm", c.lm, "-dict", c.dict}
 }
 
 // Clone implements backends.Session.
@@ -382,14 +387,23 @@ func (s *session) decode(ctx context.Context, samples []int16, seconds float64) 
 		return "", nil, fmt.Errorf("pocketsphinx: start_utt failed")
 	}
 	if err := run(samples); err != nil {
-		l.endUtt(s.ps)
-		return "", nil, err
+		return "", nil, s.abort(err)
 	}
 	if l.endUtt(s.ps) < 0 {
 		return "", nil, fmt.Errorf("pocketsphinx: end_utt failed")
 	}
 	text := strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score)))
 	return text, s.words(seconds), nil
+}
+
+// abort ends a decode that stopped with err (its context ended, its
+// budget was spent) without the utterance's second pass (abort.go), and
+// returns err.
+func (s *session) abort(err error) error {
+	if !s.abortUtt(false) {
+		return fmt.Errorf("%w (and the decoder could not be rebuilt: the session is closed)", err)
+	}
+	return err
 }
 
 // words walks the last utterance's segmentation.

@@ -19,9 +19,11 @@ type lib struct {
 	processRaw  func(ps unsafe.Pointer, data unsafe.Pointer, n uintptr, noSearch, fullUtt int32) int32
 	endUtt      func(ps unsafe.Pointer) int32
 	getHyp      func(ps unsafe.Pointer, score unsafe.Pointer) unsafe.Pointer
-	getFeat     func(ps unsafe.Pointer) unsafe.Pointer // ps_get_feat
-	cmnGet      func(cmn, vec unsafe.Pointer) int32    // cmn_live_get
-	cmnSet      func(cmn, vec unsafe.Pointer)          // cmn_live_set
+	getFeat     func(ps unsafe.Pointer) unsafe.Pointer                      // ps_get_feat
+	getSearch   func(ps unsafe.Pointer) unsafe.Pointer                      // ps_get_search: the active search's name
+	getLM       func(ps unsafe.Pointer, name unsafe.Pointer) unsafe.Pointer // ps_get_lm
+	cmnGet      func(cmn, vec unsafe.Pointer) int32                         // cmn_live_get
+	cmnSet      func(cmn, vec unsafe.Pointer)                               // cmn_live_set
 	// The word segmentation of the last utterance. ps_seg_iter takes only
 	// the decoder in 5prealpha (older releases had a score out-parameter:
 	// a valid pointer is passed as a second argument, which the C calling
@@ -76,6 +78,8 @@ func load() (*lib, error) {
 			&l.endUtt, "ps_end_utt",
 			&l.getHyp, "ps_get_hyp",
 			&l.getFeat, "ps_get_feat",
+			&l.getSearch, "ps_get_search",
+			&l.getLM, "ps_get_lm",
 			&l.segIter, "ps_seg_iter",
 			&l.segNext, "ps_seg_next",
 			&l.segWord, "ps_seg_word",

@@ -81,7 +81,7 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 	)
 	defer func() {
 		if open {
-			l.endUtt(s.ps) // a dropped turn: its result is not wanted
+			s.abortUtt(false) // a dropped turn: its result is not wanted (abort.go)
 		}
 	}()
 	feed := func(samples []int16) error {
@@ -110,7 +110,7 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 		}
 		if p.Clear {
 			if open {
-				l.endUtt(s.ps)
+				s.abortUtt(true) // a cleared turn: its result is not wanted
 				open = false
 			}
 			rs, last, sinceHyp = nil, "", 0
