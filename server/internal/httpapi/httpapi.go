@@ -32,6 +32,7 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
+// Error returns the type, the message and the cause, for logs.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %s: %v", e.Type, e.Message, e.Err)
