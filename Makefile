@@ -164,7 +164,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStrictKeys$$' -fuzztime 10m ./server/
-	$(GO) test -run '^$$' -fuzz '^FuzzV2InferRequest$$' -fuzztime 10m ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzV2InferRequest$$' -fuzztime 10m ./server/internal/oip/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWAV$$' -fuzztime 10m ./backends/audio/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInput$$' -fuzztime 10m ./backends/audio/
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -146,4 +147,21 @@ func validModelID(id string) error {
 // /v1/models/{id}) strictly: unknown fields and trailing data are errors.
 func DecodeModelSpec(b []byte, s *ModelSpec) error {
 	return decodeJSONStrict(b, s)
+}
+
+// decodeOptional decodes a JSON body that may be empty ({} is implied):
+// like every JSON route it needs Content-Type application/json (415
+// without, CONTRACT.md err.content-type), and it is decoded strictly.
+func decodeOptional(r *http.Request, v any) error {
+	if err := requireJSON(r); err != nil {
+		return err
+	}
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return decodeJSONStrict(b, v)
 }

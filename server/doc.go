@@ -23,6 +23,15 @@
 // catalogue, swapped together), h_spec.go (a model's committed spec),
 // ui.go and ui/ (the embedded page).
 //
+// Protocol adapters live under internal/ and never import this package:
+// internal/oip serves the Open Inference Protocol (/v2) through an
+// oip.Host that routes.go wires (oipHandlers: the runtime, the edge's body
+// decoding and task lease, the registry's managers) and writes its own
+// error body (oip.Scope puts its writer in the request's context; the
+// shared writeError asks the context, not the URL). internal/httpapi holds
+// the error type they share (Error is an alias of httpapi.Error);
+// internal/registry is the persistent registry's service.
+//
 // Threading rule: a Server is safe for concurrent use by net/http. Its own
 // mutable state is the connection tracker (one mutex for the set, one per
 // connection ordering deadline changes between the shutdown loop and that

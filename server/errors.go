@@ -14,58 +14,29 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
-// Error is the one error type handlers return. Its Type and Status are the
-// API's error shape, OpenAI's: {"error":{"message","type","param","code"}},
-// with param and code JSON null where there is none (CONTRACT.md err.shape).
-type Error struct {
-	Status  int
-	Type    string // invalid_request_error, permission_error, not_found_error, server_busy, shutting_down, internal_error
-	Code    string // a finer machine-readable reason; "" is sent as null
-	Param   string // the offending request field where known; "" is sent as null
-	Message string
-	Err     error // the cause, for logs; never sent to clients of 500s
-	// RetryAfter, when positive, is the Retry-After of a server_busy
-	// (rounded up to whole seconds, at least 1): the remaining load backoff
-	// that core put in its Reject (CONTRACT.md fail.load-backoff).
-	RetryAfter time.Duration
-}
+// Error is the one error type handlers return (httpapi.Error, shared
+// with the protocol adapters under server/internal).
+type Error = httpapi.Error
 
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Type, e.Message, e.Err)
-	}
-	return e.Type + ": " + e.Message
-}
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// codeInvalid is the code of a 400 that has no finer one: the core's name
-// of the outcome (core.CodeInvalid), as FromCode gives it. Every 400 has
-// a code (CONTRACT.md err.shape).
-var codeInvalid = core.CodeInvalid.String()
+// codeInvalid is the code of a 400 that has no finer one (httpapi.CodeInvalid).
+var codeInvalid = httpapi.CodeInvalid
 
 // Invalid returns a 400 invalid_request_error with code invalid_request.
 func Invalid(format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: codeInvalid, Message: fmt.Sprintf(format, args...)}
+	return httpapi.Invalid(format, args...)
 }
 
 // InvalidParam is Invalid naming the request field at fault (param).
 func InvalidParam(param, format string, args ...any) *Error {
-	e := Invalid(format, args...)
-	e.Param = param
-	return e
+	return httpapi.InvalidParam(param, format, args...)
 }
 
 // invalidRequest is the 400 of a request the wire-shape parsers
 // (backends/audio) refused, naming the field they name (backends.ParamOf).
-func invalidRequest(err error) *Error {
-	e := Invalid("%v", err)
-	e.Param, e.Err = backends.ParamOf(err), err
-	return e
-}
+func invalidRequest(err error) *Error { return httpapi.InvalidRequest(err) }
 
 // NotFound returns a 404 not_found_error.
 func NotFound(format string, args ...any) *Error {
@@ -119,7 +90,7 @@ func FromCode(c core.Code, msg string, cause error) *Error {
 
 // retryAfter is the Retry-After header of a server_busy: the remaining
 // backoff rounded up to whole seconds, at least retryAfterSeconds.
-func (e *Error) retryAfter() int {
+func retryAfter(e *Error) int {
 	if e.RetryAfter <= 0 {
 		return retryAfterSeconds
 	}
@@ -149,8 +120,8 @@ type errorWire struct {
 	} `json:"error"`
 }
 
-// body is e's wire shape.
-func (e *Error) body() errorWire {
+// wireOf is e's wire shape.
+func wireOf(e *Error) errorWire {
 	var b errorWire
 	b.Error.Message, b.Error.Type = e.Message, e.Type
 	b.Error.Param, b.Error.Code = nullable(e.Param), nullable(e.Code)
@@ -179,7 +150,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		logger(r.Context()).Error("request failed", slog.Int("status", e.Status), slog.String("type", e.Type), slog.Any("err", err))
 	}
-	body := e.body()
+	body := wireOf(e)
 	if e.Status == http.StatusBadRequest && e.Code == "" { // every 400 has a code (CONTRACT.md err.shape)
 		body.Error.Code = &codeInvalid
 	}
@@ -187,11 +158,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body.Error.Message = "internal error"
 	}
 	if e.Type == "server_busy" {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter()))
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(e)))
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if isV2(r) { // CONTRACT.md oip.error-shape: the protocol's own body
-		writeV2Error(w, e, body.Error.Message)
+	if shape := httpapi.ShapeFrom(r.Context()); shape != nil { // a protocol's own body (CONTRACT.md oip.error-shape)
+		shape(w, e, body.Error.Message)
 		return
 	}
 	w.WriteHeader(e.Status)

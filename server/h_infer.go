@@ -193,7 +193,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 // "event: error" carrying the API's error body (CONTRACT.md
 // fail.execution); buf is scratch space.
 func writeErrorEvent(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *Error) {
-	b, _ := json.Marshal(e.body())
+	b, _ := json.Marshal(wireOf(e))
 	buf = append(append(append(buf[:0], "event: error\ndata: "...), b...), "\n\n"...)
 	_, _ = w.Write(buf)
 	_ = rc.Flush()

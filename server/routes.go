@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice/server/internal/oip"
 )
 
 // routes builds the router: one handler per endpoint, each returning its
 // error through adapt.
 //
 // Middleware, outermost first: the request metrics (mw_metrics.go), the
-// connection tracker (shutdown deadlines), the request ID and
+// inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
 // request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
 // (mw_origin.go), the credential (one Bearer header or a dashboard
 // session: mw_auth.go), the body limit. Each route group then names who
@@ -25,8 +27,10 @@ import (
 func (s *Server) routes() http.Handler {
 	a := newAuth(s.cfg, s.log)
 	s.auth = a
+	v2 := s.oipHandlers()
 	r := chi.NewRouter()
 	r.Use(s.met.http.middleware) // outermost: every answer is measured, refusals included
+	r.Use(oip.Scope)             // errors under /v2 in the protocol's shape, the refusals below included
 	r.Use(trackRequest, requestID(s.log), s.refuse.middleware, checkHost(s.hosts), checkOrigin(s.origins),
 		a.authenticate, s.limitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
@@ -46,8 +50,8 @@ func (s *Server) routes() http.Handler {
 	ui := uiHandler()
 	r.Get("/", ui.ServeHTTP)
 	r.Get("/ui/*", ui.ServeHTTP)
-	r.Get("/v2/health/live", adapt(s.handleV2Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready)
-	r.Get("/v2/health/ready", adapt(s.handleV2Ready))
+	r.Get("/v2/health/live", adapt(v2.Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready)
+	r.Get("/v2/health/ready", adapt(v2.Ready))
 	r.Post("/v1/ui/session", adapt(a.handleSignIn))
 	r.Delete("/v1/ui/session", adapt(a.handleSignOut))
 
@@ -58,7 +62,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
 		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
 		r.Get("/v1/ui/config", adapt(s.handleUIConfig))
-		r.Post("/v2/repository/index", adapt(s.handleV2Index)) // GET /v1/models's snapshot
+		r.Post("/v2/repository/index", adapt(v2.Index)) // GET /v1/models's snapshot
 	})
 
 	// The rest of the API: the API key as a Bearer token only.
@@ -75,11 +79,11 @@ func (s *Server) routes() http.Handler {
 		r.Get("/v1/audio/voices", adapt(s.handleVoices))
 		r.Post("/v1/audio/translations", adapt(s.handleTranslation))
 		r.Get("/v1/realtime", adapt(s.handleRealtime)) // a WebSocket: holds its lease for the session
-		// The inference protocol (h_v2.go), as /v1/models/{id} and its infer.
-		r.Get("/v2", adapt(s.handleV2Server))
-		r.Get("/v2/models/{id}", adapt(s.handleV2Model))
-		r.Get("/v2/models/{id}/ready", adapt(s.handleV2ModelReady))
-		r.Post("/v2/models/{id}/infer", adapt(s.handleV2Infer))
+		// The inference protocol (internal/oip), as /v1/models/{id} and its infer.
+		r.Get("/v2", adapt(v2.Server))
+		r.Get("/v2/models/{id}", adapt(v2.Model))
+		r.Get("/v2/models/{id}/ready", adapt(v2.ModelReady))
+		r.Post("/v2/models/{id}/infer", adapt(v2.Infer))
 	})
 
 	// Management the dashboard's buttons use: the management key or a
@@ -91,8 +95,8 @@ func (s *Server) routes() http.Handler {
 		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
 		r.Get("/v1/models/{id}/spec", adapt(s.handleGetSpec))
 		r.Put("/v1/settings/models-root", adapt(s.handleSetModelsRoot))
-		r.Post("/v2/repository/models/{id}/load", adapt(s.handleV2Load)) // the same managers (h_v2_repo.go)
-		r.Post("/v2/repository/models/{id}/unload", adapt(s.handleV2Unload))
+		r.Post("/v2/repository/models/{id}/load", adapt(v2.Load)) // the same managers (internal/oip)
+		r.Post("/v2/repository/models/{id}/unload", adapt(v2.Unload))
 	})
 	// Other management: the management key only.
 	r.Group(func(r chi.Router) {
@@ -160,5 +164,36 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 		defer br.finish()
 		r.Body = http.MaxBytesReader(w, br, s.cfg.MaxBody)
 		next.ServeHTTP(w, r)
+	})
+}
+
+// oipHandlers wires the Open Inference Protocol's adapter
+// (server/internal/oip) to the runtime, the edge and the registry: each
+// /v2 route does what its /v1 twin does, through the same code.
+func (s *Server) oipHandlers() *oip.Handlers {
+	return oip.New(oip.Host{
+		Runtime:        s.rt,
+		Version:        BuildInfo().Version,
+		Stopping:       s.stopping.Load,
+		StartupModels:  s.startupModels,
+		ModelID:        modelID,
+		Decode:         decodeStrict,
+		DecodeOptional: decodeOptional,
+		Lease:          s.taskLease,
+		WriteTask:      writeTask,
+		RequestID:      requestIDFrom,
+		FromRuntime:    func(err error) error { return fromRuntime(err) },
+		Load: func(ctx context.Context, id string) error {
+			if _, err := s.reg.Load(ctx, id); err != nil {
+				return manageErr(err)
+			}
+			return nil
+		},
+		Unload: func(ctx context.Context, id string) error {
+			if _, err := s.reg.Unload(ctx, id); err != nil {
+				return manageErr(err)
+			}
+			return nil
+		},
 	})
 }

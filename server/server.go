@@ -330,3 +330,20 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 	}
 	return nil
 }
+
+// startupModels returns the IDs the startup config named (RegisterModels):
+// /v2/health/ready waits for them (oip.Host.StartupModels).
+func (s *Server) startupModels() []string {
+	s.startupMu.Lock()
+	defer s.startupMu.Unlock()
+	return s.startup
+}
+
+// noteStartupModels records the startup config's IDs for readiness.
+func (s *Server) noteStartupModels(models []ModelEntry) {
+	s.startupMu.Lock()
+	defer s.startupMu.Unlock()
+	for _, m := range models {
+		s.startup = append(s.startup, m.ID)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/server/internal/oip"
 )
 
 // TestV2ReadyStartupModels: /v2/health/ready waits for the startup
@@ -35,9 +36,9 @@ func TestV2ReadyStartupModels(t *testing.T) {
 	notReady := func(want string) {
 		t.Helper()
 		r := ts.must(400, "GET", "/v2/health/ready", "")
-		var e v2ErrorWire
+		var e oip.ErrorWire
 		r.json(t, &e)
-		if !strings.Contains(e.Error, want) || r.header.Get(V2ErrorTypeHeader) != "not_ready" {
+		if !strings.Contains(e.Error, want) || r.header.Get(oip.ErrorTypeHeader) != "not_ready" {
 			t.Fatalf("not ready: %s %v, want a message naming %q", r.body, r.header, want)
 		}
 	}

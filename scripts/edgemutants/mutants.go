@@ -99,12 +99,19 @@ func durableEdit(call string, nth int) edit {
 		new: "func() error { _ = " + call + "; return nil }()"}
 }
 
-// v2DurableEdit makes the nth OIP repository manager answer 200 when its
+// v2DurableEdits make the nth OIP repository manager answer 200 when its
 // change was not durable.
+func v2DurableEdits(nth int) []edit {
+	return []edit{v2DurableEdit(nth), {file: "server/internal/oip/repo.go",
+		old: "\t\"github.com/sluice-dev/sluice/core\"\n",
+		new: "\t\"github.com/sluice-dev/sluice/core\"\n\t\"github.com/sluice-dev/sluice/server/internal/httpapi\"\n"}}
+}
+
+// v2DurableEdit is v2DurableEdits' change of the nth manager's error path.
 func v2DurableEdit(nth int) edit {
-	return edit{file: "server/h_v2_repo.go", nth: nth,
-		old: "\t\treturn manageErr(err)\n",
-		new: "\t\tif e, _ := manageErr(err).(*Error); e.Status != 500 {\n\t\t\treturn e\n\t\t}\n"}
+	return edit{file: "server/internal/oip/repo.go", nth: nth,
+		old: "\t\treturn err\n\t}\n\treturn v2True(w)\n",
+		new: "\t\tif e, _ := err.(*httpapi.Error); e.Status != 500 {\n\t\t\treturn e\n\t\t}\n\t}\n\treturn v2True(w)\n"}
 }
 
 var mutants = []mutant{
@@ -178,9 +185,9 @@ var mutants = []mutant{
 	{name: "durable-bulk-unload", area: "durable", why: "bulk unload answers 200 although its record failed",
 		edits: []edit{durableEdit("g.Record(res.Unloaded...)", 0)}},
 	{name: "durable-v2-load", area: "durable", why: "the OIP repository load answers 200 although its record failed",
-		edits: []edit{v2DurableEdit(1)}},
+		edits: v2DurableEdits(1)},
 	{name: "durable-v2-unload", area: "durable", why: "the OIP repository unload answers 200 although its record failed",
-		edits: []edit{v2DurableEdit(2)}},
+		edits: v2DurableEdits(2)},
 	{name: "committed-error-unrecorded", area: "durable", why: "a PUT that committed but then failed (its load) is not recorded",
 		edits: []edit{{file: "server/internal/registry/service.go", old: "\t\tif runtime.Committed(err) {", new: "\t\tif false && runtime.Committed(err) {"}}},
 	{name: "record-goes-backwards", area: "durable", why: "an older config_version may overwrite a newer record",
@@ -199,8 +206,8 @@ var mutants = []mutant{
 		edits: []edit{{file: "server/routes.go", old: "\t\tr.Use(a.dashboardManage())", new: "\t\tr.Use(a.dashboardRead())"}}},
 	{name: "auth-v2-repo-load-open", area: "auth", why: "the OIP repository load route is registered among the read routes",
 		edits: []edit{
-			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(s.handleV2Load)) // the same managers (h_v2_repo.go)\n", new: ""},
-			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/models/{id}/infer\", adapt(s.handleV2Infer))\n", new: "\t\tr.Post(\"/v2/models/{id}/infer\", adapt(s.handleV2Infer))\n\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(s.handleV2Load))\n"},
+			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(v2.Load)) // the same managers (internal/oip)\n", new: ""},
+			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/models/{id}/infer\", adapt(v2.Infer))\n", new: "\t\tr.Post(\"/v2/models/{id}/infer\", adapt(v2.Infer))\n\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(v2.Load))\n"},
 		}},
 	{name: "auth-models-root-open", area: "auth", why: "PUT /v1/settings/models-root is registered among the read routes",
 		edits: []edit{

@@ -1,15 +1,18 @@
-package server
+package oip
 
 import (
 	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/strictjson"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // FuzzV2InferRequest: whatever body a client sends to
 // /v2/models/{m}/infer, each task's check either refuses it with a 4xx
-// *Error (CONTRACT.md oip.infer-invalid) or builds an engine request whose
+// *httpapi.Error (CONTRACT.md oip.infer-invalid) or builds an engine request whose
 // audio is whole PCM16 samples, never panicking; its seeds run in make
 // test, `make fuzz` fuzzes it.
 func FuzzV2InferRequest(f *testing.F) {
@@ -26,15 +29,15 @@ func FuzzV2InferRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		var req V2InferRequest
-		if decodeJSONStrict([]byte(body), &req) != nil {
+		if strictjson.Decode([]byte(body), &req) != nil {
 			return
 		}
 		for name, task := range v2Tasks {
 			breq, _, err := task.request(&req)
 			if err != nil {
-				var e *Error
+				var e *httpapi.Error
 				if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
-					t.Fatalf("%s: refusal %v is not a 400 *Error", name, err)
+					t.Fatalf("%s: refusal %v is not a 400 *httpapi.Error", name, err)
 				}
 				continue
 			}

@@ -1,4 +1,4 @@
-package server
+package oip
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // The tensors of each task under the inference protocol (CONTRACT.md
@@ -82,9 +83,13 @@ var v2Tasks = map[string]v2Task{
 	},
 }
 
+// maxParamName bounds an unknown parameter echoed in an error (as the
+// OpenAI routes' bound in package server).
+const maxParamName = 64
+
 // v2Invalid is a 400 invalid_request_error naming the offending field.
-func v2Invalid(param, format string, args ...any) *Error {
-	return InvalidParam(param, format, args...)
+func v2Invalid(param, format string, args ...any) *httpapi.Error {
+	return httpapi.InvalidParam(param, format, args...)
 }
 
 // checkParams refuses parameters outside allowed (sorted in the message).
@@ -263,7 +268,7 @@ func ttsRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 	}
 	breq, err := p.Request()
 	if err != nil {
-		return fail(invalidRequest(err))
+		return fail(httpapi.InvalidRequest(err))
 	}
 	return breq, plan, nil
 }
@@ -271,15 +276,15 @@ func ttsRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 // ttsOutputs turns the engine's PCM16LE into the audio tensor.
 func ttsOutputs(out backends.Output, plan v2Plan) ([]v2Output, error) {
 	if len(out.Data) == 0 || !strings.HasPrefix(out.ContentType, "audio/pcm") {
-		return nil, &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
+		return nil, &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
 			Err: fmt.Errorf("tts output %q, %d bytes", out.ContentType, len(out.Data))}
 	}
 	samples, err := audio.PCM16(out.Data)
 	if err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine's audio is malformed", Err: err}
+		return nil, &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine's audio is malformed", Err: err}
 	}
 	if len(samples) > maxV2OutputSamples {
-		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "output_too_large",
+		return nil, &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "output_too_large",
 			Message: fmt.Sprintf("the speech is %d samples, over the protocol answer's %d: ask for a lower sample_rate or less text, or use /v1/audio/speech, which streams", len(samples), maxV2OutputSamples)}
 	}
 	o := v2Output{Name: "audio", Datatype: plan.datatype, Shape: []int64{int64(len(samples))}, Parameters: map[string]any{"sample_rate": plan.rate}}
@@ -379,7 +384,7 @@ func asrRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 func asrOutputs(out backends.Output, _ v2Plan) ([]v2Output, error) {
 	var res audio.ASRResult
 	if err := json.Unmarshal(out.JSON, &res); err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a transcription model", Err: err}
+		return nil, &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a transcription model", Err: err}
 	}
 	return []v2Output{{Name: "text", Datatype: "BYTES", Shape: []int64{1}, Data: []string{res.Text}}}, nil
 }
@@ -421,7 +426,7 @@ func vadRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 func vadOutputs(out backends.Output, _ v2Plan) ([]v2Output, error) {
 	var res audio.VADResult
 	if err := json.Unmarshal(out.JSON, &res); err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a voice-activity model", Err: err}
+		return nil, &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a voice-activity model", Err: err}
 	}
 	data := make([]float32, 0, 2*len(res.Segments))
 	for _, s := range res.Segments {

@@ -1,4 +1,4 @@
-package server
+package oip
 
 import "encoding/json"
 
@@ -99,9 +99,4 @@ type V2RepositoryModel struct {
 // /v1/models/{id}; any parameter is refused rather than ignored.
 type V2RepositoryRequest struct {
 	Parameters map[string]json.RawMessage `json:"parameters,omitempty"`
-}
-
-// v2ErrorWire is the protocol's error body, {"error": "<message>"}.
-type v2ErrorWire struct {
-	Error string `json:"error"`
 }

@@ -1,7 +1,6 @@
-package server
+package oip
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
 
@@ -30,17 +29,17 @@ func v2State(st core.ModelStatus) (state, reason string) {
 	return "UNAVAILABLE", "unloaded"
 }
 
-// handleV2Index answers POST /v2/repository/index with an optional body
+// Index answers POST /v2/repository/index with an optional body
 // {"ready": bool}: every registered model in registration order (or only
 // those ready now) as {"name","version","state","reason"}, from one status
 // snapshot.
-func (s *Server) handleV2Index(w http.ResponseWriter, r *http.Request) error {
+func (p *Handlers) Index(w http.ResponseWriter, r *http.Request) error {
 	var req V2RepositoryIndexRequest
-	if err := decodeOptional(r, &req); err != nil {
+	if err := p.h.DecodeOptional(r, &req); err != nil {
 		return err
 	}
 	out := []V2RepositoryModel{}
-	for _, st := range s.rt.Status() {
+	for _, st := range p.h.Runtime.Status() {
 		state, reason := v2State(st)
 		if req.Ready && state != "READY" {
 			continue
@@ -50,29 +49,12 @@ func (s *Server) handleV2Index(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// decodeOptional decodes a JSON body that may be empty ({} is implied):
-// like every JSON route it needs Content-Type application/json (415
-// without, CONTRACT.md err.content-type), and it is decoded strictly.
-func decodeOptional(r *http.Request, v any) error {
-	if err := requireJSON(r); err != nil {
-		return err
-	}
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	return decodeJSONStrict(b, v)
-}
-
 // repositoryRequest checks the optional body of a load or unload: Triton's
 // parameters (config, files, unload_dependents) would change what is
 // loaded, which is PUT /v1/models/{id}'s job, so any is refused.
-func repositoryRequest(r *http.Request) error {
+func (p *Handlers) repositoryRequest(r *http.Request) error {
 	var req V2RepositoryRequest
-	if err := decodeOptional(r, &req); err != nil {
+	if err := p.h.DecodeOptional(r, &req); err != nil {
 		return err
 	}
 	if err := checkParams("repository", req.Parameters); err != nil {
@@ -81,35 +63,35 @@ func repositoryRequest(r *http.Request) error {
 	return nil
 }
 
-// handleV2Load answers POST /v2/repository/models/{m}/load: POST
+// Load answers POST /v2/repository/models/{m}/load: POST
 // /v1/models/{id}/load's manager; 200 with an empty body once loaded.
-func (s *Server) handleV2Load(w http.ResponseWriter, r *http.Request) error {
-	id, err := v2ModelID(r)
+func (p *Handlers) Load(w http.ResponseWriter, r *http.Request) error {
+	id, err := p.h.ModelID(r)
 	if err != nil {
 		return err
 	}
-	if err := repositoryRequest(r); err != nil {
+	if err := p.repositoryRequest(r); err != nil {
 		return err
 	}
-	if _, err := s.reg.Load(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
-		return manageErr(err)
+	if err := p.h.Load(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
+		return err
 	}
 	return v2True(w)
 }
 
-// handleV2Unload answers POST /v2/repository/models/{m}/unload: POST
+// Unload answers POST /v2/repository/models/{m}/unload: POST
 // /v1/models/{id}/unload's manager, the same barrier (CONTRACT.md
 // oip.repo-barrier); 200 with an empty body after the teardown.
-func (s *Server) handleV2Unload(w http.ResponseWriter, r *http.Request) error {
-	id, err := v2ModelID(r)
+func (p *Handlers) Unload(w http.ResponseWriter, r *http.Request) error {
+	id, err := p.h.ModelID(r)
 	if err != nil {
 		return err
 	}
-	if err := repositoryRequest(r); err != nil {
+	if err := p.repositoryRequest(r); err != nil {
 		return err
 	}
-	if _, err := s.reg.Unload(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
-		return manageErr(err)
+	if err := p.h.Unload(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
+		return err
 	}
 	return v2True(w)
 }

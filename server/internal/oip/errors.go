@@ -1,0 +1,73 @@
+package oip
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+)
+
+// Error headers of a /v2 error answer: the protocol's body carries only a
+// message, so the machine-readable type and code travel beside it.
+const (
+	ErrorTypeHeader = "Sluice-Error-Type"
+	ErrorCodeHeader = "Sluice-Error-Code"
+)
+
+// Prefix is the path under which the protocol's routes live.
+const Prefix = "/v2"
+
+// in reports whether r is a request of the protocol's routes.
+func in(r *http.Request) bool {
+	return r.URL.Path == Prefix || strings.HasPrefix(r.URL.Path, Prefix+"/")
+}
+
+// Scope is the middleware that marks the protocol's requests: under
+// Prefix, every error (the edge's refusals included: keys, Host, body
+// limits, unknown routes) is written by WriteError in the protocol's shape
+// (CONTRACT.md oip.error-shape). The server puts it outside every
+// middleware that can refuse.
+func Scope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if in(r) {
+			r = r.WithContext(httpapi.WithShape(r.Context(), WriteError))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// WriteError writes e as {"error": msg} with its status, Retry-After (set
+// by the caller) and the type and code headers.
+func WriteError(w http.ResponseWriter, e *httpapi.Error, msg string) {
+	h := w.Header()
+	h.Set(ErrorTypeHeader, e.Type)
+	if e.Code != "" {
+		h.Set(ErrorCodeHeader, e.Code)
+	}
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(ErrorWire{Error: msg})
+}
+
+// ErrorWire is the protocol's error body, {"error": "<message>"}.
+type ErrorWire struct {
+	Error string `json:"error"`
+}
+
+// writeJSON writes v with status 200.
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("oip: encode response: %w", err)
+	}
+	return nil
+}
+
+// taskName names a task in a message ("task-less" for none).
+func taskName(t string) string {
+	if t == "" {
+		return "task-less"
+	}
+	return t
+}

@@ -1,0 +1,256 @@
+// Package oip serves the Open Inference Protocol v2 over REST (KServe's
+// v2 protocol, shared with Triton; CONTRACT.md "The Open Inference
+// Protocol"): health, metadata and inference on the same runtime and
+// scheduler as every other route, Triton's model-repository extension
+// (repo.go) on the registry's managers, the tensors of each task
+// (tensor.go), and the protocol's own error body (errors.go).
+//
+// It is a thin adapter: it never imports package server. The server wires
+// a Host (the runtime, the edge's body decoding and task lease, the
+// registry's load and unload) and mounts the Handlers' methods on its
+// router behind its own middleware (Host and Origin checks, keys, body
+// limits), with Scope outermost so that every error under /v2 is written
+// in the protocol's shape.
+package oip
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+)
+
+// Runtime is what the protocol reads of the runtime.
+type Runtime interface {
+	Status() []core.ModelStatus
+	StatusOf(id string) (core.ModelStatus, error)
+	Unregistered(id string) bool
+	ShuttingDown() bool
+}
+
+// Host is what the server lends the protocol: each field is the server's
+// own implementation, so that a /v2 route behaves as its /v1 twin.
+type Host struct {
+	Runtime  Runtime
+	Version  string      // the build's version, answered by GET /v2
+	Stopping func() bool // the server's shutdown has begun
+	// StartupModels returns the IDs of the startup config's models, which
+	// readiness waits for.
+	StartupModels func() []string
+	// ModelID is the validated {id} of a route.
+	ModelID func(r *http.Request) (string, error)
+	// Decode reads the whole JSON body under the edge's limits and decodes
+	// it strictly; DecodeOptional does the same for a body that may be
+	// empty ({} implied).
+	Decode, DecodeOptional func(r *http.Request, v any) error
+	// Lease takes a lease on model id for task through the model's FIFO,
+	// with the request's admission timeout (as /v1 does).
+	Lease func(r *http.Request, id, task string) (*runtime.Lease, error)
+	// WriteTask writes a finished answer and releases the lease once the
+	// bytes are flushed.
+	WriteTask func(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error
+	// RequestID is the request's ID (the request-ID middleware's).
+	RequestID func(ctx context.Context) string
+	// FromRuntime maps a runtime error to the API's error.
+	FromRuntime func(err error) error
+	// Load and Unload are the registry's managers (POST
+	// /v1/models/{id}/load and /unload); an error is already mapped for
+	// the API (a change that is not durable is a 500).
+	Load, Unload func(ctx context.Context, id string) error
+}
+
+// Handlers serves the protocol's routes; each method returns its error for
+// the server's error writer.
+type Handlers struct {
+	h Host
+}
+
+// New returns the protocol's handlers over h.
+func New(h Host) *Handlers { return &Handlers{h: h} }
+
+// v2False is the protocol's "false" for a health or readiness question: a
+// 4xx (400), here with the reason as its error message.
+func v2False(typ, format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusBadRequest, Type: typ, Code: "not_ready", Message: fmt.Sprintf(format, args...)}
+}
+
+// v2True answers a health question with 200 and an empty body.
+func v2True(w http.ResponseWriter) error {
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// stopping reports whether a shutdown has begun (the server's or the
+// runtime's).
+func (p *Handlers) stopping() bool { return p.h.Stopping() || p.h.Runtime.ShuttingDown() }
+
+// Live answers GET /v2/health/live: 200 while the process serves HTTP,
+// during a shutdown's drain too (CONTRACT.md oip.live): a liveness probe
+// that failed during the drain would have the pod killed.
+func (p *Handlers) Live(w http.ResponseWriter, r *http.Request) error {
+	return v2True(w)
+}
+
+// Ready answers GET /v2/health/ready (CONTRACT.md oip.ready): 200 when the
+// server is not shutting down and every model of the startup config is
+// registered, wanted loaded and without a failed load since its last
+// success (loaded at startup or since; a pool the server retired itself,
+// idle or evicted, still counts: the next request reloads it). Otherwise
+// 400 with the reason; from the moment a shutdown begins, 400 at once,
+// while the listener still drains.
+func (p *Handlers) Ready(w http.ResponseWriter, r *http.Request) error {
+	if p.stopping() {
+		return v2False("shutting_down", "server is shutting down")
+	}
+	if id, why := p.notReady(); id != "" {
+		return v2False("not_ready", "model %q of the startup config is %s", id, why)
+	}
+	return v2True(w)
+}
+
+// notReady returns the first startup model that keeps the server from
+// being ready, and why; "" when there is none.
+func (p *Handlers) notReady() (string, string) {
+	ids := p.h.StartupModels()
+	if len(ids) == 0 {
+		return "", ""
+	}
+	rt := p.h.Runtime
+	byID := map[string]core.ModelStatus{}
+	for _, st := range rt.Status() {
+		byID[st.ID] = st
+	}
+	for _, id := range ids {
+		st, ok := byID[id]
+		switch {
+		case !ok && rt.Unregistered(id):
+			continue // deleted on purpose (DELETE /v1/models/{id}): no longer waited for
+		case !ok:
+			return id, "not registered"
+		case st.LoadFailures > 0:
+			return id, fmt.Sprintf("not loaded: %d failed load(s) since its last success", st.LoadFailures)
+		case !st.WantLoaded && !st.Loaded:
+			return id, "unloaded"
+		}
+	}
+	return "", ""
+}
+
+// Server answers GET /v2: the server's name, version and the protocol
+// extensions it serves.
+func (p *Handlers) Server(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, V2ServerMetadata{Name: "sluice", Version: p.h.Version, Extensions: []string{"model_repository"}})
+}
+
+// statusOf is model id's status, its error mapped for the API.
+func (p *Handlers) statusOf(id string) (core.ModelStatus, error) {
+	st, err := p.h.Runtime.StatusOf(id)
+	if err != nil {
+		return st, p.h.FromRuntime(err)
+	}
+	return st, nil
+}
+
+// Model answers GET /v2/models/{m}: the model's inputs, outputs and
+// request parameters for its task (CONTRACT.md oip.metadata), or 404.
+func (p *Handlers) Model(w http.ResponseWriter, r *http.Request) error {
+	id, err := p.h.ModelID(r)
+	if err != nil {
+		return err
+	}
+	st, err := p.statusOf(id)
+	if err != nil {
+		return err
+	}
+	md := V2ModelMetadata{Name: id, Versions: []string{strconv.FormatUint(st.ConfigVersion, 10)}, Platform: "sluice_" + st.Engine,
+		Inputs: []V2TensorMetadata{}, Outputs: []V2TensorMetadata{}}
+	if t, ok := v2Tasks[st.Task]; ok {
+		md.Inputs, md.Outputs, md.Parameters = t.inputs, t.outputs, t.params
+	}
+	return writeJSON(w, md)
+}
+
+// ModelReady answers GET /v2/models/{m}/ready: 200 while M's pool is
+// published (loaded), 400 while it is not, 404 for an unknown ID.
+func (p *Handlers) ModelReady(w http.ResponseWriter, r *http.Request) error {
+	id, err := p.h.ModelID(r)
+	if err != nil {
+		return err
+	}
+	st, err := p.statusOf(id)
+	if err != nil {
+		return err
+	}
+	if p.stopping() {
+		return v2False("shutting_down", "server is shutting down")
+	}
+	if !st.Loaded {
+		return v2False("not_ready", "model %q is %s", id, st.State)
+	}
+	return v2True(w)
+}
+
+// Infer answers POST /v2/models/{m}/infer (CONTRACT.md oip.infer): the
+// body is read and every tensor and parameter checked against the model's
+// task before a lease is taken (400 naming what is wrong); then the lease
+// is taken through the model's FIFO exactly as for /v1/models/{id}/infer
+// (barriers, admission timeouts from the Sluice-Admission-Timeout-Ms
+// header, 503 server_busy), the engine runs, and the answer is written and
+// flushed before the lease is released.
+func (p *Handlers) Infer(w http.ResponseWriter, r *http.Request) error {
+	id, err := p.h.ModelID(r)
+	if err != nil {
+		return err
+	}
+	var req V2InferRequest
+	if err := p.h.Decode(r, &req); err != nil {
+		return err
+	}
+	if len(req.ID) > maxV2RequestID {
+		return httpapi.InvalidParam("id", "id longer than %d bytes", maxV2RequestID)
+	}
+	st, err := p.statusOf(id)
+	if err != nil {
+		return err
+	}
+	t, ok := v2Tasks[st.Task]
+	if !ok {
+		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task",
+			Message: fmt.Sprintf("model %q serves %s, which the inference protocol does not map (tts, asr and vad)", id, taskName(st.Task))}
+	}
+	breq, plan, err := t.request(&req)
+	if err != nil {
+		return err
+	}
+	lease, err := p.h.Lease(r, id, st.Task)
+	if err != nil {
+		return err
+	}
+	defer lease.Release(true) // a no-op once released
+	breq.ID = p.h.RequestID(r.Context())
+	out, err := lease.Infer(r.Context(), breq, nil)
+	if err != nil {
+		return p.h.FromRuntime(err)
+	}
+	outputs, err := t.answer(out, plan)
+	if err != nil {
+		return err
+	}
+	resp := V2InferResponse{ModelName: id, ModelVersion: strconv.FormatUint(lease.Version(), 10), ID: req.ID, Outputs: outputs}
+	if resp.ID == "" {
+		resp.ID = breq.ID
+	}
+	body, err := encodeV2Response(&resp)
+	if err != nil {
+		return err
+	}
+	return p.h.WriteTask(w, r, lease, "application/json", body)
+}
+
+// maxV2RequestID bounds the id a client may give a request (it is echoed).
+const maxV2RequestID = 256
