@@ -20,11 +20,14 @@ const (
 	NemoCTCSynthetic    = "sherpa-nemo-ctc-synthetic"
 	StreamingSynthetic  = "sherpa-zipformer-streaming-synthetic"
 	TransducerSynthetic = "sherpa-zipformer-synthetic"
-	SenseVoiceSynthetic = "sherpa-sense-voice-synthetic"
-	KokoroSynthetic     = "sherpa-kokoro-synthetic"
-	ParaformerSynthetic = "sherpa-paraformer-synthetic"
-	MatchaSynthetic     = "sherpa-matcha-synthetic"
-	WhisperSynthetic    = "sherpa-whisper-synthetic"
+	// TransducerBPESynthetic is an English BPE transducer's layout: word
+	// pieces in tokens.txt and their bpe.vocab, for hotwords by piece.
+	TransducerBPESynthetic = "sherpa-zipformer-bpe-synthetic"
+	SenseVoiceSynthetic    = "sherpa-sense-voice-synthetic"
+	KokoroSynthetic        = "sherpa-kokoro-synthetic"
+	ParaformerSynthetic    = "sherpa-paraformer-synthetic"
+	MatchaSynthetic        = "sherpa-matcha-synthetic"
+	WhisperSynthetic       = "sherpa-whisper-synthetic"
 	// WhisperMultiSynthetic is a multilingual Whisper (en, de, es, fr):
 	// a request's language picks the prompt's language token.
 	WhisperMultiSynthetic = "sherpa-whisper-multi-synthetic"
@@ -43,7 +46,7 @@ const (
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic, KokoroMultiSynthetic, WhisperMultiSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, TransducerBPESynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic, KokoroMultiSynthetic, WhisperMultiSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -72,6 +75,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
 	TransducerSynthetic: {"offline-transducer", 35, "synthetic offline Zipformer transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
+	TransducerBPESynthetic: {"offline-transducer-bpe", 52, "synthetic offline Zipformer transducer with BPE pieces (encoder, decoder, joiner, tokens.txt, bpe.vocab)",
+		map[string]any{"family": FamilyTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt", "bpe_vocab": "bpe.vocab"}},
 	SenseVoiceSynthetic: {"sense-voice", 36, "synthetic SenseVoice recognizer (model.onnx, tokens.txt)",
 		map[string]any{"family": FamilySenseVoice, "model": "model.onnx", "tokens": "tokens.txt"}},
 	ParaformerSynthetic: {"paraformer", 38, "synthetic Paraformer recognizer (model.onnx, tokens.txt)",

@@ -47,6 +47,13 @@ type Options struct {
 	// hotwords, scored HotwordsScore (default 1.5) each token.
 	DecodingMethod string  `json:"decoding_method,omitempty"`
 	HotwordsScore  float64 `json:"hotwords_score,omitempty"`
+	// BpeVocab is a BPE transducer's piece vocabulary (bpe.vocab: one
+	// "piece score" per line, as sherpa-onnx's export_bpe_vocab.py
+	// writes it from bpe.model), and ModelingUnit how hotwords are split
+	// into tokens: cjkchar (the default without bpe_vocab), bpe (the
+	// default with it) or cjkchar+bpe (bpe.go).
+	BpeVocab     string `json:"bpe_vocab,omitempty"`
+	ModelingUnit string `json:"modeling_unit,omitempty"`
 	// MergedDecoder is Moonshine v2's decoder (with Encoder).
 	MergedDecoder string `json:"merged_decoder,omitempty"`
 	// Segmentation and Embedding are a diarization checkpoint's pyannote
@@ -140,6 +147,10 @@ type config struct {
 	// language: SenseVoice, Whisper, Canary; nil for the others), the
 	// languages a request may name (langs.go).
 	langs []string
+	// bpe is option bpe_vocab's vocabulary (nil without it) and unit the
+	// modeling unit hotwords are split by (bpe.go).
+	bpe  *bpeVocab
+	unit string
 }
 
 func (e *Engine) resolve(spec backends.Spec) (config, error) {
@@ -228,6 +239,16 @@ func (e *Engine) resolve(spec backends.Spec) (config, error) {
 			return config{}, backends.Invalidf("sherpa: data_dir %s is not an espeak-ng-data folder (no phontab)", o.DataDir)
 		}
 		c.files["data_dir"] = p
+	}
+	if o.BpeVocab != "" {
+		p, err := cp.File(o.BpeVocab)
+		if err != nil {
+			return config{}, fmt.Errorf("sherpa: option bpe_vocab: %w", err)
+		}
+		if c.bpe, err = readBpeVocab(p); err != nil {
+			return config{}, err
+		}
+		c.files["bpe_vocab"] = p
 	}
 	if err := c.checkFamily(); err != nil {
 		return config{}, err

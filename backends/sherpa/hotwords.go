@@ -17,10 +17,11 @@ import (
 // modified_beam_search; greedy search would build the phrases' context
 // graph and then ignore it, and a phrase whose pieces are not tokens is
 // skipped with a log line: both silent, so both are refused here with a
-// 400 naming hotwords. Phrases are split into pieces as the library's
-// cjkchar modeling unit does (a run of ASCII letters, digits and
-// apostrophes is one piece, any other character its own); a trailing
-// ":SCORE" sets a phrase's score.
+// 400 naming hotwords. Phrases are split into pieces by the model's
+// modeling unit, as the library splits them: cjkchar (a run of ASCII
+// letters, digits and apostrophes is one piece, any other character its
+// own), bpe or cjkchar+bpe (bpe.go); a trailing ":SCORE" sets a phrase's
+// score.
 
 const (
 	greedySearch = "greedy_search"
@@ -54,6 +55,9 @@ func (c *config) checkDecoding() error {
 		}
 	default:
 		return backends.Invalidf("sherpa: option decoding_method %q: want %s or %s", c.opts.DecodingMethod, greedySearch, beamSearch)
+	}
+	if err := c.checkUnit(); err != nil {
+		return err
 	}
 	if c.opts.HotwordsScore == 0 {
 		c.opts.HotwordsScore = 1.5
@@ -96,9 +100,9 @@ func (c *config) hotwordsFor(hw string) (string, error) {
 				}
 				continue
 			}
-			for _, p := range cjkPieces(w) {
-				if !toks[p] {
-					return "", backends.InvalidParam("hotwords", "sherpa: hotwords: %q is not a token of model %s (its phrases must spell with its tokens, piece by piece)", p, c.name)
+			for _, p := range c.hotwordPieces(w) {
+				if !toks[p] || p == "<unk>" {
+					return "", backends.InvalidParam("hotwords", "sherpa: hotwords: %q (a piece of %q by modeling unit %s) is not a token of model %s (its phrases must spell with its tokens)", p, w, c.unit, c.name)
 				}
 			}
 		}

@@ -94,6 +94,7 @@ func TestHTTP(t *testing.T) {
 		{ID: "moonshine-v2", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.MoonshineV2Synthetic, Slots: two, Options: over}},
 		{ID: "matcha-vocos", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaVocosSynthetic, Slots: two, Options: over}},
 		{ID: "zipformer-beam", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerSynthetic, Slots: two, Options: json.RawMessage(`{"oversubscribe":true,"decoding_method":"modified_beam_search"}`)}},
+		{ID: "zipformer-bpe", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.TransducerBPESynthetic, Slots: two, Options: json.RawMessage(`{"oversubscribe":true,"decoding_method":"modified_beam_search"}`)}},
 		{ID: "kitten", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.KittenSynthetic, Slots: two, Options: over}},
 		{ID: "matcha", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "tts", Checkpoint: sherpa.MatchaSynthetic, Slots: two, Options: over}},
 		{ID: "whisper", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.WhisperSynthetic, Slots: two, Options: over}},
@@ -235,6 +236,13 @@ func TestHTTP(t *testing.T) {
 	// modified_beam_search, refused naming it by the others.
 	if code, b := transcribe("model", "zipformer-beam", "hotwords", "l :30/j"); code != 200 || !strings.Contains(string(b), "l") {
 		t.Fatalf("hotwords on zipformer-beam: %d %s", code, b)
+	}
+	// A BPE transducer spells hotwords with its word pieces (bpe.vocab).
+	if code, b := transcribe("model", "zipformer-bpe", "hotwords", "one :30/the quiz"); code != 200 {
+		t.Fatalf("hotwords on zipformer-bpe: %d %s", code, b)
+	}
+	if code, b := transcribe("model", "zipformer-bpe", "hotwords", "caf\u00e9"); code != 400 || param(b) != "hotwords" {
+		t.Fatalf("an unspellable hotword on zipformer-bpe: %d %s", code, b)
 	}
 	for _, id := range []string{"zipformer", "ctc"} {
 		if code, b := transcribe("model", id, "hotwords", "l"); code != 400 || param(b) != "hotwords" {

@@ -227,6 +227,15 @@ func TestMalformedRefused(t *testing.T) {
 		{"streaming/wrong-family", StreamingSynthetic, opts(`{"family":"vits"}`), "family vits serves task tts"},
 		{"transducer/truncated-encoder", TransducerSynthetic, modify("encoder.onnx", func(b []byte) []byte { return b[:len(b)-9] }), "not a valid ONNX model"},
 		{"transducer/no-joiner", TransducerSynthetic, remove("joiner.onnx"), "joiner"},
+		// bpe.vocab: the library's encoder exits the process on a line
+		// it cannot read, so each is refused first.
+		{"bpe/empty-line", TransducerBPESynthetic, modify("bpe.vocab", func(b []byte) []byte { return append(b, '\n') }), "line"},
+		{"bpe/hex-score", TransducerBPESynthetic, modify("bpe.vocab", func(b []byte) []byte { return []byte(strings.Replace(string(b), "<unk>\t0", "<unk>\t0x1p3", 1)) }), "want a piece and its score"},
+		{"bpe/no-vocab", TransducerBPESynthetic, remove("bpe.vocab"), "bpe_vocab"},
+		{"bpe/byte-pieces", TransducerBPESynthetic, modify("bpe.vocab", func(b []byte) []byte { return append(b, "<0x00>\t0\n"...) }), "fewer than 256"},
+		{"bpe/unit", TransducerBPESynthetic, opts(`{"modeling_unit":"wordpiece"}`), "modeling_unit"},
+		{"bpe/unit-without-vocab", TransducerSynthetic, opts(`{"modeling_unit":"bpe"}`), "needs option bpe_vocab"},
+		{"bpe/not-transducer", NemoCTCSynthetic, opts(`{"modeling_unit":"cjkchar"}`), "only the transducer families"},
 		{"transducer/unknown-type", TransducerSynthetic, encMeta("model_type", "lstm7"), "model_type"},
 		{"transducer/streaming-export", TransducerSynthetic, encMeta("decode_chunk_len", "32"), "streaming export"},
 		{"transducer/context", TransducerSynthetic, modify("decoder.onnx", func(b []byte) []byte { return setMeta(t, b, "context_size", "0") }), "context_size 0"},

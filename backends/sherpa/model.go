@@ -131,7 +131,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxActivePaths = 4
 		cfg.HotwordsScore = float32(c.opts.HotwordsScore)
 		if c.opts.DecodingMethod == beamSearch {
-			mc.ModelingUnit = cs.of("cjkchar")
+			mc.ModelingUnit, mc.BpeVocab = cs.of(c.unit), cs.of(c.files["bpe_vocab"])
 		}
 		m.kind, m.ptr = "offline", l.createOffRec(unsafe.Pointer(cfg))
 	case FamilyDiarization:
@@ -164,7 +164,7 @@ func create(l *lib, c config) (*model, error) {
 		cfg.MaxActivePaths = 4
 		cfg.HotwordsScore = float32(c.opts.HotwordsScore)
 		if c.opts.DecodingMethod == beamSearch {
-			mc.ModelingUnit = cs.of("cjkchar")
+			mc.ModelingUnit, mc.BpeVocab = cs.of(c.unit), cs.of(c.files["bpe_vocab"])
 		}
 		cfg.EnableEndpoint = 0 // turns end at the session's commits
 		m.kind, m.ptr = "online", l.createOnRec(unsafe.Pointer(cfg))

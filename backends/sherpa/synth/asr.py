@@ -37,7 +37,7 @@ def nemo_ctc(out, seed):
     asr_tokens(out, blank_last=True)
 
 
-def offline_transducer(out, seed):
+def offline_transducer(out, seed, bpe=False):
     """Offline Zipformer transducer (icefall's export, as
     offline-transducer-model.cc runs it; Parakeet's NeMo transducers have
     the same three files with other inputs): the encoder maps x [N, T, 80]
@@ -59,7 +59,11 @@ def offline_transducer(out, seed):
                            helper.make_tensor_value_info("encoder_out_lens", TensorProto.INT64, ["N"])], inits)
     save(g, os.path.join(out, "encoder.onnx"), {
         "model_type": "zipformer2", "version": 1, "model_author": "k2-fsa", "comment": "non-streaming zipformer2"})
-    vocab = asr_tokens(out, blank_last=False)
+    if bpe:  # icefall's English BPE models: word pieces and bpe.vocab
+        vocab = asr_tokens(out, blank_last=False, pieces=BPE_PIECES)
+        bpe_vocab(out)
+    else:
+        vocab = asr_tokens(out, blank_last=False)
     transducer_decoder_joiner(out, r, vocab, dim)
 
 

@@ -58,11 +58,26 @@ ASR_PIECES = ["<unk>"] + ["\u2581" + w for w in
     list("abcdefghijklmnopqrstuvwxyz'")
 
 
-def asr_tokens(out, blank_last):
-    toks = list(ASR_PIECES)
+def asr_tokens(out, blank_last, pieces=ASR_PIECES):
+    toks = list(pieces)
     toks = toks + ["<blk>"] if blank_last else ["<blk>"] + toks
     write(os.path.join(out, "tokens.txt"), "".join("%s %d\n" % (t, i) for i, t in enumerate(toks)))
     return len(toks)
+
+
+# A BPE vocabulary's pieces: ASR_PIECES and the bare word boundary, so
+# that any word of letters spells as "\u2581" and its letters.
+BPE_PIECES = ASR_PIECES + ["\u2581"]
+
+
+def bpe_vocab(out):
+    """bpe.vocab as sherpa-onnx's export_bpe_vocab.py writes it from
+    bpe.model: "piece<TAB>score" per line, the specials scored 0, whole
+    words above letters, so a word's own piece wins over its spelling."""
+    lines = ["<blk>\t0", "<unk>\t0"]
+    for p in BPE_PIECES[1:]:
+        lines.append("%s\t%s" % (p, "-2.5" if p.startswith("\u2581") and len(p) > 1 else "-3.25"))
+    write(os.path.join(out, "bpe.vocab"), "\n".join(lines) + "\n")
 
 
 SENSE_VOICE_TAGS = ["<|zh|>", "<|en|>", "<|yue|>", "<|ja|>", "<|ko|>", "<|nospeech|>", "<|HAPPY|>", "<|NEUTRAL|>",

@@ -35,6 +35,7 @@ FAMILIES = {
     "kitten": kitten,
     "sense-voice": sense_voice,
     "offline-transducer": offline_transducer,
+    "offline-transducer-bpe": lambda out, seed: offline_transducer(out, seed, True),
     "online-zipformer2": online_zipformer2,
     "online-nemo-ctc": online_nemo_ctc,
     "online-paraformer": online_paraformer,
