@@ -43,7 +43,8 @@ import (
 //   - encoder*.onnx, decoder*.onnx, joiner*.onnx, tokens.txt: NeMo's
 //     (nemo-transducer: Parakeet TDT and RNNT) when the encoder's
 //     model_type is EncDecRNNTBPEModel, else icefall's transducer, streaming (online-transducer) when the encoder's
-//     metadata has decode_chunk_len, else offline (transducer);
+//     metadata has decode_chunk_len, else offline (transducer); a
+//     bpe.vocab beside them becomes option bpe_vocab;
 //   - model*.onnx with SenseVoice's metadata (lfr_window_size, with_itn),
 //     tokens.txt: sense-voice;
 //   - model*.onnx with metadata model_type paraformer, tokens.txt:
@@ -230,7 +231,11 @@ func detect(dir string, onnxFiles []string, hasEspeak bool) (map[string]any, str
 		} else if _, ok := info.Meta["decode_chunk_len"]; ok {
 			fam = FamilyOnlineTransducer
 		}
-		return map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}, fam, nil
+		o := map[string]any{"family": fam, "encoder": enc, "decoder": dec, "joiner": join, "tokens": "tokens.txt"}
+		if st, err := os.Stat(filepath.Join(dir, "bpe.vocab")); err == nil && st.Mode().IsRegular() {
+			o["bpe_vocab"] = "bpe.vocab" // hotwords by BPE piece (bpe.go)
+		}
+		return o, fam, nil
 	}
 	for _, f := range onnxFiles {
 		if info, err := read(f); err == nil && isVocoder(info) {

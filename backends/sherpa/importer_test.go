@@ -34,9 +34,10 @@ func TestImportDetectsFamilies(t *testing.T) {
 		WhisperSynthetic:          {"tiny.en-encoder.onnx": "base.en-encoder.int8.onnx", "tiny.en-decoder.onnx": "base.en-decoder.int8.onnx", "tiny.en-tokens.txt": "base.en-tokens.txt"},
 		SenseVoiceSynthetic:       {"model.onnx": "model.int8.onnx"},
 		TransducerSynthetic:       {"encoder.onnx": "encoder-epoch-99-avg-1.onnx", "decoder.onnx": "decoder-epoch-99-avg-1.onnx", "joiner.onnx": "joiner-epoch-99-avg-1.onnx"},
+		TransducerBPESynthetic:    {"encoder.onnx": "encoder-epoch-99-avg-1.int8.onnx", "decoder.onnx": "decoder-epoch-99-avg-1.onnx", "joiner.onnx": "joiner-epoch-99-avg-1.int8.onnx"},
 		StreamingSynthetic:        {"encoder.onnx": "encoder-epoch-99-avg-1-chunk-16-left-128.int8.onnx", "decoder.onnx": "decoder-epoch-99-avg-1-chunk-16-left-128.onnx", "joiner.onnx": "joiner-epoch-99-avg-1-chunk-16-left-128.int8.onnx"},
 	}
-	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, KittenSynthetic: FamilyKitten, MatchaVocosSynthetic: FamilyMatcha, MoonshineV2Synthetic: FamilyMoonshineV2, KokoroMultiSynthetic: FamilyKokoro, OnlineNemoCTCSynthetic: FamilyOnlineNemoCTC, OnlineParaformerSynthetic: FamilyOnlineParaformer, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, ParakeetSynthetic: FamilyNemoTransducer, DiarizationSynthetic: FamilyDiarization, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
+	want := map[string]string{PiperSynthetic: FamilyVITS, NemoCTCSynthetic: FamilyNemoCTC, KokoroSynthetic: FamilyKokoro, KittenSynthetic: FamilyKitten, MatchaVocosSynthetic: FamilyMatcha, MoonshineV2Synthetic: FamilyMoonshineV2, KokoroMultiSynthetic: FamilyKokoro, OnlineNemoCTCSynthetic: FamilyOnlineNemoCTC, OnlineParaformerSynthetic: FamilyOnlineParaformer, ParaformerSynthetic: FamilyParaformer, MatchaSynthetic: FamilyMatcha, WhisperSynthetic: FamilyWhisper, MoonshineSynthetic: FamilyMoonshine, CanarySynthetic: FamilyCanary, ParakeetSynthetic: FamilyNemoTransducer, DiarizationSynthetic: FamilyDiarization, SenseVoiceSynthetic: FamilySenseVoice, TransducerSynthetic: FamilyTransducer, TransducerBPESynthetic: FamilyTransducer, StreamingSynthetic: FamilyOnlineTransducer}
 	for name, ren := range renames {
 		dir := copyCheckpoint(t, root, name)
 		if err := os.Remove(filepath.Join(dir, catalogue.ManifestName)); err != nil {
@@ -54,6 +55,9 @@ func TestImportDetectsFamilies(t *testing.T) {
 		var o Options
 		if err := json.Unmarshal(m.Options, &o); err != nil || o.Family != want[name] {
 			t.Fatalf("%s: options %s, want family %s", name, m.Options, want[name])
+		}
+		if (o.BpeVocab == "bpe.vocab") != (name == TransducerBPESynthetic) {
+			t.Errorf("%s: bpe_vocab %q", name, o.BpeVocab)
 		}
 		for from, to := range ren {
 			if n := map[string]string{"model.onnx": o.Model, "encoder.onnx": o.Encoder, "decoder.onnx": o.Decoder, "joiner.onnx": o.Joiner,
