@@ -39,6 +39,7 @@ var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"sherpa-matched":   checkSherpaMatched,
 	"sherpa-cancel":    checkSherpaCancel,
 	"sherpa-language":  checkSherpaLanguage,
+	"sherpa-hotwords":  checkSherpaHotwords,
 	"whisper-cancel":   checkWhisperCancel,
 	"whisper-corrupt":  checkWhisperCorrupt,
 	"whisper-matched":  checkWhisperMatched,

@@ -213,9 +213,11 @@ func checkSherpaMalformed(ctx context.Context, rr *runtimeRun) error {
 		"no-pad":      {sherpa.PiperSynthetic, "tokens.txt", func(b []byte) []byte { return bytes.Replace(b, []byte("_ 0\n"), nil, 1) }},
 		"no-prompt":   {sherpa.CanarySynthetic, "tokens.txt", func(b []byte) []byte { return bytes.Replace(b, []byte("<|nodiarize|>"), []byte("<|x|>"), 1) }},
 		"espeak-data": {sherpa.PiperSynthetic, "espeak-ng-data/phontab", func(b []byte) []byte { return b[:16] }},
+		// The BPE encoder exits the process on an empty vocabulary line.
+		"bpe-vocab": {sherpa.TransducerBPESynthetic, "bpe.vocab", func(b []byte) []byte { return append(b, '\n') }},
 	}
-	want := map[string]string{"truncated": "not a valid ONNX model", "no-pad": `no "_"`, "no-prompt": "<|nodiarize|>", "espeak-data": "child process"}
-	task := map[string]string{"truncated": "asr", "no-pad": "tts", "no-prompt": "asr", "espeak-data": "tts"}
+	want := map[string]string{"truncated": "not a valid ONNX model", "no-pad": `no "_"`, "no-prompt": "<|nodiarize|>", "espeak-data": "child process", "bpe-vocab": "bpe_vocab"}
+	task := map[string]string{"truncated": "asr", "no-pad": "tts", "no-prompt": "asr", "espeak-data": "tts", "bpe-vocab": "asr"}
 	rt, root, done, err := sherpaRuntime(rr, []string{sherpa.NemoCTCSynthetic}, damage)
 	if err != nil {
 		return err
