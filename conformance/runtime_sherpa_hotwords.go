@@ -31,12 +31,17 @@ func checkSherpaHotwords(ctx context.Context, rr *runtimeRun) error {
 	}{
 		{sherpa.TransducerSynthetic, "j :40/l :40", "the"},              // "the" is one cjkchar piece, not a token
 		{sherpa.TransducerBPESynthetic, "one :40/and :40", "caf\u00e9"}, // é is no piece of bpe.vocab
+		{sherpa.StreamingBPESynthetic, "one :40/and :40", "x-ray"},
 	}
 	speech, err := os.ReadFile(catalogue.DefaultSources("").JFK())
 	if err != nil {
 		speech = tone(4, 4)
 	}
-	rt, root, done, err := sherpaRuntime(rr, []string{sherpa.TransducerSynthetic, sherpa.TransducerBPESynthetic}, nil)
+	var names []string
+	for _, m := range models {
+		names = append(names, m.name)
+	}
+	rt, root, done, err := sherpaRuntime(rr, names, nil)
 	if err != nil {
 		return err
 	}

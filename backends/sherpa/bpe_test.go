@@ -115,7 +115,7 @@ func TestBpeEncode(t *testing.T) {
 	}
 }
 
-// TestHotwordsBPE: a BPE transducer spells a hotword with its word
+// TestHotwordsBPE: a BPE transducer (offline and streaming) spells a hotword with its word
 // pieces (bpe.vocab), so "the" (▁the) and "quiz" (▁ q u i z) are taken,
 // while the cjkchar transducer, whose pieces are whole ASCII runs,
 // refuses "the"; a word the pieces cannot spell is refused naming
@@ -139,33 +139,35 @@ func TestHotwordsBPE(t *testing.T) {
 		}
 		return r.Text, nil
 	}
-	beam := open(t, e, root, TransducerBPESynthetic, `{"decoding_method":"modified_beam_search"}`)
-	plain, err := text(beam, `{}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Whole-word pieces the model already emits now and then (▁one,
-	// ▁and), boosted, come out more often.
-	const hw = `{"hotwords":"one :40/and :40"}`
-	hot, err := text(beam, hw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := text(beam, hw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	words := func(s string) int { return strings.Count(s, "one") + strings.Count(s, "and") }
-	if hot == plain || again != hot || words(hot) <= words(plain) {
-		t.Errorf("hotwords: %q, again %q; without: %q", hot, again, plain)
-	}
-	if _, err := text(beam, `{"hotwords":"the quiz/you"}`); err != nil {
-		t.Errorf("hotwords by pieces: %v", err)
-	}
-	for _, bad := range []string{"caf\u00e9", "naïve", "x-ray"} {
-		_, err := text(beam, `{"hotwords":"`+bad+`"}`)
-		if backends.ParamOf(err) != "hotwords" || !strings.Contains(err.Error(), "modeling unit bpe") {
-			t.Errorf("hotword %q: %v", bad, err)
+	for _, name := range []string{TransducerBPESynthetic, StreamingBPESynthetic} {
+		beam := open(t, e, root, name, `{"decoding_method":"modified_beam_search"}`)
+		plain, err := text(beam, `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Whole-word pieces the model already emits now and then (▁one,
+		// ▁and), boosted, come out more often.
+		const hw = `{"hotwords":"one :40/and :40"}`
+		hot, err := text(beam, hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := text(beam, hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		words := func(s string) int { return strings.Count(s, "one") + strings.Count(s, "and") }
+		if hot == plain || again != hot || words(hot) <= words(plain) {
+			t.Errorf("%s: hotwords: %q, again %q; without: %q", name, hot, again, plain)
+		}
+		if _, err := text(beam, `{"hotwords":"the quiz/you"}`); err != nil {
+			t.Errorf("%s: hotwords by pieces: %v", name, err)
+		}
+		for _, bad := range []string{"caf\u00e9", "naïve", "x-ray"} {
+			_, err := text(beam, `{"hotwords":"`+bad+`"}`)
+			if backends.ParamOf(err) != "hotwords" || !strings.Contains(err.Error(), "modeling unit bpe") {
+				t.Errorf("%s: hotword %q: %v", name, bad, err)
+			}
 		}
 	}
 	cjk := open(t, e, root, TransducerSynthetic, `{"decoding_method":"modified_beam_search"}`)

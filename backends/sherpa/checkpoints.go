@@ -23,6 +23,7 @@ const (
 	// TransducerBPESynthetic is an English BPE transducer's layout: word
 	// pieces in tokens.txt and their bpe.vocab, for hotwords by piece.
 	TransducerBPESynthetic = "sherpa-zipformer-bpe-synthetic"
+	StreamingBPESynthetic  = "sherpa-zipformer-streaming-bpe-synthetic"
 	SenseVoiceSynthetic    = "sherpa-sense-voice-synthetic"
 	KokoroSynthetic        = "sherpa-kokoro-synthetic"
 	ParaformerSynthetic    = "sherpa-paraformer-synthetic"
@@ -46,7 +47,7 @@ const (
 )
 
 // SyntheticNames lists them in build order.
-var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, TransducerBPESynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic, KokoroMultiSynthetic, WhisperMultiSynthetic}
+var SyntheticNames = []string{PiperSynthetic, PiperMultiSynthetic, KokoroSynthetic, MatchaSynthetic, NemoCTCSynthetic, TransducerSynthetic, TransducerBPESynthetic, ParakeetSynthetic, SenseVoiceSynthetic, ParaformerSynthetic, WhisperSynthetic, MoonshineSynthetic, CanarySynthetic, StreamingSynthetic, StreamingBPESynthetic, DiarizationSynthetic, KittenSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic, MatchaVocosSynthetic, MoonshineV2Synthetic, KokoroMultiSynthetic, WhisperMultiSynthetic}
 
 // synthetic describes one: the synth family, its seed and options.
 var synthetic = map[string]struct {
@@ -100,6 +101,8 @@ var synthetic = map[string]struct {
 		map[string]any{"family": FamilyOnlineNemoCTC, "model": "model.onnx", "tokens": "tokens.txt"}},
 	OnlineParaformerSynthetic: {"online-paraformer", 47, "synthetic streaming Paraformer recognizer (encoder.onnx, decoder.onnx, tokens.txt)",
 		map[string]any{"family": FamilyOnlineParaformer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "tokens": "tokens.txt"}},
+	StreamingBPESynthetic: {"online-zipformer2-bpe", 53, "synthetic streaming Zipformer2 transducer with BPE pieces (encoder, decoder, joiner, tokens.txt, bpe.vocab)",
+		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt", "bpe_vocab": "bpe.vocab"}},
 	StreamingSynthetic: {"online-zipformer2", 34, "synthetic streaming Zipformer2 transducer (encoder, decoder, joiner, tokens.txt)",
 		map[string]any{"family": FamilyOnlineTransducer, "encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx", "tokens": "tokens.txt"}},
 }

@@ -67,7 +67,7 @@ def offline_transducer(out, seed, bpe=False):
     transducer_decoder_joiner(out, r, vocab, dim)
 
 
-def online_zipformer2(out, seed):
+def online_zipformer2(out, seed, bpe=False):
     """Streaming Zipformer2 transducer (icefall's export, as
     online-zipformer2-transducer-model.cc runs it): the encoder takes x
     [N, T, 80] and the 6 caches of each layer plus the embedding cache and
@@ -103,7 +103,11 @@ def online_zipformer2(out, seed):
         "cnn_module_kernels": str(kernel), "left_context_len": str(left), "query_head_dims": str(qd),
         "value_head_dims": str(vd), "num_heads": str(heads),
     })
-    vocab = asr_tokens(out, blank_last=False)
+    if bpe:
+        vocab = asr_tokens(out, blank_last=False, pieces=BPE_PIECES)
+        bpe_vocab(out)
+    else:
+        vocab = asr_tokens(out, blank_last=False)
     transducer_decoder_joiner(out, r, vocab, dim)
 
 

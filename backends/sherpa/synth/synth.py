@@ -37,6 +37,7 @@ FAMILIES = {
     "offline-transducer": offline_transducer,
     "offline-transducer-bpe": lambda out, seed: offline_transducer(out, seed, True),
     "online-zipformer2": online_zipformer2,
+    "online-zipformer2-bpe": lambda out, seed: online_zipformer2(out, seed, True),
     "online-nemo-ctc": online_nemo_ctc,
     "online-paraformer": online_paraformer,
     "nemo-ctc": nemo_ctc,
