@@ -49,7 +49,10 @@ func spoolUpload(r *http.Request, body io.Reader) (openai.Payload, error) {
 // spooledPayload is a spooled upload as the adapter reads it.
 type spooledPayload struct{ *spooled }
 
-func (p spooledPayload) Bytes() []byte       { return p.data }
+// Bytes is the payload when it is in memory, else nil.
+func (p spooledPayload) Bytes() []byte { return p.data }
+
+// Blob is the payload for the engine.
 func (p spooledPayload) Blob() backends.Blob { return p.blob() }
 
 // uploadRead tells the connection tracker that an upload's body phase is
