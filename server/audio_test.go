@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/server/internal/openai"
 )
 
 // TestAudioEndpoints drives the OpenAI-compatible task endpoints end to end
@@ -257,13 +258,13 @@ func transcriptionFormats(t *testing.T, form func([]byte, ...string) (int, strin
 
 // Transcription fields are checked before any lease or engine call: an
 // unknown one, a value the engine cannot honour, or more than
-// maxFormFields fields is a 400 naming it, and the engine never sees the
+// openai.MaxFormFields fields is a 400 naming it, and the engine never sees the
 // request. They used to be read past (discarded) and answered 200.
 func TestTranscriptionFieldsCheckedFirst(t *testing.T) {
 	ts, eng := startBlobServer(t, nil)
 	form := uploadForm
 	many := []string{"model", "asr"}
-	for i := range maxFormFields {
+	for i := range openai.MaxFormFields {
 		many = append(many, "prompt", strconv.Itoa(i))
 	}
 	for _, c := range []struct {

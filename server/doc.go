@@ -28,7 +28,11 @@
 // oip.Host that routes.go wires (oipHandlers: the runtime, the edge's body
 // decoding and task lease, the registry's managers) and writes its own
 // error body (oip.Scope puts its writer in the request's context; the
-// shared writeError asks the context, not the URL). internal/httpapi holds
+// shared writeError asks the context, not the URL).
+// internal/openai serves the OpenAI routes (/v1/audio/*) and holds their
+// wire shapes, through an openai.Deps that wire_openai.go wires (the
+// runtime, the task lease of task.go, the edge's body reading and
+// spooling, the event stream). internal/httpapi holds
 // the error type they share (Error is an alias of httpapi.Error);
 // internal/registry is the persistent registry's service.
 //

@@ -34,10 +34,6 @@ func InvalidParam(param, format string, args ...any) *Error {
 	return httpapi.InvalidParam(param, format, args...)
 }
 
-// invalidRequest is the 400 of a request the wire-shape parsers
-// (backends/audio) refused, naming the field they name (backends.ParamOf).
-func invalidRequest(err error) *Error { return httpapi.InvalidRequest(err) }
-
 // NotFound returns a 404 not_found_error.
 func NotFound(format string, args ...any) *Error {
 	return &Error{Status: http.StatusNotFound, Type: "not_found_error", Message: fmt.Sprintf(format, args...)}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluice-dev/sluice/server/internal/openai"
 )
 
 // deadlineWriter is a ResponseWriter that records the read deadlines
@@ -174,7 +176,7 @@ func TestUploadSpoolRemovedOnQueryRefusal(t *testing.T) {
 	ts, eng := startBlobServer(t, nil)
 	payload := bytes.Repeat([]byte{1}, 2<<20) // over the spool threshold
 	q := "model=asr"
-	for i := range maxFormFields {
+	for i := range openai.MaxFormFields {
 		q += "&p" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + "=1"
 	}
 	ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions?"+q, string(payload), "Content-Type", "audio/wav")

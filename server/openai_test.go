@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/server/internal/openai"
 )
 
 // rawError decodes an error answer keeping null apart from "".
@@ -134,7 +135,7 @@ func TestVoices(t *testing.T) {
 	ts.put("kal", `{"engine":"flite","task":"tts","checkpoint":"kal","slots":1}`)
 	ts.put("fx", `{"engine":"fixture","task":"tts","slots":1}`)
 	ts.put("asr", `{"engine":"fixture","task":"asr","slots":1}`)
-	var got VoiceList
+	var got openai.VoiceList
 	ts.must(200, "GET", "/v1/audio/voices", "").json(t, &got)
 	want := `{"object":"list","data":[` +
 		`{"model":"kal","engine":"flite","voices":[{"id":"kal","languages":["en-us"],"sample_rate":8000,"default":true}],"truncated":false},` +

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/server/internal/openai"
 )
 
 // Speech's instructions used to be accepted and dropped (200, the same
@@ -29,7 +30,7 @@ func TestSpeechInstructionsRefused(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("the engine saw %d requests", n)
 	}
-	if _, err := (audio.SpeechParams{Model: "tts", Input: "hi", Instructions: ""}).Request(); err != nil {
+	if _, err := (openai.SpeechParams{Model: "tts", Input: "hi", Instructions: ""}).Request(); err != nil {
 		t.Fatalf("empty instructions: %v", err)
 	}
 }

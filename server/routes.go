@@ -28,6 +28,7 @@ func (s *Server) routes() http.Handler {
 	a := newAuth(s.cfg, s.log)
 	s.auth = a
 	v2 := s.oipHandlers()
+	oa := s.openaiHandlers()
 	r := chi.NewRouter()
 	r.Use(s.met.http.middleware) // outermost: every answer is measured, refusals included
 	r.Use(oip.Scope)             // errors under /v2 in the protocol's shape, the refusals below included
@@ -71,13 +72,14 @@ func (s *Server) routes() http.Handler {
 		r.Get("/metrics", s.met.handler().ServeHTTP)
 		r.Get("/v1/models/{id}", adapt(s.handleGetModel))
 		r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
-		r.Post("/v1/audio/speech", adapt(s.handleSpeech))
-		r.Post("/v1/audio/transcriptions", adapt(s.handleTranscription))
-		r.Post("/v1/audio/voice-activity", adapt(s.handleVoiceActivity))
-		r.Post("/v1/audio/diarization", adapt(s.handleDiarization))
-		r.Post("/v1/audio/speech/embedding", adapt(s.handleSpeakerEmbedding)) // speaches' route (h_embedding.go)
-		r.Get("/v1/audio/voices", adapt(s.handleVoices))
-		r.Post("/v1/audio/translations", adapt(s.handleTranslation))
+		// The OpenAI routes (internal/openai).
+		r.Post("/v1/audio/speech", adapt(oa.Speech))
+		r.Post("/v1/audio/transcriptions", adapt(oa.Transcription))
+		r.Post("/v1/audio/voice-activity", adapt(oa.VoiceActivity))
+		r.Post("/v1/audio/diarization", adapt(oa.Diarization))
+		r.Post("/v1/audio/speech/embedding", adapt(oa.SpeakerEmbedding)) // speaches' route
+		r.Get("/v1/audio/voices", adapt(oa.Voices))
+		r.Post("/v1/audio/translations", adapt(oa.Translation))
 		r.Get("/v1/realtime", adapt(s.handleRealtime)) // a WebSocket: holds its lease for the session
 		// The inference protocol (internal/oip), as /v1/models/{id} and its infer.
 		r.Get("/v2", adapt(v2.Server))

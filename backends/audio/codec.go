@@ -142,8 +142,8 @@ var codecs = map[string]codec{
 	"flac": {sndfile.FormatFLAC | sndfile.SubPCM16, nil, "audio/flac"},
 }
 
-// validFormat reports whether f names a speech output format ("" is wav).
-func validFormat(f string) bool {
+// ValidFormat reports whether f names a speech output format ("" is wav).
+func ValidFormat(f string) bool {
 	_, ok := codecs[f]
 	return ok || f == "" || f == "wav" || f == "pcm"
 }

@@ -283,7 +283,7 @@ func ParseTTS(in json.RawMessage) (TTSRequest, error) {
 		// The cost bound of speech (engine.cost-bound): text length, checked
 		// before any synthesis; "input" is OpenAI's name for the text.
 		return r, backends.InvalidParam("input", "tts: text longer than %d characters", MaxTextLen)
-	case !validFormat(r.Format):
+	case !ValidFormat(r.Format):
 		return r, backends.Invalidf("tts: format %q is not supported (%s)", r.Format, SpeechFormats)
 	case r.Speed != 0 && (r.Speed < 0.25 || r.Speed > 4):
 		return r, backends.Invalidf("tts: speed %v outside 0.25..4", r.Speed)
@@ -297,6 +297,20 @@ func ParseTTS(in json.RawMessage) (TTSRequest, error) {
 		r.SampleRate = PCMRate // OpenAI's pcm, whatever the engine's rate
 	}
 	return r, nil
+}
+
+// Request is the engine request of r: Input is r, checked as ParseTTS
+// checks it (an unusable field is invalid, naming it, before any engine
+// sees it); stream asks for the audio as Chunks.
+func (r TTSRequest) Request(stream bool) (backends.Request, error) {
+	in, err := json.Marshal(r)
+	if err != nil {
+		return backends.Request{}, fmt.Errorf("tts: %w", err)
+	}
+	if _, err := ParseTTS(in); err != nil {
+		return backends.Request{}, err
+	}
+	return backends.Request{Input: in, Stream: stream}, nil
 }
 
 // PCMContentType is the content type of raw PCM16LE mono at rate.

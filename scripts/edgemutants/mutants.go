@@ -144,9 +144,9 @@ var mutants = []mutant{
 	{name: "spool-file-kept", area: "budget", why: "a spooled upload's temporary file is not removed",
 		edits: []edit{{file: "server/limits.go", old: "\tif rerr := os.Remove(name); rerr != nil && err == nil {", new: "\tif rerr := error(nil); rerr != nil && err == nil && name == \"\" {"}}},
 	{name: "spool-kept-on-query-refusal", area: "budget", why: "a raw upload refused for its query keeps its spool file",
-		edits: []edit{{file: "server/h_audio.go", old: "\t\t\tp.Close()\n\t\t\treturn nil, Invalid(\"more than %d query parameters\", maxFormFields)", new: "\t\t\treturn nil, Invalid(\"more than %d query parameters\", maxFormFields)"}}},
+		edits: []edit{{file: "server/internal/openai/upload.go", old: "\t\t\t_ = p.Close()\n\t\t\treturn nil, httpapi.Invalid(\"more than %d query parameters\", MaxFormFields)", new: "\t\t\treturn nil, httpapi.Invalid(\"more than %d query parameters\", MaxFormFields)"}}},
 	{name: "spool-kept-on-multipart-error", area: "budget", why: "a multipart upload that fails after its file part keeps the spool file",
-		edits: []edit{{file: "server/h_audio.go", old: "\tfail := func(err error) (*upload, error) {\n\t\tu.Close()", new: "\tfail := func(err error) (*upload, error) {"}}},
+		edits: []edit{{file: "server/internal/openai/upload.go", old: "\tfail := func(err error) (*upload, error) {\n\t\tu.Close()", new: "\tfail := func(err error) (*upload, error) {"}}},
 
 	// Host and Origin on every state-changing entry.
 	{name: "origin-delete-unchecked", area: "origin", why: "DELETE is not checked for a cross-site Origin",

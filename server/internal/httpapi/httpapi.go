@@ -1,9 +1,9 @@
 // Package httpapi holds what the server's wiring and its protocol adapters
-// (server/internal/oip) share at the HTTP edge: the one error type handlers
-// return, and the error shape a protocol puts in a request's context so
-// that the one error writer (package server's writeError) answers in that
-// protocol's shape, the edge's refusals included, without looking at the
-// URL itself.
+// (server/internal/oip, server/internal/openai) share at the HTTP edge:
+// the one error type handlers return, and the error shape a protocol puts
+// in a request's context so that the one error writer (package server's
+// writeError) answers in that protocol's shape, the edge's refusals
+// included, without looking at the URL itself.
 package httpapi
 
 import (
@@ -81,7 +81,7 @@ func ShapeFrom(ctx context.Context) Shape {
 }
 
 // InvalidRequest is the 400 of a request the wire-shape parsers
-// (backends/audio) refused, naming the field they name (backends.ParamOf).
+// (server/internal/openai, backends/audio's engine requests) refused, naming the field they name (backends.ParamOf).
 func InvalidRequest(err error) *Error {
 	e := Invalid("%v", err)
 	e.Param, e.Err = backends.ParamOf(err), err

@@ -242,7 +242,7 @@ func ttsRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 	if err := checkParams("request", req.Parameters, "sample_rate", "voice", "speed"); err != nil {
 		return fail(err)
 	}
-	p := audio.SpeechParams{Input: texts[0], ResponseFormat: "pcm"}
+	p := audio.TTSRequest{Text: texts[0], Format: "pcm"}
 	if err := paramInt(req.Parameters, "sample_rate", audio.MinOutputRate, audio.MaxOutputRate, &plan.rate); err != nil {
 		return fail(err)
 	}
@@ -266,7 +266,7 @@ func ttsRequest(req *V2InferRequest) (backends.Request, v2Plan, error) {
 	if plan.datatype != "FP32" && plan.datatype != "INT16" {
 		return fail(v2Invalid("datatype", "output audio's datatype must be FP32 or INT16, not %.16q", plan.datatype))
 	}
-	breq, err := p.Request()
+	breq, err := p.Request(false)
 	if err != nil {
 		return fail(httpapi.InvalidRequest(err))
 	}

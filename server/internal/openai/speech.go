@@ -1,4 +1,4 @@
-package server
+package openai
 
 import (
 	"encoding/base64"
@@ -11,7 +11,45 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
+
+// Speech serves POST /v1/audio/speech: JSON {model, input, voice,
+// instructions (empty only), response_format wav|mp3|opus|flac|pcm, speed,
+// stream_format, sample_rate}; a field it cannot honour is 400 naming it
+// (SpeechParams.Request, before a lease; the engine checks the voice,
+// naming the model's); the answer is the audio with the engine's content
+// type (audio/wav, audio/mpeg, audio/ogg; codecs=opus, audio/flac, or
+// audio/pcm; rate=24000 unless sample_rate) or, with stream_format,
+// streamed (streamSpeech).
+func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
+	var p SpeechParams
+	if err := h.d.Decode(r, &p); err != nil {
+		return err
+	}
+	req, err := p.Request()
+	if err != nil {
+		return httpapi.InvalidRequest(err)
+	}
+	lease, err := h.d.Lease(r, p.Model, "tts")
+	if err != nil {
+		return err
+	}
+	defer lease.Release(true) // a no-op once released
+	req.ID = h.d.RequestID(r.Context())
+	if req.Stream {
+		return h.streamSpeech(w, r, lease, req, p)
+	}
+	out, err := lease.Infer(r.Context(), req, nil)
+	if err != nil {
+		return h.d.FromRuntime(err)
+	}
+	if len(out.Data) == 0 {
+		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
+			Err: fmt.Errorf("model %q is not a speech model", p.Model)}
+	}
+	return h.d.WriteTask(w, r, lease, out.ContentType, out.Data)
+}
 
 // streamSpeech answers /v1/audio/speech with stream_format as OpenAI
 // documents it. "audio": the audio bytes as each sentence is synthesised
@@ -21,26 +59,26 @@ import (
 // engine failure after the first bytes ends an sse stream with an `error`
 // event; a raw audio stream is aborted (the client sees a truncated
 // chunked body, never a clean end).
-func (s *Server) streamSpeech(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request, p audio.SpeechParams) error {
+func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request, p SpeechParams) error {
 	rc := http.NewResponseController(w)
 	sse := p.StreamFormat == "sse"
 	wav := p.ResponseFormat == "" || p.ResponseFormat == "wav"
 	started := false
 	var buf []byte
 	start := func(rate int) {
-		h := w.Header()
+		hd := w.Header()
 		switch {
 		case sse:
-			h.Set("Content-Type", "text/event-stream")
-			h.Set("Cache-Control", "no-cache")
+			hd.Set("Content-Type", "text/event-stream")
+			hd.Set("Cache-Control", "no-cache")
 		case wav:
-			h.Set("Content-Type", "audio/wav")
+			hd.Set("Content-Type", "audio/wav")
 		default:
-			h.Set("Content-Type", audio.PCMContentType(rate))
+			hd.Set("Content-Type", audio.PCMContentType(rate))
 		}
-		h.Set("X-Accel-Buffering", "no")
-		h.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
-		h.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
+		hd.Set("X-Accel-Buffering", "no")
+		hd.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
+		hd.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
 		w.WriteHeader(http.StatusOK)
 		started = true
 	}
@@ -56,7 +94,7 @@ func (s *Server) streamSpeech(w http.ResponseWriter, r *http.Request, lease *run
 	_, err := lease.Infer(r.Context(), req, func(chunk json.RawMessage) error {
 		pcm, rate, err := audio.DecodeChunk(chunk)
 		if err != nil {
-			return fmt.Errorf("server: speech chunk: %w", err)
+			return fmt.Errorf("openai: speech chunk: %w", err)
 		}
 		if !started {
 			start(rate)
@@ -77,21 +115,21 @@ func (s *Server) streamSpeech(w http.ResponseWriter, r *http.Request, lease *run
 	if err != nil {
 		lease.Release(true)
 		if !started {
-			return fromRuntime(err)
+			return h.d.FromRuntime(err)
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
-			logger(r.Context()).Error("speech stream failed", "err", err)
+			h.d.Logger(r.Context()).Error("speech stream failed", "err", err)
 			if !sse {
 				panic(http.ErrAbortHandler) // no in-band error in raw audio
 			}
-			writeErrorEvent(w, rc, buf, fromRuntime(err))
+			h.d.WriteErrorEvent(w, rc, buf, h.d.FromRuntime(err))
 		}
 		return nil
 	}
 	var werr error
 	if !started { // the engine emitted nothing
 		lease.Release(true)
-		return &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
+		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
 			Err: fmt.Errorf("model %q streamed no chunk", p.Model)}
 	}
 	if sse {

@@ -1,10 +1,11 @@
-package audio
+package openai
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
 )
 
 func TestParseDiarization(t *testing.T) {
@@ -37,9 +38,9 @@ func TestParseDiarization(t *testing.T) {
 }
 
 func TestDiarizationRTTM(t *testing.T) {
-	r := DiarizationResult{Duration: 3, Segments: []DiarizationSegment{{Start: 0.25, End: 1.5, Speaker: "SPEAKER_00"}, {Start: 1.75, End: 3, Speaker: "SPEAKER_01"}}}
+	r := audio.DiarizationResult{Duration: 3, Segments: []audio.DiarizationSegment{{Start: 0.25, End: 1.5, Speaker: "SPEAKER_00"}, {Start: 1.75, End: 3, Speaker: "SPEAKER_01"}}}
 	want := "SPEAKER a 1 0.250 1.250 <NA> <NA> SPEAKER_00 <NA> <NA>\nSPEAKER a 1 1.750 1.250 <NA> <NA> SPEAKER_01 <NA> <NA>\n"
-	if got := r.RTTM("a"); got != want {
+	if got := RTTM(r, "a"); got != want {
 		t.Fatalf("%q", got)
 	}
 }

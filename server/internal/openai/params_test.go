@@ -1,4 +1,4 @@
-package audio
+package openai
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
 )
 
 func TestSpeechParams(t *testing.T) {
@@ -14,7 +15,7 @@ func TestSpeechParams(t *testing.T) {
 	if err != nil || !req.Stream {
 		t.Fatalf("%+v %v", req, err)
 	}
-	r, err := ParseTTS(req.Input)
+	r, err := audio.ParseTTS(req.Input)
 	if err != nil || r.Text != "hello" || r.Format != "pcm" || r.SampleRate != 24000 || r.Speed != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}
@@ -69,8 +70,8 @@ func TestVerboseJSON(t *testing.T) {
 	var v struct {
 		Task, Language, Text string
 		Duration             float64
-		Segments             []ASRSegment
-		Words                []Word
+		Segments             []audio.ASRSegment
+		Words                []audio.Word
 	}
 	for _, words := range []bool{false, true} {
 		_, b, err := TranscriptionBody(asr, TranscriptionParams{ResponseFormat: "verbose_json", Words: words})
@@ -117,14 +118,14 @@ func TestParseTranscription(t *testing.T) {
 		t.Errorf("stream srt: %v", err)
 	}
 	// prompt and temperature go to the engine, which refuses what it
-	// cannot honour (AudioRequest.CheckPlain).
+	// cannot honour (audio.AudioRequest.CheckPlain).
 	p, err = ParseTranscription(map[string][]string{"prompt": {"kitchen words"}, "temperature": {"0.7"}})
 	if err != nil || p.Prompt != "kitchen words" || p.Temperature != 0.7 {
 		t.Fatalf("%+v %v", p, err)
 	}
 	in, err := p.Input(json.RawMessage(`{"sample_rate":8000}`))
-	var r AudioRequest
-	if err != nil || DecodeStrict(in, &r) != nil || r.Prompt != "kitchen words" || r.Temperature != 0.7 || r.SampleRate != 8000 {
+	var r audio.AudioRequest
+	if err != nil || audio.DecodeStrict(in, &r) != nil || r.Prompt != "kitchen words" || r.Temperature != 0.7 || r.SampleRate != 8000 {
 		t.Fatalf("input %s %v", in, err)
 	}
 	// vad_filter (whisper's VAD filter) is a boolean that reaches the
@@ -133,7 +134,7 @@ func TestParseTranscription(t *testing.T) {
 	if err != nil || p.VADFilter == nil || !*p.VADFilter {
 		t.Fatalf("vad_filter true: %+v %v", p, err)
 	}
-	if in, err = p.Input(nil); err != nil || DecodeStrict(in, &r) != nil || r.VADFilter == nil || !*r.VADFilter {
+	if in, err = p.Input(nil); err != nil || audio.DecodeStrict(in, &r) != nil || r.VADFilter == nil || !*r.VADFilter {
 		t.Fatalf("vad_filter input %s %v", in, err)
 	}
 	if p, err = ParseTranscription(map[string][]string{"vad_filter": {""}}); err != nil || p.VADFilter != nil {
@@ -142,22 +143,13 @@ func TestParseTranscription(t *testing.T) {
 	if _, err := ParseTranscription(map[string][]string{"vad_filter": {"maybe"}}); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "vad_filter") {
 		t.Errorf("vad_filter maybe: %v", err)
 	}
-	on := true
-	for field, r := range map[string]AudioRequest{"prompt": {Prompt: "x"}, "temperature": {Temperature: 0.5}, "task": {Task: TaskTranslate}, "vad_filter": {VADFilter: &on}} {
-		if err := r.CheckPlain("e"); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), field) {
-			t.Errorf("CheckPlain %+v: %v", r, err)
-		}
-	}
-	if err := (AudioRequest{Language: "en", Task: TaskTranscribe}).CheckPlain("e"); err != nil {
-		t.Errorf("plain: %v", err)
-	}
 }
 
 // Translations take OpenAI's fields (no language, granularities or
 // stream) and ask for the translate task.
 func TestParseTranslation(t *testing.T) {
 	p, err := ParseTranslation(map[string][]string{"model": {"m"}, "response_format": {"srt"}, "prompt": {"p"}, "temperature": {"0"}})
-	if err != nil || p.Task != TaskTranslate || p.Model != "m" || p.Prompt != "p" {
+	if err != nil || p.Task != audio.TaskTranslate || p.Model != "m" || p.Prompt != "p" {
 		t.Fatalf("%+v %v", p, err)
 	}
 	for field, fs := range map[string]map[string][]string{
@@ -184,19 +176,6 @@ func TestTranscriptEventsDeltas(t *testing.T) {
 	}
 }
 
-func TestCheckLanguage(t *testing.T) {
-	for _, l := range []string{"", "en", "EN", "en-US", "en_gb", "English"} {
-		if c, err := CheckLanguage(l, []string{"en"}); err != nil || c != "en" {
-			t.Errorf("%q: %q %v", l, c, err)
-		}
-	}
-	for _, l := range []string{"fr", "french", "eng", strings.Repeat("x", 5000)} {
-		if _, err := CheckLanguage(l, []string{"en"}); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "language") || len(err.Error()) > 300 {
-			t.Errorf("%.10q: %v", l, err)
-		}
-	}
-}
-
 // The stream's events are one delta per segment, then done with the text.
 func TestTranscriptEvents(t *testing.T) {
 	evs, err := TranscriptEvents(asr.JSON)
@@ -209,40 +188,6 @@ func TestTranscriptEvents(t *testing.T) {
 		if string(e) != want[i] {
 			t.Errorf("event %d %s, want %s", i, e, want[i])
 		}
-	}
-}
-
-func TestSplitSentences(t *testing.T) {
-	got := SplitSentences("Hello there. How are you?\nFine: thanks!  ", 300)
-	if strings.Join(got, "|") != "Hello there.|How are you?|Fine:|thanks!" {
-		t.Fatalf("%q", got)
-	}
-	long := strings.Repeat("word ", 100)
-	for _, s := range SplitSentences(long, 50) {
-		if len(s) > 60 {
-			t.Fatalf("piece of %d bytes", len(s))
-		}
-	}
-}
-
-// Words split into segments at pauses and at subtitle-sized lengths.
-func TestSegments(t *testing.T) {
-	var ws []Word
-	for i := range 60 { // 60 words back to back, 0.3 s each, then a pause
-		ws = append(ws, Word{Word: "w", Start: float64(i) * 0.3, End: float64(i)*0.3 + 0.3})
-	}
-	ws = append(ws, Word{Word: "x", Start: 30, End: 30.5})
-	segs := Segments(ws)
-	if len(segs) != 4 || segs[3].Text != "x" || segs[3].Start != 30 || segs[0].Start != 0 || segs[2].End != ws[59].End {
-		t.Fatalf("%+v", segs)
-	}
-	for i, s := range segs {
-		if s.ID != i || s.End-s.Start > SegmentMaxSeconds || len(strings.Fields(s.Text)) > SegmentMaxWords {
-			t.Fatalf("segment %+v", s)
-		}
-	}
-	if Segments(nil) != nil {
-		t.Fatal("no words, no segments")
 	}
 }
 

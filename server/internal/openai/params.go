@@ -1,4 +1,4 @@
-package audio
+package openai
 
 import (
 	"encoding/json"
@@ -9,10 +9,12 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio"
 )
 
-// The OpenAI-compatible task endpoints map onto backends.Request here, so
-// the HTTP layer only decodes bodies and writes answers.
+// The OpenAI wire shapes of the task endpoints: their bodies and form
+// fields, checked and mapped onto the engine requests of backends/audio,
+// and the engine results rendered as OpenAI answers them.
 
 // SpeechParams is the JSON body of POST /v1/audio/speech.
 type SpeechParams struct {
@@ -26,7 +28,7 @@ type SpeechParams struct {
 	SampleRate     int     `json:"sample_rate,omitempty"`   // extension: output rate; OpenAI's pcm is 24000
 }
 
-// Request converts p into the engine request (Input is a TTSRequest). A
+// Request converts p into the engine request (Input is an audio.TTSRequest). A
 // format nothing here can encode (aac) is invalid, naming those that work.
 func (p SpeechParams) Request() (backends.Request, error) {
 	if p.Instructions != "" {
@@ -34,8 +36,8 @@ func (p SpeechParams) Request() (backends.Request, error) {
 		// have nothing to steer, so taking them would ignore them silently.
 		return backends.Request{}, backends.Invalidf("instructions is not supported: the speech engines here cannot be instructed (send it empty or not at all)")
 	}
-	if !validFormat(p.ResponseFormat) {
-		return backends.Request{}, backends.Invalidf("response_format %q is not supported (%s)", p.ResponseFormat, SpeechFormats)
+	if !audio.ValidFormat(p.ResponseFormat) {
+		return backends.Request{}, backends.Invalidf("response_format %q is not supported (%s)", p.ResponseFormat, audio.SpeechFormats)
 	}
 	switch p.StreamFormat {
 	case "":
@@ -48,15 +50,8 @@ func (p SpeechParams) Request() (backends.Request, error) {
 	default:
 		return backends.Request{}, backends.Invalidf("stream_format %q is not supported (audio or sse)", p.StreamFormat)
 	}
-	t := TTSRequest{Text: p.Input, Voice: p.Voice, Format: p.ResponseFormat, Speed: p.Speed, SampleRate: p.SampleRate}
-	in, err := json.Marshal(t)
-	if err != nil {
-		return backends.Request{}, err
-	}
-	if _, err := ParseTTS(in); err != nil {
-		return backends.Request{}, err
-	}
-	return backends.Request{Input: in, Stream: p.StreamFormat != ""}, nil
+	t := audio.TTSRequest{Text: p.Input, Voice: p.Voice, Format: p.ResponseFormat, Speed: p.Speed, SampleRate: p.SampleRate}
+	return t.Request(p.StreamFormat != "")
 }
 
 // TranscriptionParams are the fields of POST /v1/audio/transcriptions
@@ -69,7 +64,7 @@ type TranscriptionParams struct {
 	Stream         bool
 	Prompt         string  // whisper's initial prompt (the engine bounds it in tokens)
 	Temperature    float64 // 0..1; above 0 samples (whisper)
-	Task           string  // "" (transcribe) or TaskTranslate (POST /v1/audio/translations)
+	Task           string  // "" (transcribe) or audio.TaskTranslate (POST /v1/audio/translations)
 	VADFilter      *bool   // vad_filter: decode only the speech a VAD finds (whisper); nil: the model's default
 	// Hotwords is a request extension (not OpenAI's): phrases to bias
 	// the decoder toward, "/" between phrases (sherpa-onnx's transducers
@@ -93,7 +88,7 @@ var TranscriptionFields = []string{"model", "response_format", "language", "time
 // that none is silently ignored: each takes effect or is invalid, naming
 // it. prompt (at most MaxPromptBytes; whisper bounds it at 224 tokens)
 // and temperature (0..1) go to the engine, which refuses what it cannot
-// honour (AudioRequest.CheckPlain). timestamp_granularities[] (word,
+// honour (audio.AudioRequest.CheckPlain). timestamp_granularities[] (word,
 // segment) needs verbose_json; stream answers json or text formats only.
 func ParseTranscription(fields map[string][]string) (TranscriptionParams, error) {
 	var p TranscriptionParams
@@ -198,7 +193,7 @@ var TranslationFields = []string{"model", "response_format", "temperature", "pro
 // ParseTranslation checks the fields of a translation request as
 // ParseTranscription does; the result asks for the translate task.
 func ParseTranslation(fields map[string][]string) (TranscriptionParams, error) {
-	p := TranscriptionParams{Task: TaskTranslate}
+	p := TranscriptionParams{Task: audio.TaskTranslate}
 	for name, vs := range fields {
 		if !slices.Contains(TranslationFields, name) {
 			return p, backends.Invalidf("field %q is not supported by translations (accepted: %s)", clip(name), strings.Join(TranslationFields, ", "))
@@ -232,9 +227,9 @@ func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) 
 	if p.Language == "" && p.Prompt == "" && p.Temperature == 0 && p.Task == "" && p.VADFilter == nil && p.Hotwords == "" {
 		return in, nil
 	}
-	var r AudioRequest
+	var r audio.AudioRequest
 	if len(in) > 0 {
-		if err := DecodeStrict(in, &r); err != nil {
+		if err := audio.DecodeStrict(in, &r); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +238,7 @@ func (p TranscriptionParams) Input(in json.RawMessage) (json.RawMessage, error) 
 	// engine that decodes its input strictly into an AudioRequest refuses
 	// it, naming it, rather than ignoring it.
 	return json.Marshal(struct {
-		AudioRequest
+		audio.AudioRequest
 		Hotwords string `json:"hotwords,omitempty"`
 	}{r, p.Hotwords})
 }
@@ -262,9 +257,9 @@ var VoiceActivityFields = []string{"model", "response_format", "threshold", "min
 // input: in (a {"sample_rate":N} from a declared audio/L16 payload, or
 // nil) with those overrides.
 func ParseVoiceActivity(fields map[string][]string, in json.RawMessage) (model string, input json.RawMessage, err error) {
-	var r VADRequest
+	var r audio.VADRequest
 	if len(in) > 0 {
-		if err := DecodeStrict(in, &r); err != nil {
+		if err := audio.DecodeStrict(in, &r); err != nil {
 			return "", nil, err
 		}
 	}
@@ -325,11 +320,11 @@ func clip(s string) string {
 
 // segments of r: the engine's, or one spanning the audio for an engine
 // that reports none.
-func (r ASRResult) segments() []ASRSegment {
+func segments(r audio.ASRResult) []audio.ASRSegment {
 	if r.Segments != nil || r.Text == "" {
 		return r.Segments
 	}
-	return []ASRSegment{{Start: 0, End: r.Duration, Text: r.Text}}
+	return []audio.ASRSegment{{Start: 0, End: r.Duration, Text: r.Text}}
 }
 
 // TranscriptionBody renders an ASR Output as POST
@@ -337,7 +332,7 @@ func (r ASRResult) segments() []ASRSegment {
 // (default), text, verbose_json (segments; words with the word
 // granularity), srt or vtt (one cue per segment).
 func TranscriptionBody(out backends.Output, p TranscriptionParams) (contentType string, body []byte, err error) {
-	var r ASRResult
+	var r audio.ASRResult
 	if err := json.Unmarshal(out.JSON, &r); err != nil {
 		return "", nil, fmt.Errorf("transcription output: %w", err)
 	}
@@ -358,33 +353,33 @@ func TranscriptionBody(out backends.Output, p TranscriptionParams) (contentType 
 			Temperature float64 `json:"temperature"`
 		}
 		segs := []segment{}
-		for _, s := range r.segments() {
+		for _, s := range segments(r) {
 			segs = append(segs, segment{ID: s.ID, Start: s.Start, End: s.End, Text: s.Text, Tokens: []int{}})
 		}
-		task := TaskTranscribe
-		if r.Task == TaskTranslate {
-			task = TaskTranslate
+		task := audio.TaskTranscribe
+		if r.Task == audio.TaskTranslate {
+			task = audio.TaskTranslate
 		}
-		v := map[string]any{"task": task, "language": LanguageName(r.Language), "duration": r.Duration, "text": r.Text, "segments": segs}
+		v := map[string]any{"task": task, "language": audio.LanguageName(r.Language), "duration": r.Duration, "text": r.Text, "segments": segs}
 		if r.LanguageProbability > 0 {
 			// Extension (not in OpenAI's answer): the detected language's
 			// probability, when the engine detected it (whisper).
 			v["language_probability"] = r.LanguageProbability
 		}
 		if p.Words {
-			v["words"] = append([]Word{}, r.Words...)
+			v["words"] = append([]audio.Word{}, r.Words...)
 		}
 		b, err := json.Marshal(v)
 		return "application/json", b, err
 	case "srt", "vtt":
-		return "text/plain; charset=utf-8", Subtitles(r.segments(), p.ResponseFormat == "vtt"), nil
+		return "text/plain; charset=utf-8", Subtitles(segments(r), p.ResponseFormat == "vtt"), nil
 	}
 	return "", nil, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
 }
 
 // Subtitles renders segments as SubRip (numbered cues, 00:00:01,250) or,
 // with vtt, WebVTT (a WEBVTT header, 00:00:01.250).
-func Subtitles(segs []ASRSegment, vtt bool) []byte {
+func Subtitles(segs []audio.ASRSegment, vtt bool) []byte {
 	var b strings.Builder
 	sep := ","
 	if vtt {
@@ -407,9 +402,9 @@ func cueTime(sec float64, sep string) string {
 }
 
 // TranscriptEvents turns a streamed ASR chunk into the server-sent events
-// OpenAI's transcription stream has: a TranscriptDelta (whisper, as it
+// OpenAI's transcription stream has: an audio.TranscriptDelta (whisper, as it
 // decodes) is one transcript.text.delta ({type, delta}); the final
-// ASRResult is transcript.text.done ({type, text}), after one delta per
+// audio.ASRResult is transcript.text.done ({type, text}), after one delta per
 // segment unless its deltas went out already (Streamed).
 func TranscriptEvents(chunk json.RawMessage) ([][]byte, error) {
 	var probe map[string]json.RawMessage
@@ -417,14 +412,14 @@ func TranscriptEvents(chunk json.RawMessage) ([][]byte, error) {
 		return nil, fmt.Errorf("transcription chunk: %w", err)
 	}
 	if _, ok := probe["delta"]; ok {
-		var d TranscriptDelta
+		var d audio.TranscriptDelta
 		if err := json.Unmarshal(chunk, &d); err != nil {
 			return nil, fmt.Errorf("transcription chunk: %w", err)
 		}
 		b, err := json.Marshal(map[string]string{"type": "transcript.text.delta", "delta": d.Delta})
 		return [][]byte{b}, err
 	}
-	var r ASRResult
+	var r audio.ASRResult
 	if err := json.Unmarshal(chunk, &r); err != nil {
 		return nil, fmt.Errorf("transcription chunk: %w", err)
 	}
@@ -433,7 +428,7 @@ func TranscriptEvents(chunk json.RawMessage) ([][]byte, error) {
 		return [][]byte{b}, err
 	}
 	var evs [][]byte
-	for i, s := range r.segments() {
+	for i, s := range segments(r) {
 		d := s.Text
 		if i > 0 {
 			d = " " + d

@@ -1,22 +1,15 @@
-package server
+package openai
 
 import (
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
-
-// The OpenAI audio routes beside speech and transcriptions (CONTRACT.md
-// openai.*): the voices of the speech models, and translations (whisper's
-// translate task).
 
 // Bounds of GET /v1/audio/voices: voices listed per model (espeak-ng's data
 // has about a hundred; a checkpoint with more is cut, and says so) and
@@ -45,19 +38,19 @@ type ModelVoices struct {
 	Truncated bool `json:"truncated"`
 }
 
-// handleVoices answers GET /v1/audio/voices: for every speech (tts) model
-// in registration order, or the one ?model= names, the voices its engine
+// Voices answers GET /v1/audio/voices: for every speech (tts) model in
+// registration order, or the one ?model= names, the voices its engine
 // lists (backends.VoiceLister) from its files, never loading it; an engine
 // that lists none shows the checkpoint's default voice. Any other query
 // parameter is a 400 naming it.
-func (s *Server) handleVoices(w http.ResponseWriter, r *http.Request) error {
+func (h *Handlers) Voices(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "model" {
 			if len(k) > maxParamName {
 				k = k[:maxParamName] + "..."
 			}
-			return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_parameter", Param: k,
+			return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_parameter", Param: k,
 				Message: fmt.Sprintf("unknown query parameter %q (GET /v1/audio/voices takes model)", k)}
 		}
 	}
@@ -65,22 +58,22 @@ func (s *Server) handleVoices(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("model") {
 		id := q.Get("model")
 		if len(q["model"]) != 1 {
-			return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "model", Message: "model given more than once"}
+			return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "model", Message: "model given more than once"}
 		}
-		if err := validModelID(id); err != nil {
+		if err := h.d.ValidModelID(id); err != nil {
 			return err
 		}
-		st, err := s.rt.StatusOf(id)
+		st, err := h.d.Runtime.StatusOf(id)
 		if err != nil {
-			return fromRuntime(err)
+			return h.d.FromRuntime(err)
 		}
 		if st.Task != "tts" {
-			return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
+			return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
 				Message: fmt.Sprintf("model %q is a %s model, not a speech (tts) model", id, taskName(st.Task))}
 		}
 		ids = []string{id}
 	} else {
-		for _, st := range s.rt.Status() {
+		for _, st := range h.d.Runtime.Status() {
 			if st.Task == "tts" {
 				ids = append(ids, st.ID)
 			}
@@ -92,13 +85,13 @@ func (s *Server) handleVoices(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, id := range ids {
 		if err := r.Context().Err(); err != nil {
-			return FromCode(core.CodeCancelled, "the client went away", err)
+			return &httpapi.Error{Status: 499, Type: "cancelled", Code: core.CodeCancelled.String(), Message: "the client went away", Err: err}
 		}
-		cfg, st, err := s.rt.ConfigOf(id)
+		cfg, st, err := h.d.Runtime.ConfigOf(id)
 		if err != nil {
 			continue // the model went away since the snapshot: nothing to list
 		}
-		mv, err := s.voicesOf(id, st.ConfigVersion, &cfg)
+		mv, err := h.voicesOf(id, st.ConfigVersion, &cfg)
 		if err != nil {
 			return err
 		}
@@ -108,17 +101,17 @@ func (s *Server) handleVoices(w http.ResponseWriter, r *http.Request) error {
 }
 
 // voicesOf lists model id's voices from its committed config.
-func (s *Server) voicesOf(id string, version uint64, c *core.Config) (ModelVoices, error) {
+func (h *Handlers) voicesOf(id string, version uint64, c *core.Config) (ModelVoices, error) {
 	mv := ModelVoices{Model: id, Engine: c.Engine}
 	spec := backends.Spec{Model: id, Version: version, Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint,
 		Options: []byte(c.Options), Slots: c.Slots}
 	var voices []backends.Voice
-	if vl, ok := s.roots.engines[c.Engine].(backends.VoiceLister); ok {
+	if vl, ok := h.d.Engines[c.Engine].(backends.VoiceLister); ok {
 		v, err := vl.Voices(spec)
 		if err != nil {
 			// The config validated when it was committed; its files changed
 			// since. Say so for this model rather than failing the list.
-			return mv, &Error{Status: http.StatusInternalServerError, Type: "internal_error",
+			return mv, &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error",
 				Message: fmt.Sprintf("model %q: its engine cannot list its voices now", id), Err: err}
 		}
 		voices = v
@@ -160,48 +153,4 @@ func taskName(t string) string {
 		return "task-less"
 	}
 	return t
-}
-
-// handleTranslation answers POST /v1/audio/translations: an upload as
-// transcriptions take, translated into English by the model's engine
-// (whisper's translate task: a multilingual whisper checkpoint), answered
-// in every response_format transcriptions have. The fields are OpenAI's
-// (audio.ParseTranslation: model, response_format, prompt, temperature;
-// any other is 400 naming it, before a lease is taken). A model that
-// cannot translate (an English-only whisper model, or an engine that only
-// transcribes) is a 400 from its engine naming why. When no whisper model
-// is registered at all, nothing can translate: a well-formed request is a
-// 400 unsupported_task decided from its headers alone, the body never
-// read (openai.translations), any other Content-Type 415.
-func (s *Server) handleTranslation(w http.ResponseWriter, r *http.Request) error {
-	if !s.anyEngine("whisper") {
-		return refuseTranslation(w, r)
-	}
-	return s.transcribe(w, r, audio.ParseTranslation)
-}
-
-// anyEngine reports whether a registered model runs engine.
-func (s *Server) anyEngine(engine string) bool {
-	for _, st := range s.rt.Status() {
-		if st.Engine == engine {
-			return true
-		}
-	}
-	return false
-}
-
-// refuseTranslation answers a translation no served model can do.
-func refuseTranslation(w http.ResponseWriter, r *http.Request) error {
-	if r.Body != nil && r.Body != http.NoBody {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseDrain))
-	}
-	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	ok := err == nil && (mt == "multipart/form-data" && params["boundary"] != "" ||
-		strings.HasPrefix(mt, "audio/") || mt == "application/octet-stream")
-	if !ok {
-		return &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
-			Message: "POST /v1/audio/translations takes multipart/form-data (file, model, ...) like /v1/audio/transcriptions"}
-	}
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_task", Param: "model",
-		Message: "no served model translates speech: only a multilingual whisper model translates, and none is registered (POST /v1/audio/transcriptions transcribes)"}
 }

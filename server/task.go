@@ -1,0 +1,66 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/core/runtime"
+)
+
+// The task lease the protocol adapters share (the OpenAI routes,
+// server/internal/openai; the inference protocol's, server/internal/oip;
+// the realtime sessions): they go through the same scheduler as
+// /v1/models/{id}/infer, one lease per request, held until the answer is
+// flushed.
+
+// taskLease acquires a lease on model id with the header's admission
+// timeout (these bodies have no admission_timeout_ms field). The model's
+// task must be task: another is 400 invalid_request_error wrong_task,
+// decided by the runtime where admission is decided: before the request
+// queues or holds a slot, and again on the lease's own snapshot, the
+// config its pool was built from, so a concurrent PUT that changes the
+// task never hands this request a lease of the other task (CONTRACT.md
+// err.wrong-task), and an engine is never asked for what it cannot
+// produce.
+func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, error) {
+	if err := validModelID(id); err != nil {
+		return nil, err
+	}
+	timeout, err := admissionTimeout(r, nil)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := s.rt.AcquireTask(r.Context(), id, task, timeout)
+	var te *runtime.TaskError
+	if errors.As(err, &te) {
+		got := "no task"
+		if te.Have != "" {
+			got = fmt.Sprintf("task %q", te.Have)
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
+			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task), Err: err}
+	}
+	if err != nil {
+		return nil, fromRuntime(err)
+	}
+	return lease, nil
+}
+
+// writeTask writes a finished task answer and releases the lease once the
+// bytes are flushed (or the write failed).
+func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	_, werr := w.Write(body)
+	if werr == nil {
+		werr = http.NewResponseController(w).Flush()
+	}
+	lease.Release(werr != nil)
+	if werr != nil {
+		logger(r.Context()).Debug("answer not delivered", "err", werr)
+	}
+	return nil
+}
