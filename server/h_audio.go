@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // The OpenAI-compatible task endpoints. They go through the same scheduler
@@ -112,7 +113,7 @@ type upload struct {
 	model, format string
 	filename      string              // the multipart file part's name ("" for a raw body)
 	fields        map[string][]string // every field but file (multipart) or query parameter, as sent
-	payload       *spooled
+	payload       *edge.Spooled
 	input         json.RawMessage // {"sample_rate":N} for a declared audio/L16 payload
 }
 
@@ -123,7 +124,7 @@ const maxFormFields = 32
 // backends.Blob, valid until the handler returns), and also as Data when
 // it is in memory anyway.
 func (u *upload) request(id string) backends.Request {
-	return backends.Request{ID: id, Input: u.input, Data: u.payload.data, Body: u.payload.blob()}
+	return backends.Request{ID: id, Input: u.input, Data: u.payload.Data, Body: u.payload.Blob()}
 }
 
 // Close removes the spool file, if any.
@@ -138,24 +139,20 @@ func (u *upload) Close() {
 // with the fields as query parameters (?model=). Every field is kept in
 // fields for the handler to check. The file part (or the raw body) is
 // never held in memory past the spool threshold; the other fields are
-// bounded by maxFormField each and maxFormFields in number. A payload declared as audio/L16 (rate=N, channels=1 if
+// bounded by edge.MaxFormField each and maxFormFields in number. A payload declared as audio/L16 (rate=N, channels=1 if
 // given), in the Content-Type of the raw body or of the file part, is raw
 // PCM16LE at N Hz: the engine input says {"sample_rate":N}
 // (edge.upload-l16); any other payload is passed as is. The caller closes
 // the upload when the request ends.
 func audioUpload(r *http.Request) (*upload, error) {
 	u, err := readUpload(r)
-	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
-		c.bodyDone()
-	}
+	edge.BodyOf(r.Context()).End(err)
 	return u, err
 }
 
 func readUpload(r *http.Request) (*upload, error) {
-	threshold, dir := int64(1<<20), ""
-	if l := limitsFrom(r.Context()); l != nil {
-		threshold, dir = l.threshold, l.spoolDir
-	}
+	body := edge.BodyOf(r.Context())
+	threshold, dir := body.SpoolThreshold, body.SpoolDir
 	u := &upload{}
 	ct := r.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
@@ -164,9 +161,9 @@ func readUpload(r *http.Request) (*upload, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := spoolBody(r.Body, threshold, dir)
+		p, err := edge.Spool(r.Body, threshold, dir)
 		if err != nil {
-			return nil, bodyError("reading the audio", err)
+			return nil, edge.BodyError("reading the audio", err)
 		}
 		q := r.URL.Query()
 		if len(q) > maxFormFields {
@@ -191,7 +188,7 @@ func readUpload(r *http.Request) (*upload, error) {
 			break
 		}
 		if err != nil {
-			return fail(bodyError("multipart body", err))
+			return fail(edge.BodyError("multipart body", err))
 		}
 		switch name := part.FormName(); name {
 		case "file":
@@ -202,13 +199,13 @@ func readUpload(r *http.Request) (*upload, error) {
 			if err != nil {
 				return fail(err)
 			}
-			p, err := spoolBody(part, threshold, dir)
+			p, err := edge.Spool(part, threshold, dir)
 			if err != nil {
-				return fail(bodyError("multipart body", err))
+				return fail(edge.BodyError("multipart body", err))
 			}
 			u.payload, u.input, u.filename = p, in, part.FileName()
 		default:
-			limit := maxFormField
+			limit := edge.MaxFormField
 			if name == "known_speaker_references[]" {
 				// A diarization request's reference audio (a file part or
 				// a data URL), at most audio.MaxKnownSpeakers of them.
@@ -219,7 +216,7 @@ func readUpload(r *http.Request) (*upload, error) {
 			}
 			b, err := io.ReadAll(io.LimitReader(part, int64(limit)+1))
 			if err != nil {
-				return fail(bodyError("multipart body", err))
+				return fail(edge.BodyError("multipart body", err))
 			}
 			if len(b) > limit {
 				return fail(Invalid("multipart field %.64q over %d bytes", name, limit))

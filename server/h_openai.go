@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // The OpenAI audio routes beside speech and transcriptions (CONTRACT.md
@@ -193,7 +194,7 @@ func (s *Server) anyEngine(engine string) bool {
 // refuseTranslation answers a translation no served model can do.
 func refuseTranslation(w http.ResponseWriter, r *http.Request) error {
 	if r.Body != nil && r.Body != http.NoBody {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseDrain))
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(edge.RefuseDrain))
 	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	ok := err == nil && (mt == "multipart/form-data" && params["boundary"] != "" ||
