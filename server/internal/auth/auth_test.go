@@ -171,3 +171,89 @@ func TestSessionTable(t *testing.T) {
 		t.Fatal("remove")
 	}
 }
+
+// guarded is the guard g of a around a handler that answers 200.
+func guarded(a *Auth, g func() func(http.Handler) http.Handler) http.Handler {
+	return a.Authenticate(g()(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+}
+
+// sessionOf signs in to a with key and returns the session's token.
+func sessionOf(t *testing.T, a *Auth, key string) string {
+	t.Helper()
+	rec := signInAt(a, `{"key":"`+key+`"}`)
+	if rec.Code != 200 {
+		t.Fatalf("sign-in with %s: %d %s", key, rec.Code, rec.Body)
+	}
+	return rec.Result().Cookies()[0].Value
+}
+
+// TestGuards: who passes which guard (CONTRACT.md err.auth,
+// err.permission, ui.api-key-only, ui.session-scope, ui.same-origin,
+// ui.auth-header): the API key reads but never manages, sessions count on
+// the dashboard's routes only, a session's state-changing request needs
+// the same-origin proof, and a repeated Authorization header is 400
+// (edgemutants auth-*, session-origin-proof-skipped,
+// same-origin-foreign-accepted).
+func TestGuards(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	a := keyed(&now)
+	api, mgmt := sessionOf(t, a, "k-api"), sessionOf(t, a, "k-mgmt")
+	bearer := func(k string) []string { return []string{"Authorization", "Bearer " + k} }
+	cookie := func(tok string) []string { return []string{"Cookie", sessionCookie + "=" + tok} }
+	proof := []string{uiHeader, "1"}
+	cases := []struct {
+		name   string
+		guard  func() func(http.Handler) http.Handler
+		method string
+		hdr    []string
+		want   int
+	}{
+		{"no key reads", a.APIRead, "GET", nil, 401},
+		{"API key reads", a.APIRead, "GET", bearer("k-api"), 200},
+		{"wrong key reads", a.APIRead, "GET", bearer("nope"), 401},
+		{"API key manages", a.APIManage, "POST", bearer("k-api"), 401},
+		{"API key manages from the dashboard", a.DashboardManage, "POST", bearer("k-api"), 401},
+		{"management key manages", a.APIManage, "POST", bearer("k-mgmt"), 200},
+		{"API session on an API route", a.APIRead, "GET", cookie(api), 401},
+		{"management session on a management-key-only route", a.APIManage, "POST", append(cookie(mgmt), proof...), 401},
+		{"API session on the dashboard's reads", a.DashboardRead, "GET", cookie(api), 200},
+		{"API session manages", a.DashboardManage, "POST", append(cookie(api), proof...), 401},
+		{"management session manages", a.DashboardManage, "POST", append(cookie(mgmt), proof...), 200},
+		{"management session POST without proof", a.DashboardManage, "POST", cookie(mgmt), 403},
+		{"management session PUT without proof", a.DashboardManage, "PUT", cookie(mgmt), 403},
+		{"management session DELETE without proof", a.DashboardManage, "DELETE", cookie(mgmt), 403},
+		{"management session with a foreign Origin", a.DashboardManage, "POST",
+			append(cookie(mgmt), uiHeader, "1", "Origin", "http://evil.example"), 403},
+		{"management session with its own Origin", a.DashboardManage, "POST",
+			append(cookie(mgmt), "Origin", "http://127.0.0.1"), 200},
+		{"repeated Authorization", a.APIRead, "GET", append(bearer("k-api"), bearer("k-api")...), 400},
+		{"not Bearer", a.APIRead, "GET", []string{"Authorization", "Basic k-api"}, 400},
+	}
+	for _, c := range cases {
+		req := httptest.NewRequest(c.method, "/x", nil)
+		req.Host = "127.0.0.1"
+		for i := 0; i+1 < len(c.hdr); i += 2 {
+			req.Header.Add(c.hdr[i], c.hdr[i+1])
+		}
+		rec := httptest.NewRecorder()
+		guarded(a, c.guard).ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s: %d, want %d: %s", c.name, rec.Code, c.want, rec.Body)
+		}
+	}
+	// Without --ui-management nobody manages, not even with the key.
+	off := New(Config{APIKey: "k-api", ManagementKey: "k-mgmt", WriteError: writeErr, Decode: decodeJSON,
+		Log: slog.New(slog.DiscardHandler)})
+	req := httptest.NewRequest("POST", "/x", nil)
+	req.Header.Set("Authorization", "Bearer k-mgmt")
+	rec := httptest.NewRecorder()
+	guarded(off, off.APIManage).ServeHTTP(rec, req)
+	if rec.Code != 403 {
+		t.Errorf("management without --ui-management: %d", rec.Code)
+	}
+	// Sign-in needs the proof too (login CSRF; edgemutants sign-in-no-proof).
+	req = httptest.NewRequest("POST", "/v1/ui/session", strings.NewReader(`{"key":"k-mgmt"}`))
+	if err := a.HandleSignIn(httptest.NewRecorder(), req); err != errNoProof {
+		t.Errorf("sign-in without proof: %v", err)
+	}
+}

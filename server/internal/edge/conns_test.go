@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -36,7 +37,7 @@ func (nopConn) SetReadDeadline(time.Time) error  { return nil }
 func (nopConn) SetWriteDeadline(time.Time) error { return nil }
 
 // loopbackPair returns the two ends of one loopback TCP connection, the
-// server's wrapped in a trackedConn of tr.
+// server's wrapped in a Conn of tr.
 func loopbackPair(t *testing.T, tr *tracker) (*Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -130,4 +131,48 @@ func TestAutoMaxConns(t *testing.T) {
 	if e, _ = New(Config{MaxConns: 7, Log: log}); e.MaxConns() != 7 {
 		t.Fatalf("--max-conns 7 became %d", e.MaxConns())
 	}
+}
+
+// slowConn takes a virtual millisecond per Write and records the write
+// deadlines set on it.
+type slowConn struct {
+	nopConn
+	deadlines []time.Time
+	writes    int
+}
+
+func (c *slowConn) SetWriteDeadline(t time.Time) error {
+	c.deadlines = append(c.deadlines, t)
+	return nil
+}
+
+func (c *slowConn) Write(p []byte) (int, error) {
+	time.Sleep(time.Millisecond) // virtual: the synctest bubble's clock
+	c.writes++
+	return len(p), nil
+}
+
+// edge.write-timeout: a large write is cut into pieces, and each piece gets
+// its own deadline --write-timeout after it starts, so a slow but reading
+// client is never cut off, while one that accepts nothing for that long
+// is (edgemutants piece-deadline-armed-once, piece-deadline-skipped).
+func TestWriteDeadlinePerPiece(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTracker()
+		tr.writeTimeout = time.Second
+		sc := &slowConn{}
+		c := &Conn{Conn: sc, t: tr}
+		start := time.Now()
+		if n, err := c.Write(make([]byte, 3*writePiece)); err != nil || n != 3*writePiece {
+			t.Fatalf("wrote %d, %v", n, err)
+		}
+		if sc.writes != 3 || len(sc.deadlines) != 3 {
+			t.Fatalf("%d writes, %d deadlines, want 3 pieces each with its deadline", sc.writes, len(sc.deadlines))
+		}
+		for i, d := range sc.deadlines {
+			if want := start.Add(time.Duration(i)*time.Millisecond + time.Second); !d.Equal(want) {
+				t.Fatalf("piece %d: deadline start+%v, want start+%v", i, d.Sub(start), want.Sub(start))
+			}
+		}
+	})
 }

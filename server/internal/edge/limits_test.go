@@ -1,8 +1,11 @@
 package edge
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,5 +126,57 @@ func TestBudgetEdges(t *testing.T) {
 	}
 	if !(&budget{}).take(1 << 40) {
 		t.Fatal("a budget without a limit refused a reservation")
+	}
+}
+
+// errBody fails its first read with err.
+type errBody struct{ err error }
+
+func (b errBody) Read([]byte) (int, error) { return 0, b.err }
+func (b errBody) Close() error             { return nil }
+
+// A read that hits the connection's read deadline is the body's timeout
+// (408 request_timeout), sticky, and the answer closes the connection
+// (edge.body-timeout; edgemutants body-timeout-ignored).
+func TestBodyReadDeadlineIs408(t *testing.T) {
+	w := &deadlineWriter{}
+	lim := &bodyLimits{readTimeout: time.Minute, mem: &budget{}, disk: &budget{}}
+	b := &bodyReader{body: errBody{err: os.ErrDeadlineExceeded}, w: w, rc: http.NewResponseController(w), lim: lim,
+		start: time.Now(), declared: true}
+	_, err := b.Read(make([]byte, 8))
+	var e *Error
+	if !errors.Is(err, errBodyTimeout) || !errors.As(BodyError("reading", err), &e) || e.Status != http.StatusRequestTimeout {
+		t.Fatalf("a read past the deadline: %v", err)
+	}
+	if _, again := b.Read(make([]byte, 8)); !errors.Is(again, errBodyTimeout) {
+		t.Fatalf("the timeout is not sticky: %v", again)
+	}
+	if w.Header().Get("Connection") != "close" {
+		t.Fatal("the answer to a timed-out body keeps the connection")
+	}
+}
+
+// A body of unknown length is charged as it arrives: its first threshold
+// bytes to the memory budget, the rest to the spool's, and it fails with
+// the budget's error once it outgrows them; release gives it all back
+// (edge.body-budget; edgemutants budget-chunked-untracked).
+func TestChunkedBodyCharged(t *testing.T) {
+	lim := &bodyLimits{threshold: 4, mem: &budget{limit: 4}, disk: &budget{limit: 4}}
+	w := &deadlineWriter{}
+	b := &bodyReader{body: io.NopCloser(strings.NewReader(strings.Repeat("x", 10))), w: w, rc: http.NewResponseController(w),
+		lim: lim, start: time.Now()}
+	buf := make([]byte, 6)
+	if n, err := b.Read(buf); n != 6 || err != nil {
+		t.Fatalf("6 of 8 budgeted bytes: %d, %v", n, err)
+	}
+	if lim.mem.inUse() != 4 || lim.disk.inUse() != 2 {
+		t.Fatalf("charged %d in memory and %d on disk, want 4 and 2", lim.mem.inUse(), lim.disk.inUse())
+	}
+	if _, err := b.Read(buf); !errors.Is(err, errBodyBudget) {
+		t.Fatalf("past the budgets: %v", err)
+	}
+	b.release()
+	if lim.mem.inUse() != 0 || lim.disk.inUse() != 0 {
+		t.Fatalf("after release: %d in memory, %d on disk", lim.mem.inUse(), lim.disk.inUse())
 	}
 }
