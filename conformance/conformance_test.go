@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	if !set {
 		_ = flag.Set("test.parallel", "12")
 	}
-	inst, err := InProcess{CheckInvariants: true}.Start(ServerSpec{})
+	inst, err := InProcess{CheckInvariants: true, Build: testBuild}.Start(ServerSpec{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -74,7 +74,7 @@ func loadSuite(t testing.TB) *Suite {
 // TestConformance/<case name>.
 func TestConformance(t *testing.T) {
 	s := loadSuite(t)
-	opts := Options{Launcher: InProcess{CheckInvariants: true}, StepTimeout: 20 * time.Second, Slack: testSlack,
+	opts := Options{Launcher: InProcess{CheckInvariants: true, Build: testBuild}, StepTimeout: 20 * time.Second, Slack: testSlack,
 		ModelsRoot: DefaultModelsRoot("../models")}
 	tag := NewRunTag() // -count=N reuses the shared server: every run needs its own IDs
 	var mu sync.Mutex

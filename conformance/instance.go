@@ -20,8 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/internal/listenlog"
-	"github.com/sluice-dev/sluice/server"
 )
 
 // Instance is a server the runner started for a case (or the shared one).
@@ -90,64 +91,6 @@ func (sp *ServerSpec) modelsRootIn(root string) string {
 		return sp.modelsRoot
 	}
 	return root
-}
-
-// config returns the server.Config of spec, listening on loopback, with its
-// files (models root, trace) in root.
-func (sp *ServerSpec) config(root string) server.Config {
-	cfg := server.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ModelsRoot = sp.modelsRootIn(root)
-	cfg.TraceFile = sp.tracePath(root)
-	cfg.ParallelJobs = boolOr(sp.ParallelJobs, true)
-	cfg.UIManagement = boolOr(sp.UIManagement, true)
-	cfg.Fixture = boolOr(sp.Fixture, true)
-	cfg.APIKey, cfg.ManagementKey = sp.APIKey, sp.ManagementKey
-	cfg.SignInLimit = sp.SignInLimit
-	cfg.MaxLoadedModels = sp.MaxLoadedModels
-	cfg.MemoryBudgetMB = sp.MemoryBudgetMB
-	cfg.IdleTimeout = time.Duration(sp.IdleTimeoutMS) * time.Millisecond
-	cfg.AdmissionTimeout = time.Duration(sp.AdmissionTimeoutMS) * time.Millisecond
-	cfg.AdmissionCeiling = time.Duration(sp.AdmissionCeilingMS) * time.Millisecond
-	cfg.SerializeColdLoads = sp.SerializeColdLoads
-	switch {
-	case sp.LoadBackoffMS > 0:
-		cfg.LoadBackoff = time.Duration(sp.LoadBackoffMS) * time.Millisecond
-	case sp.LoadBackoffMS < 0:
-		cfg.LoadBackoff = 0
-	}
-	if sp.LoadBackoffMaxMS > 0 {
-		cfg.LoadBackoffMax = time.Duration(sp.LoadBackoffMaxMS) * time.Millisecond
-	}
-	cfg.ShutdownTimeout = sp.shutdownTimeout()
-	cfg.StateDir = sp.stateDir
-	if sp.MaxBody > 0 {
-		cfg.MaxBody = sp.MaxBody
-	}
-	if sp.MaxModels != nil {
-		cfg.MaxModels = *sp.MaxModels
-	}
-	cfg.AllowedHosts, cfg.AllowedOrigins = sp.AllowedHosts, sp.AllowedOrigins
-	setMS := func(v int64, d *time.Duration) {
-		if v > 0 {
-			*d = time.Duration(v) * time.Millisecond
-		}
-	}
-	setMS(sp.WriteTimeoutMS, &cfg.WriteTimeout)
-	setMS(sp.RealtimeDrainMS, &cfg.RealtimeDrain)
-	setMS(sp.RealtimeIdleMS, &cfg.RealtimeIdle)
-	setMS(sp.BodyReadTimeoutMS, &cfg.BodyReadTimeout)
-	setMS(sp.BodyRateGraceMS, &cfg.BodyRateGrace)
-	for _, v := range []struct{ in, out *int64 }{{&sp.MinBodyRate, &cfg.MinBodyRate}, {&sp.MaxJSONBody, &cfg.MaxJSONBody},
-		{&sp.SpoolThreshold, &cfg.SpoolThreshold}, {&sp.BodyBudget, &cfg.BodyBudget}, {&sp.SpoolBudget, &cfg.SpoolBudget}} {
-		if *v.in > 0 {
-			*v.out = *v.in
-		}
-	}
-	if sp.MaxConns > 0 {
-		cfg.MaxConns = sp.MaxConns
-	}
-	return cfg
 }
 
 // flags returns the `sluice serve` flags of spec, with its files in root.
@@ -260,15 +203,57 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-// InProcess starts servers inside this process through package server,
-// listening on 127.0.0.1. Environment variables such as SLUICE_MUTANTS
+// InProcess starts servers inside this process, listening on 127.0.0.1,
+// through Build: conformance/inproc builds package server's, which this
+// package does not import (the suite's core runs against any server, a
+// binary or a URL alike). Environment variables such as SLUICE_MUTANTS
 // apply as in any build (runtime.New reads them).
 type InProcess struct {
 	// CheckInvariants makes the runtime check the core's invariants after
 	// every event and panic on a violation (tests; never with mutants).
 	CheckInvariants bool
+	// Build builds each server (conformance/inproc.Build); nil: Start
+	// fails.
+	Build Builder
 
 	_ struct{}
+}
+
+// A Builder builds one in-process server as `sluice serve` would before
+// it listens: its state dir restored, then its startup models
+// registered.
+type Builder func(b Build) (Server, error)
+
+// Build is one in-process server to build: its spec, with the files the
+// runner gave it resolved.
+type Build struct {
+	Spec ServerSpec
+	// ModelsRoot is --models-root, TraceFile --trace ("" none), StateDir
+	// --state-dir ("" none).
+	ModelsRoot, TraceFile, StateDir string
+	// ShutdownTimeout is --shutdown-timeout (0: none).
+	ShutdownTimeout time.Duration
+	// Startup is the startup config (--config, YAML); nil: none.
+	Startup []byte
+	// Engines are the real engines the spec serves, besides the fixture.
+	Engines backends.Registry
+	// Log receives the server's log.
+	Log *slog.Logger
+	// CheckInvariants: the runtime checks the core's invariants after
+	// every event (InProcess.CheckInvariants).
+	CheckInvariants bool
+}
+
+// Server is a server built in process (package server's *Server).
+type Server interface {
+	// Run serves ln until ctx ends, then shuts down.
+	Run(ctx context.Context, ln net.Listener) error
+	// Handler is the server's HTTP handler.
+	Handler() http.Handler
+	// Shutdown shuts the server down; a second call waits for the first.
+	Shutdown(ctx context.Context) error
+	// Fixture is the fixture engine, nil without --fixture.
+	Fixture() *fixture.Engine
 }
 
 // Kind returns "in-process".
@@ -282,38 +267,27 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 	}
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if l.Build == nil {
+		_ = os.RemoveAll(root)
+		return nil, errors.New("conformance: InProcess has no Build (conformance/inproc.Build builds package server's)")
+	}
 	engines, err := realEngines(spec.Engines)
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, err
 	}
-	s, err := server.New(spec.config(root), server.Options{Logger: log, CheckInvariants: l.CheckInvariants, Engines: engines})
+	b := Build{Spec: spec, ModelsRoot: spec.modelsRootIn(root), TraceFile: spec.tracePath(root), StateDir: spec.stateDir,
+		ShutdownTimeout: spec.shutdownTimeout(), Engines: engines, Log: log, CheckInvariants: l.CheckInvariants}
+	if len(spec.Startup) > 0 {
+		if b.Startup, err = spec.startupConfig(); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, err
+		}
+	}
+	s, err := l.Build(b)
 	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, fmt.Errorf("conformance: start server: %w", err)
-	}
-	if err := s.LoadRestored(context.Background()); err != nil { // as `sluice serve` does before it serves
-		_ = s.Shutdown(context.Background())
-		_ = os.RemoveAll(root)
-		return nil, fmt.Errorf("conformance: %w", err)
-	}
-	if len(spec.Startup) > 0 { // then the startup config, as `sluice serve --config` does
-		err := func() error {
-			b, err := spec.startupConfig()
-			if err != nil {
-				return err
-			}
-			models, err := server.ParseModelsYAML(b)
-			if err != nil {
-				return err
-			}
-			return s.RegisterModels(context.Background(), models)
-		}()
-		if err != nil {
-			_ = s.Shutdown(context.Background())
-			_ = os.RemoveAll(root)
-			return nil, fmt.Errorf("conformance: startup models: %w", err)
-		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -335,7 +309,7 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 }
 
 type inproc struct {
-	s      *server.Server
+	s      Server
 	root   string
 	logs   *logBuffer
 	url    string

@@ -50,7 +50,9 @@ It exits 1 when a case fails or a history is not linearizable.
 
 // Main is `sluice conformance`: it parses args, runs the suite and returns
 // the exit code (0: everything passed; 1: a failure; 2: bad usage).
-func Main(args []string, stdout, stderr io.Writer) int {
+// Servers started in this process (without --binary) are built by build
+// (conformance/inproc.Build; the caller wires it in).
+func Main(args []string, stdout, stderr io.Writer, build Builder) int {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usageText) }
@@ -114,7 +116,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		o.Launcher = Binary{Path: *binary}
 		o.Binary = o.Launcher
 	} else {
-		o.Launcher = InProcess{}
+		o.Launcher = InProcess{Build: build}
 	}
 	if *mutants != "" {
 		if o.Target != "" || *binary == "" {
@@ -177,8 +179,9 @@ func (m *MutantResult) Caught() bool { return len(m.Cases) > 0 || m.Lin }
 // on servers started with SLUICE_MUTANTS set: from the binary when
 // o.Launcher is one (the right choice: the runtime panics on some planted
 // bugs, which must crash only the server), else in-process (the variable is
-// set in this process for the round). The core's invariant checks stay
-// off, so only the suite can notice.
+// set in this process for the round, and the InProcess launcher's Build
+// builds each server). The core's invariant checks stay off, so only the
+// suite can notice.
 func RunMutants(suite *Suite, o Options, mutants []core.Mutants, lin int, outDir string, progress io.Writer) ([]MutantResult, error) {
 	_, isBinary := o.Launcher.(Binary)
 	if !isBinary {
@@ -202,7 +205,8 @@ func RunMutants(suite *Suite, o Options, mutants []core.Mutants, lin int, outDir
 			if err := os.Setenv(runtime.MutantsEnv, name); err != nil {
 				return res, fmt.Errorf("conformance: %w", err)
 			}
-			ro.Launcher = InProcess{}
+			ip, _ := o.Launcher.(InProcess)
+			ro.Launcher = InProcess{Build: ip.Build}
 		}
 		start := time.Now()
 		rep, err := suite.Run(ro)

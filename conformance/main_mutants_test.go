@@ -13,7 +13,7 @@ import (
 func TestMainNamesTheCellAMutantBreaks(t *testing.T) {
 	t.Setenv("SLUICE_MUTANTS", "lifo")
 	var out, errb bytes.Buffer
-	code := Main([]string{"--run", `^ops\.ready\.infer$`, "--lin", "0", "--step-timeout", "2s"}, &out, &errb)
+	code := Main([]string{"--run", `^ops\.ready\.infer$`, "--lin", "0", "--step-timeout", "2s"}, &out, &errb, testBuild)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out.String(), errb.String())
 	}

@@ -14,7 +14,7 @@ import (
 func TestMainAgainstTarget(t *testing.T) {
 	var out, errb bytes.Buffer
 	js := filepath.Join(t.TempDir(), "report.json")
-	code := Main([]string{"--target", sharedURL, "--run", `^ops\.ready\.|^two\.a-full`, "--json", js, "--lin", "2"}, &out, &errb)
+	code := Main([]string{"--target", sharedURL, "--run", `^ops\.ready\.|^two\.a-full`, "--json", js, "--lin", "2"}, &out, &errb, testBuild)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
@@ -39,10 +39,10 @@ func TestMainAgainstTarget(t *testing.T) {
 
 func TestMainUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Main([]string{"--bogus"}, &out, &errb); code != 2 {
+	if code := Main([]string{"--bogus"}, &out, &errb, testBuild); code != 2 {
 		t.Fatalf("exit %d, want 2", code)
 	}
-	if code := Main([]string{"--list", "--run", "^reg"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "reg.same-id") {
+	if code := Main([]string{"--list", "--run", "^reg"}, &out, &errb, testBuild); code != 0 || !strings.Contains(out.String(), "reg.same-id") {
 		t.Fatalf("--list: exit %d\n%s", code, out.String())
 	}
 }
@@ -56,12 +56,12 @@ func TestMainTargetHostPort(t *testing.T) {
 		t.Fatalf("shared server %q is not http://", sharedURL)
 	}
 	var out, errb bytes.Buffer
-	if code := Main([]string{"--target", hostPort, "--run", `^ops\.ready\.infer$`, "--lin", "0"}, &out, &errb); code != 0 ||
+	if code := Main([]string{"--target", hostPort, "--run", `^ops\.ready\.infer$`, "--lin", "0"}, &out, &errb, testBuild); code != 0 ||
 		!strings.Contains(out.String(), "against "+sharedURL) {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	errb.Reset()
-	if code := Main([]string{"--target", "ftp://127.0.0.1:1", "--lin", "0"}, &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 ||
+	if code := Main([]string{"--target", "ftp://127.0.0.1:1", "--lin", "0"}, &out, &errb, testBuild); code != 2 || strings.Count(errb.String(), "\n") != 1 ||
 		!strings.Contains(errb.String(), "scheme must be http or https") {
 		t.Fatalf("ftp: exit %d: %q", code, errb.String())
 	}

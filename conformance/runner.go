@@ -21,7 +21,8 @@ type Options struct {
 	// fixture) for the run.
 	Target string
 	// Launcher starts the servers of cases that need their own (and the
-	// shared one when Target is empty). Nil: InProcess{}.
+	// shared one when Target is empty). Nil: an InProcess without a
+	// Build, which cannot start any (conformance/inproc wires one in).
 	Launcher Launcher
 	// Binary starts the servers of cases that need a real process (signal
 	// handling); nil skips those cases.

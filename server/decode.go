@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/internal/strictjson"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // decodeStrict decodes one JSON value from r's body into v: a Content-Type
@@ -29,33 +30,15 @@ func decodeStrict(r *http.Request, v any) error {
 }
 
 // readBody reads r's JSON body to its end, bounded by the JSON limit
-// (--max-json-body, 413 over it, refused before any read when the declared
-// length is over it), and then tells the connection tracker that the body
-// phase is over, which lifts every read deadline (the shutdown slice's and
-// the body reader's, CONTRACT.md time.shutdown-stalled-io, edge.body-timeout)
-// before net/http's background read starts watching for a disconnect: a
-// read deadline left on a connection whose body was consumed would cancel
-// the request's context. A body that timed out keeps its expired deadline:
-// its answer (408) closes the connection.
+// (--max-json-body, edge.json-limit: 413 over it, refused before any read
+// when the declared length is over it), and then ends the connection's
+// body phase (edge.Body.End: every read deadline lifted before net/http's
+// background read starts, CONTRACT.md time.shutdown-stalled-io,
+// edge.body-timeout). The edge hands the limit and the end of the body
+// phase to the reading as values; the decoder never sees the connection.
 func readBody(r *http.Request) ([]byte, error) {
-	limit := int64(1 << 20)
-	if l := limitsFrom(r.Context()); l != nil {
-		limit = l.maxJSON
-	}
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = &http.MaxBytesError{Limit: limit}
-	}
-	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
-		c.bodyDone()
-	}
-	if err != nil {
-		return nil, bodyError("reading the request body", err)
-	}
-	return b, nil
+	body := edge.BodyOf(r.Context())
+	return edge.ReadBody(r.Body, r.ContentLength, body.MaxJSON, body.End)
 }
 
 // requireJSON refuses a JSON route's request unless its Content-Type is
@@ -77,11 +60,6 @@ func requireJSON(r *http.Request) error {
 	return &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type", Message: msg}
 }
 
-func tooLarge(limit int64) *Error {
-	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "body_too_large",
-		Message: fmt.Sprintf("request body over %d bytes", limit)}
-}
-
 // decodeBytesStrict decodes one JSON value into v strictly: unknown fields
 // and trailing data are errors (encoding/json), and so are a key given
 // twice in any object and a key that names a field of v only when case is
@@ -93,7 +71,7 @@ func decodeBytesStrict(body io.Reader, v any) error {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return tooLarge(tooBig.Limit)
+			return edge.TooLarge(tooBig.Limit)
 		}
 		return Invalid("reading the request body: %v", err)
 	}

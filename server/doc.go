@@ -9,11 +9,12 @@
 // handler can write an error and carry on; runtime errors become API errors
 // through runtime.CodeOf and FromCode only.
 //
-// Files: server.go (Server, New, Options), routes.go (the router and the
-// body limit), h_*.go (one handler per endpoint), model.go (answer bodies),
+// Files: server.go (Server, New, Options), routes.go (the router),
+// h_*.go (one handler per endpoint), model.go (answer bodies),
 // spec.go and decode.go (request bodies), checkpoint.go (models-root
-// confinement), mw_*.go (middleware), conns.go and shutdown.go (connection
-// tracking, Serve, Run, Shutdown and its slices), metrics.go and
+// confinement), mw_*.go (middleware), wire_edge.go (the edge and the
+// keys, from internal/edge and internal/auth), shutdown.go (Serve, Run,
+// Shutdown and its slices), metrics.go and
 // metrics_feed.go (Prometheus), config.go (flags and the models file).
 // The dashboard (CONTRACT.md ui.*): events.go and events_translate.go (the event
 // hub behind GET /v1/events: one runtime observer whose steps it translates
@@ -34,10 +35,14 @@
 // runtime, the task lease of task.go, the edge's body reading and
 // spooling, the event stream). internal/httpapi holds
 // the error type they share (Error is an alias of httpapi.Error);
-// internal/registry is the persistent registry's service.
+// internal/registry is the persistent registry's service. internal/edge
+// is the serving edge (connections and their limit, body limits and upload
+// spooling, Host and Origin checks), internal/auth the keys and dashboard
+// sessions; both write their refusals through the writeError they are
+// handed.
 //
 // Threading rule: a Server is safe for concurrent use by net/http. Its own
-// mutable state is the connection tracker (one mutex for the set, one per
+// mutable state is the edge's connection tracker (one mutex for the set, one per
 // connection ordering deadline changes between the shutdown loop and that
 // connection's handler), the shutdown flag (atomic), the metrics feed and
 // the event hub, which run on their own goroutines and are joined by

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // Request bodies at the edge: spooled uploads, the body budgets and the JSON
@@ -58,7 +59,7 @@ func (s blobSession) Close(context.Context) error                          { ret
 func (s blobSession) Infer(_ context.Context, req backends.Request, _ backends.Emit) (backends.Output, error) {
 	var v blobSeen
 	if req.Body != nil {
-		_, v.file = req.Body.(fileBlob)
+		_, v.file = req.Body.(interface{ Name() string }) // a spool file (edge.Spooled), not bytes in memory
 		v.size = req.Body.Size()
 		tail := make([]byte, min(8, v.size))
 		if _, err := req.Body.ReadAt(tail, v.size-int64(len(tail))); err != nil {
@@ -219,8 +220,9 @@ func TestBodyBudgetRefuses(t *testing.T) {
 	}
 	// The first request's reservation is made after its handler starts:
 	// wait for the reservation itself, not the phase.
-	ts.awaitConns("the first body's reservation", func([]*trackedConn) bool {
-		return ts.s.limits.mem.inUse() >= int64(len(body))
+	ts.awaitConns("the first body's reservation", func([]*edge.Conn) bool {
+		mem, _ := ts.s.edge.BodyBytes()
+		return mem >= int64(len(body))
 	})
 	second := ts.rawConn()
 	if _, err := fmt.Fprintf(second, "POST /v1/models/a/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
@@ -310,15 +312,15 @@ func TestBodyBudgetChunked(t *testing.T) {
 // body budgets are whole again (edge.body-budget).
 func (ts *tserver) awaitNothingReserved() {
 	ts.t.Helper()
-	ts.awaitConns("no handler running", func(cs []*trackedConn) bool {
+	ts.awaitConns("no handler running", func(cs []*edge.Conn) bool {
 		for _, c := range cs {
-			if in, _ := c.phase(); in {
+			if in, _ := c.Phase(); in {
 				return false
 			}
 		}
 		return true
 	})
-	if n := ts.s.limits.mem.inUse() + ts.s.limits.disk.inUse(); n != 0 {
-		ts.t.Fatalf("%d bytes still reserved", n)
+	if mem, disk := ts.s.edge.BodyBytes(); mem+disk != 0 {
+		ts.t.Fatalf("%d bytes still reserved", mem+disk)
 	}
 }

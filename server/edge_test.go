@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // Tests of the serving edge (CONTRACT.md "Connections and request bodies",
@@ -85,8 +86,8 @@ func (ts *tserver) dialSmallBuffers() net.Conn {
 		ts.t.Fatal(err)
 	}
 	ts.t.Cleanup(func() { c.Close() })
-	var server *trackedConn
-	ts.awaitConns("the connection", anyConn(func(sc *trackedConn) bool {
+	var server *edge.Conn
+	ts.awaitConns("the connection", anyConn(func(sc *edge.Conn) bool {
 		if sc.RemoteAddr().String() == c.LocalAddr().String() {
 			server = sc
 		}
@@ -128,31 +129,6 @@ func TestWriteTimeoutReleasesStalledStream(t *testing.T) {
 		t.Fatal("the stalled stream completed")
 	}
 }
-
-// The write deadline and the shutdown slice loop compose: the earlier
-// deadline wins, and a deadline a handler sets is kept beside the piece's.
-func TestWriteDeadlinesCompose(t *testing.T) {
-	tr := newConnTracker()
-	tr.writeTimeout = time.Hour
-	c := &trackedConn{Conn: nopConn{}, t: tr}
-	now := time.Now()
-	c.pieceWrite = now.Add(time.Hour)
-	if err := c.SetWriteDeadline(now.Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	c.sliceWrite = now.Add(time.Second)
-	if got := earliest(c.appWrite, c.pieceWrite, c.sliceWrite); !got.Equal(now.Add(time.Second)) {
-		t.Fatalf("earliest = %v", got)
-	}
-	if got := earliest(time.Time{}, time.Time{}); !got.IsZero() {
-		t.Fatalf("no deadline became %v", got)
-	}
-}
-
-type nopConn struct{ net.Conn }
-
-func (nopConn) SetReadDeadline(time.Time) error  { return nil }
-func (nopConn) SetWriteDeadline(time.Time) error { return nil }
 
 // readAnswer reads one HTTP answer from c and then requires that the server
 // closed the connection.
@@ -229,12 +205,9 @@ func TestBodyDeadlineLiftedAfterBody(t *testing.T) {
 	ts.put("a", `{"engine":"fixture"}`)
 	done := ts.asyncDo("POST", "/v1/models/a/infer", `{"input":{"gate":"g"}}`)
 	ts.awaitGate("g", 1)
-	for _, c := range ts.s.conns.snapshot() {
-		c.mu.Lock()
-		app, slice := c.appRead, c.readDeadline
-		c.mu.Unlock()
-		if in, _ := c.phase(); in && (!app.IsZero() || slice) {
-			t.Fatalf("read deadline %v (slice %v) left after the body", app, slice)
+	for _, c := range ts.s.edge.Conns() {
+		if in, _ := c.Phase(); in && c.ReadDeadlineHeld() {
+			t.Fatal("a read deadline left after the body")
 		}
 	}
 	ts.s.Fixture().Gates().Open("g")
@@ -255,14 +228,14 @@ func TestConnLimitClosesOldestIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 		slow = append(slow, c)
-		ts.awaitConns(fmt.Sprintf("%d connections", i+1), func(cs []*trackedConn) bool { return len(cs) == i+1 })
+		ts.awaitConns(fmt.Sprintf("%d connections", i+1), func(cs []*edge.Conn) bool { return len(cs) == i+1 })
 	}
 	ts.must(http.StatusOK, "GET", "/healthz", "")
 	expectClosed(t, slow[0])
-	if n := ts.s.conns.open.Load(); n > 4 {
+	if n := ts.s.edge.Open(); n > 4 {
 		t.Fatalf("%d connections open past the limit of 4", n)
 	}
-	if n := ts.s.conns.evicted.Load(); n != 1 {
+	if n := ts.s.edge.Evicted(); n != 1 {
 		t.Fatalf("%d connections closed for the limit, want 1", n)
 	}
 	text := ts.metricsText()
@@ -282,7 +255,7 @@ func TestConnLimitProbeReserve(t *testing.T) {
 	ts := startServer(t, func(c *Config) { stalledConfig(c); c.MaxConns = 2 })
 	ts.put("a", `{"engine":"fixture","slots":2}`)
 	ts.client.CloseIdleConnections()
-	ts.awaitConns("no connection", func(cs []*trackedConn) bool { return len(cs) == 0 })
+	ts.awaitConns("no connection", func(cs []*edge.Conn) bool { return len(cs) == 0 })
 	var held []<-chan asyncResp
 	for i := range 2 {
 		held = append(held, ts.asyncDo("POST", "/v1/models/a/infer", `{"input":{"gate":"g"}}`))
@@ -323,25 +296,4 @@ func TestSlowHeaderClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectClosed(t, c)
-}
-
-// The automatic connection limit leaves headroom under RLIMIT_NOFILE and
-// never goes below its floor; Config.MaxConns 0 means it.
-func TestAutoMaxConns(t *testing.T) {
-	for _, c := range []struct {
-		nofile uint64
-		want   int
-	}{{1024, 960}, {50, minAutoConns}, {0, 960}, {1 << 20, 1<<20 - fdHeadroom}} {
-		if got := autoMaxConns(c.nofile); got != c.want {
-			t.Errorf("autoMaxConns(%d) = %d, want %d", c.nofile, got, c.want)
-		}
-	}
-	ts := newServer(t, nil)
-	if got, want := ts.s.conns.maxConns, autoMaxConns(fileLimit()); got != want {
-		t.Fatalf("maxConns %d, want %d", got, want)
-	}
-	ts = newServer(t, func(c *Config) { c.MaxConns = -1 })
-	if ts.s.conns.maxConns > 0 {
-		t.Fatalf("negative --max-conns should disable the limit, got %d", ts.s.conns.maxConns)
-	}
 }

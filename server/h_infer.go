@@ -112,7 +112,7 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 // callback fail, which stops the engine, and a client that goes away
 // cancels the request's context, which stops it too. A client that accepts
 // no bytes for --write-timeout fails the blocked write (every socket write
-// has that deadline, conns.go; CONTRACT.md edge.write-timeout), so a stream
+// has that deadline, internal/edge; CONTRACT.md edge.write-timeout), so a stream
 // nobody reads releases its lease and a barrier queued behind it goes on.
 // Headers are sent with
 // the first chunk, so a failure before it is an ordinary error answer;

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -351,16 +352,16 @@ func rawRequest(t *testing.T, c net.Conn, method, path, body string) {
 }
 
 // awaitConns waits until cond holds for the server's open connections.
-func (ts *tserver) awaitConns(what string, cond func([]*trackedConn) bool) {
+func (ts *tserver) awaitConns(what string, cond func([]*edge.Conn) bool) {
 	ts.t.Helper()
-	if err := ts.s.conns.awaitConns(ctxLimit(ts.t), cond); err != nil {
+	if err := ts.s.edge.AwaitConns(ctxLimit(ts.t), cond); err != nil {
 		ts.t.Fatalf("connections never reached %s: %v", what, err)
 	}
 }
 
 // anyConn reports whether one connection satisfies f.
-func anyConn(f func(c *trackedConn) bool) func([]*trackedConn) bool {
-	return func(cs []*trackedConn) bool {
+func anyConn(f func(c *edge.Conn) bool) func([]*edge.Conn) bool {
+	return func(cs []*edge.Conn) bool {
 		for _, c := range cs {
 			if f(c) {
 				return true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // metrics are Sluice's Prometheus metrics. Gauges of the model state are read
@@ -243,33 +244,8 @@ func emitAdmissions(ch chan<- prometheus.Metric, st *runtime.AdmissionStats, mod
 	}
 }
 
-// edge registers the serving edge's metrics (CONTRACT.md "Connections and
-// request bodies"): open connections against --max-conns, connections
-// closed or refused for it, and the body bytes in flight against their
-// budgets. They read the edge's own counters at scrape time.
-func (m *metrics) edge(t *connTracker, l *bodyLimits) {
-	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
-	}
-	counter := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
-	}
-	const bodyHelp = "Request body bytes held by requests in flight, in memory or spooled to disk."
-	const budgetHelp = "The budget of request body bytes in flight (--body-budget, --spool-budget; 0: unlimited)."
-	m.reg.MustRegister(
-		gauge("sluice_http_open_connections", "Open client connections.", nil, func() float64 { return float64(t.open.Load()) }),
-		gauge("sluice_http_max_connections", "The connection limit in force (--max-conns; 0: none).", nil,
-			func() float64 { return float64(max(t.maxConns, 0)) }),
-		counter("sluice_http_connections_evicted_total", "Connections closed to make room for a new one at --max-conns.",
-			func() float64 { return float64(t.evicted.Load()) }),
-		counter("sluice_http_connections_refused_total", "Connections answered 503 and closed at accept: over --max-conns and its probe reserve.",
-			func() float64 { return float64(t.refused.Load()) }),
-		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "memory"}, func() float64 { return float64(l.mem.inUse()) }),
-		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.inUse()) }),
-		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "memory"}, func() float64 { return float64(l.mem.limit) }),
-		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.limit) }),
-	)
-}
+// edge registers the serving edge's metrics (edge.Edge.Collectors).
+func (m *metrics) edge(e *edge.Edge) { m.reg.MustRegister(e.Collectors()...) }
 
 // checks registers the scheduler's self-checks: invariant violations found
 // by the live checks (--live-invariants) and effects the runtime could not

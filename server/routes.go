@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/oip"
 )
 
@@ -16,8 +16,8 @@ import (
 // Middleware, outermost first: the request metrics (mw_metrics.go), the
 // inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
 // request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
-// (mw_origin.go), the credential (one Bearer header or a dashboard
-// session: mw_auth.go), the body limit. Each route group then names who
+// (internal/edge), the credential (one Bearer header or a dashboard
+// session: internal/auth), the body limit (internal/edge). Each route group then names who
 // may use it: the dashboard's reads take the API key or any dashboard
 // session; the rest of the API the API key alone; the management routes
 // the dashboard's buttons use the management key or a session made with
@@ -25,21 +25,21 @@ import (
 // --ui-management, 401 without the key). No timeout middleware: streams
 // run as long as they are read.
 func (s *Server) routes() http.Handler {
-	a := newAuth(s.cfg, s.log)
+	a := s.newAuth()
 	s.auth = a
 	v2 := s.oipHandlers()
 	oa := s.openaiHandlers()
 	r := chi.NewRouter()
 	r.Use(s.met.http.middleware) // outermost: every answer is measured, refusals included
 	r.Use(oip.Scope)             // errors under /v2 in the protocol's shape, the refusals below included
-	r.Use(trackRequest, requestID(s.log), s.refuse.middleware, checkHost(s.hosts), checkOrigin(s.origins),
-		a.authenticate, s.limitBody)
+	r.Use(edge.Track, requestID(s.log), s.refuse.middleware, s.edge.CheckHost, s.edge.CheckOrigin,
+		a.Authenticate, s.edge.LimitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
 	// to a client without one.
-	r.NotFound(a.dashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
+	r.NotFound(a.DashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
 		return NotFound("no route for %s %s", r.Method, r.URL.Path)
 	})).ServeHTTP)
-	r.MethodNotAllowed(a.dashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
+	r.MethodNotAllowed(a.DashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 			Message: r.Method + " is not allowed on " + r.URL.Path}
 	})).ServeHTTP)
@@ -53,12 +53,12 @@ func (s *Server) routes() http.Handler {
 	r.Get("/ui/*", ui.ServeHTTP)
 	r.Get("/v2/health/live", adapt(v2.Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready)
 	r.Get("/v2/health/ready", adapt(v2.Ready))
-	r.Post("/v1/ui/session", adapt(a.handleSignIn))
-	r.Delete("/v1/ui/session", adapt(a.handleSignOut))
+	r.Post("/v1/ui/session", adapt(a.HandleSignIn))
+	r.Delete("/v1/ui/session", adapt(a.HandleSignOut))
 
 	// The dashboard's reads: the API key or a dashboard session.
 	r.Group(func(r chi.Router) {
-		r.Use(a.dashboardRead())
+		r.Use(a.DashboardRead())
 		r.Get("/v1/models", adapt(s.handleListModels))
 		r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
 		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
@@ -68,7 +68,7 @@ func (s *Server) routes() http.Handler {
 
 	// The rest of the API: the API key as a Bearer token only.
 	r.Group(func(r chi.Router) {
-		r.Use(a.apiRead())
+		r.Use(a.APIRead())
 		r.Get("/metrics", s.met.handler().ServeHTTP)
 		r.Get("/v1/models/{id}", adapt(s.handleGetModel))
 		r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
@@ -91,7 +91,7 @@ func (s *Server) routes() http.Handler {
 	// Management the dashboard's buttons use: the management key or a
 	// session made with it.
 	r.Group(func(r chi.Router) {
-		r.Use(a.dashboardManage())
+		r.Use(a.DashboardManage())
 		r.Put("/v1/models/{id}", adapt(s.handleApply))
 		r.Post("/v1/models/{id}/load", adapt(s.handleLoad))
 		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
@@ -102,7 +102,7 @@ func (s *Server) routes() http.Handler {
 	})
 	// Other management: the management key only.
 	r.Group(func(r chi.Router) {
-		r.Use(a.apiManage())
+		r.Use(a.APIManage())
 		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
 		r.Delete("/v1/models/{id}", adapt(s.handleDelete))
 		if s.fx != nil {
@@ -111,62 +111,6 @@ func (s *Server) routes() http.Handler {
 		}
 	})
 	return r
-}
-
-// limitBody bounds every request body (CONTRACT.md edge.*): a declared
-// Content-Length over --max-body is refused before any read (413), one
-// that does not fit the body budgets is refused at once with 503
-// server_busy and Retry-After (edge.body-budget: never waited for, the
-// rest of the body is dropped within refuseDrain or the connection
-// closes); the body is then read through a bodyReader
-// (read deadlines, edge.body-timeout and edge.body-min-rate) under
-// http.MaxBytesReader. Reservations are given back when the handler
-// returns.
-func (s *Server) limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hasBody := r.Body != nil && r.Body != http.NoBody
-		rc := http.NewResponseController(w)
-		// refuse answers without reading the body. net/http then reads
-		// and drops what is left of it when that is at most 256 KiB (else
-		// it closes the connection gracefully): that read gets refuseDrain
-		// at most, and a client that sends nothing more loses the
-		// connection.
-		refuse := func(e *Error) {
-			if hasBody {
-				_ = rc.SetReadDeadline(time.Now().Add(refuseDrain))
-			}
-			writeError(w, r, e)
-		}
-		if r.ContentLength > s.cfg.MaxBody {
-			refuse(tooLarge(s.cfg.MaxBody))
-			return
-		}
-		lim := s.limits
-		r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
-		if !hasBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		br := &bodyReader{body: r.Body, w: w, rc: rc, lim: lim, start: time.Now()}
-		if n := r.ContentLength; n >= 0 {
-			br.declared = true
-			m := min(n, lim.threshold)
-			if !lim.mem.take(m) {
-				refuse(bodyBusy())
-				return
-			}
-			br.memHeld = m
-			if !lim.disk.take(n - m) {
-				br.release()
-				refuse(bodyBusy())
-				return
-			}
-			br.disk = n - m
-		}
-		defer br.finish()
-		r.Body = http.MaxBytesReader(w, br, s.cfg.MaxBody)
-		next.ServeHTTP(w, r)
-	})
 }
 
 // oipHandlers wires the Open Inference Protocol's adapter

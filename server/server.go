@@ -17,6 +17,8 @@ import (
 	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/auth"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
@@ -62,15 +64,12 @@ type Server struct {
 	roots   *modelsRoot // --models-root and its catalogue, swapped together
 	handler http.Handler
 	hs      *http.Server
-	conns   *connTracker
-	trace   *os.File                    // opened from Config.TraceFile, closed after shutdown
-	limits  *bodyLimits                 // CONTRACT.md edge.body-budget, edge.upload-spool
-	auth    *auth                       // keys and dashboard sessions (mw_auth.go), built with the routes
-	hosts   *hostAllowList              // CONTRACT.md err.host
-	origins *http.CrossOriginProtection // CONTRACT.md err.origin
-	refuse  *refusalSink                // CONTRACT.md err.refusal-log
-	live    *liveSessions               // open realtime sessions (h_realtime.go)
-	created createdAt                   // each model's registration second (model.go)
+	edge    *edge.Edge    // connections, body limits, Host and Origin (server/internal/edge)
+	trace   *os.File      // opened from Config.TraceFile, closed after shutdown
+	auth    *auth.Auth    // keys and dashboard sessions (internal/auth), built with the routes
+	refuse  *refusalSink  // CONTRACT.md err.refusal-log
+	live    *liveSessions // open realtime sessions (h_realtime.go)
+	created createdAt     // each model's registration second (model.go)
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
 
@@ -116,17 +115,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	} else {
 		delete(engines, fixture.Name) // the fixture is served only with --fixture
 	}
-	hosts, err := newHostAllowList(cfg.Listen, cfg.AllowedHosts)
+	e, err := newEdge(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	origins, err := newOriginCheck(cfg.AllowedOrigins)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{},
-		hosts: hosts, origins: origins, live: newLiveSessions()}
-	s.initLimits()
+	s := &Server{cfg: cfg, log: log, fx: fx, edge: e, shutdownDone: make(chan struct{}), restored: map[string]bool{},
+		live: newLiveSessions()}
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {
 			_ = s.rt.Shutdown(context.Background())
@@ -190,7 +184,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 	}
 	s.met = newMetrics(rt.Status, rt.AdmissionStats)
-	s.met.edge(s.conns, s.limits)
+	s.met.edge(s.edge)
 	s.met.checks(rt)
 	s.refuse = newRefusalSink(s.met)
 	s.feed = startFeed(rt, s.met, log)
@@ -203,8 +197,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleConnTimeout,
 		MaxHeaderBytes:    1 << 20,
-		ConnState:         s.conns.connState,
-		ConnContext:       connContext,
+		ConnState:         s.edge.ConnState,
+		ConnContext:       edge.ConnContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	if cfg.ParallelJobs {

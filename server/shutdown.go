@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // Serve accepts connections on ln until Shutdown. It returns nil once
@@ -17,7 +18,7 @@ import (
 func (s *Server) Serve(ln net.Listener) error {
 	s.log.Info("listening", "addr", ln.Addr().String(), "parallel_jobs", s.cfg.ParallelJobs,
 		"ui_management", s.cfg.UIManagement, "fixture", s.cfg.Fixture)
-	err := s.hs.Serve(&trackedListener{Listener: ln, t: s.conns})
+	err := s.hs.Serve(s.edge.Listener(ln))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -67,8 +68,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 //	    sockets at once).
 //	(3) The listener closes and idle connections are closed
 //	    (http.Server.Shutdown): nothing new is accepted.
-//	(4) Slice loop: every tickEvery, every open connection gets a deadline
-//	    stallSlice after its last progress (conns.go): a stalled header, a
+//	(4) Slice loop: every edge.TickEvery, every open connection gets a deadline
+//	    a slice after its last progress (internal/edge): a stalled header, a
 //	    stalled body or a client that does not read its response fails
 //	    within one slice of at most 250 ms, and its handler returns and
 //	    releases what it held. Handlers that make progress finish.
@@ -101,7 +102,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	start := time.Now()
 	s.stopping.Store(true) // (1)
 	s.log.Info("shutting down", "deadline", deadlineOf(ctx))
-	empty := s.conns.beginShutdown(start)
+	empty := s.edge.BeginShutdown(start)
 
 	// (2) The runtime refuses new work before the listener closes, so a
 	// request the listener accepted is never admitted after shutdown began
@@ -121,18 +122,18 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}()
 
 	var err error
-	ticker := time.NewTicker(tickEvery) // (4)
-	s.conns.tick(time.Now())
+	ticker := time.NewTicker(edge.TickEvery) // (4)
+	s.edge.Tick(time.Now())
 wait:
 	for {
 		select {
 		case <-empty:
 			break wait
 		case now := <-ticker.C:
-			s.conns.tick(now)
+			s.edge.Tick(now)
 		case <-ctx.Done(): // (6)
 			err = fmt.Errorf("server: shutdown deadline passed: %w", context.Cause(ctx))
-			s.log.Warn("shutdown deadline passed; closing every connection", "open", s.conns.count())
+			s.log.Warn("shutdown deadline passed; closing every connection", "open", s.edge.Count())
 			_ = s.hs.Close()
 			<-empty
 			break wait
@@ -207,6 +208,6 @@ func (s *Server) LogStuckWork() int {
 		}
 		s.log.Error("shutdown gave up on work that ignores cancellation", attrs...)
 	}
-	s.log.Error("exiting with work still running", "stuck", len(work), "open_connections", s.conns.count())
+	s.log.Error("exiting with work still running", "stuck", len(work), "open_connections", s.edge.Count())
 	return len(work)
 }

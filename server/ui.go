@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/auth"
 )
 
 // The dashboard (CONTRACT.md ui.*): plain HTML, CSS and JavaScript embedded in the
@@ -45,11 +46,9 @@ type UIConfig struct {
 func (s *Server) handleUIConfig(w http.ResponseWriter, r *http.Request) error {
 	c := UIConfig{Management: s.cfg.UIManagement, ParallelJobs: s.cfg.ParallelJobs, Fixture: s.cfg.Fixture, MaxSlots: core.MaxSlots}
 	if s.cfg.UIManagement {
-		c.CanManage, c.ManagementNote = s.auth.canManage(r)
+		c.CanManage, c.ManagementNote = s.auth.CanManage(r)
 	}
-	if cr := credOf(r); cr.cookie {
-		c.Session = cr.scope.String()
-	}
+	c.Session = auth.SessionScope(r)
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, c)
 }

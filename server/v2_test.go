@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -115,22 +114,5 @@ func TestV2RoundTripEngines(t *testing.T) {
 	}
 	if d := vad.Outputs[0].Data; d[0] < 0 || d[1] <= d[0] || float64(d[len(d)-1]) > vad.Outputs[0].Parameters.Duration+0.01 {
 		t.Fatalf("segments %v outside the %v s of audio", d, vad.Outputs[0].Parameters.Duration)
-	}
-}
-
-// TestV2ProbesAreProbes: the protocol's two probes pass the same checks as
-// /healthz and /readyz, the Host exemption and the connection limit's
-// probe reserve (CONTRACT.md oip.live, oip.ready; TestConnLimitProbeReserve
-// shows the reserve for /healthz), and nothing else under /v2 does.
-func TestV2ProbesAreProbes(t *testing.T) {
-	for path, want := range map[string]bool{"/v2/health/live": true, "/v2/health/ready": true, "/healthz": true,
-		"/v2": false, "/v2/models/m/ready": false, "/v2/health/live/x": false, "/v2/health": false} {
-		r := httptest.NewRequest("GET", path, nil)
-		if got := isProbe(r) && probePath(path); got != want {
-			t.Errorf("%s: probe %v, want %v", path, got, want)
-		}
-	}
-	if isProbe(httptest.NewRequest("POST", "/v2/health/ready", nil)) {
-		t.Error("a POST is not a probe")
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/openai"
 )
 
@@ -20,10 +20,10 @@ func (s *Server) openaiHandlers() *openai.Handlers {
 		WriteTask:       writeTask,
 		Decode:          decodeStrict,
 		Spool:           spoolUpload,
-		BodyError:       bodyError,
-		BodyDone:        uploadRead,
-		MaxFormField:    maxFormField,
-		RefuseDrain:     refuseDrain,
+		BodyError:       edge.BodyError,
+		BodyDone:        func(r *http.Request, err error) { edge.BodyOf(r.Context()).End(err) },
+		MaxFormField:    edge.MaxFormField,
+		RefuseDrain:     edge.RefuseDrain,
 		StreamEvents:    s.streamEvents,
 		WriteErrorEvent: writeErrorEvent,
 		RequestID:       requestIDFrom,
@@ -35,11 +35,8 @@ func (s *Server) openaiHandlers() *openai.Handlers {
 // spoolUpload spools an upload's payload under the request's body limits
 // (CONTRACT.md edge.upload-spool).
 func spoolUpload(r *http.Request, body io.Reader) (openai.Payload, error) {
-	threshold, dir := int64(1<<20), ""
-	if l := limitsFrom(r.Context()); l != nil {
-		threshold, dir = l.threshold, l.spoolDir
-	}
-	p, err := spoolBody(body, threshold, dir)
+	b := edge.BodyOf(r.Context())
+	p, err := edge.Spool(body, b.SpoolThreshold, b.SpoolDir)
 	if err != nil {
 		return nil, err
 	}
@@ -47,19 +44,7 @@ func spoolUpload(r *http.Request, body io.Reader) (openai.Payload, error) {
 }
 
 // spooledPayload is a spooled upload as the adapter reads it.
-type spooledPayload struct{ *spooled }
+type spooledPayload struct{ *edge.Spooled }
 
 // Bytes is the payload when it is in memory, else nil.
-func (p spooledPayload) Bytes() []byte { return p.data }
-
-// Blob is the payload for the engine.
-func (p spooledPayload) Blob() backends.Blob { return p.blob() }
-
-// uploadRead tells the connection tracker that an upload's body phase is
-// over (unless the body reader itself failed: the connection keeps its
-// expired read deadline and closes).
-func uploadRead(r *http.Request, err error) {
-	if c := connFrom(r.Context()); c != nil && !bodyFailed(err) {
-		c.bodyDone()
-	}
-}
+func (p spooledPayload) Bytes() []byte { return p.Data }

@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-dev/sluice/conformance"
+	"github.com/sluice-dev/sluice/conformance/inproc"
 	"github.com/sluice-dev/sluice/sim"
 )
 
@@ -51,7 +52,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	case "sim":
 		return sim.Main(args[1:], stdout, stderr)
 	case "conformance":
-		return conformance.Main(args[1:], stdout, stderr)
+		return conformance.Main(args[1:], stdout, stderr, inproc.Build)
 	case "version", "--version":
 		err = version(args[1:], stdout)
 	case "help", "-h", "--help":

@@ -44,7 +44,7 @@ type check struct {
 var allChecks = []check{
 	{name: "server", args: []string{"test", "-count=1", "./server/", "./server/internal/..."}},
 	{name: "conformance", args: []string{"test", "-count=1", "-run", "^TestConformance$", "./conformance/"}},
-	{name: "race", args: []string{"test", "-race", "-count=1", "./server/"}},
+	{name: "race", args: []string{"test", "-race", "-count=1", "./server/", "./server/internal/..."}},
 	{name: "sdk", args: []string{"test", "-count=1", "./server/sdktest/"}},
 }
 

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// A mutant is one planted bug: one or more textual edits of server files.
+// A mutant is one planted bug: one or more textual edits of server files
+// (package server and its internal packages).
 type mutant struct {
 	name  string
 	area  string // deadline, budget, origin, durable, auth, lease
@@ -118,31 +119,31 @@ var mutants = []mutant{
 	// Deadlines: a client that stops reading or sending must lose its
 	// connection within the limits, on every write and every read.
 	{name: "piece-deadline-armed-once", area: "deadline", why: "the write deadline is armed for the first piece only, not re-armed per write",
-		edits: []edit{{file: "server/conns.go", old: "\t\t\tif wt > 0 {\n\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\tif wt > 0 && c.pieceWrite.IsZero() {\n\t\t\t\tc.pieceWrite = now.Add(wt)"}}},
+		edits: []edit{{file: "server/internal/edge/conns.go", old: "\t\t\tif wt > 0 {\n\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\tif wt > 0 && c.pieceWrite.IsZero() {\n\t\t\t\tc.pieceWrite = now.Add(wt)"}}},
 	{name: "piece-deadline-skipped", area: "deadline", why: "no write deadline per piece at all (--write-timeout ignored)",
-		edits: []edit{{file: "server/conns.go", old: "\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\t\t_ = now"}}},
+		edits: []edit{{file: "server/internal/edge/conns.go", old: "\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\t\t_ = now"}}},
 	{name: "events-write-deadline", area: "deadline", why: "the event stream writes without its per-write deadline",
 		edits: []edit{{file: "server/h_events.go", old: "\t_ = rc.SetWriteDeadline(time.Now().Add(timeout)) // unsupported", new: "\t_ = timeout // unsupported"}}},
 	{name: "body-deadline-once", area: "deadline", why: "the body's read deadline is set before the first read only, never moved as bytes arrive",
-		edits: []edit{{file: "server/limits.go", old: "\t\t_ = b.rc.SetReadDeadline(d)\n\t\tb.cleared = false", new: "\t\tif b.n == 0 {\n\t\t\t_ = b.rc.SetReadDeadline(d)\n\t\t}\n\t\tb.cleared = false"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\t_ = b.rc.SetReadDeadline(d)\n\t\tb.cleared = false", new: "\t\tif b.n == 0 {\n\t\t\t_ = b.rc.SetReadDeadline(d)\n\t\t}\n\t\tb.cleared = false"}}},
 	{name: "body-deadline-not-lifted", area: "deadline", why: "the body's read deadline stays after EOF (net/http's background read inherits it)",
-		edits: []edit{{file: "server/limits.go", old: "\t\tb.lift()\n\t}\n\treturn n, err", new: "\t}\n\treturn n, err"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tb.lift()\n\t}\n\treturn n, err", new: "\t}\n\treturn n, err"}}},
 	{name: "body-timeout-ignored", area: "deadline", why: "a read that hit its deadline is not turned into the 408",
-		edits: []edit{{file: "server/limits.go", old: "\t\tif errors.Is(err, os.ErrDeadlineExceeded) {", new: "\t\tif false && errors.Is(err, os.ErrDeadlineExceeded) {"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tif errors.Is(err, os.ErrDeadlineExceeded) {", new: "\t\tif false && errors.Is(err, os.ErrDeadlineExceeded) {"}}},
 
 	// Budgets: every reservation is given back on every path.
 	{name: "budget-mem-not-returned", area: "budget", why: "the memory reservation of a body is never given back",
-		edits: []edit{{file: "server/limits.go", old: "\tb.lim.mem.give(b.memHeld)\n", new: ""}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\tb.lim.mem.give(b.memHeld)\n", new: ""}}},
 	{name: "budget-disk-not-returned", area: "budget", why: "the spool reservation of a body is never given back",
-		edits: []edit{{file: "server/limits.go", old: "\tb.lim.disk.give(b.disk)\n", new: ""}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\tb.lim.disk.give(b.disk)\n", new: ""}}},
 	{name: "budget-refusal-leaks-mem", area: "budget", why: "a body refused for the spool budget keeps its memory reservation",
-		edits: []edit{{file: "server/routes.go", old: "\t\t\t\tbr.release()\n\t\t\t\trefuse(bodyBusy())", new: "\t\t\t\trefuse(bodyBusy())"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\t\t\tbr.release()\n\t\t\t\trefuse(bodyBusy())", new: "\t\t\t\trefuse(bodyBusy())"}}},
 	{name: "budget-chunked-untracked", area: "budget", why: "a body of unknown length is not counted against the budgets",
-		edits: []edit{{file: "server/limits.go", old: "\tif !b.declared && n > 0 && !b.account(int64(n)) {", new: "\tif false && !b.declared && n > 0 && !b.account(int64(n)) {"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\tif !b.declared && n > 0 && !b.account(int64(n)) {", new: "\tif false && !b.declared && n > 0 && !b.account(int64(n)) {"}}},
 	{name: "budget-limit-off-by-one", area: "budget", why: "the budget admits one byte past its limit",
-		edits: []edit{{file: "server/limits.go", old: "b.used+n > b.limit", new: "b.used+n > b.limit+1"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "b.used+n > b.limit", new: "b.used+n > b.limit+1"}}},
 	{name: "spool-file-kept", area: "budget", why: "a spooled upload's temporary file is not removed",
-		edits: []edit{{file: "server/limits.go", old: "\tif rerr := os.Remove(name); rerr != nil && err == nil {", new: "\tif rerr := error(nil); rerr != nil && err == nil && name == \"\" {"}}},
+		edits: []edit{{file: "server/internal/edge/spool.go", old: "\tif rerr := os.Remove(name); rerr != nil && err == nil {", new: "\tif rerr := error(nil); rerr != nil && err == nil && name == \"\" {"}}},
 	{name: "spool-kept-on-query-refusal", area: "budget", why: "a raw upload refused for its query keeps its spool file",
 		edits: []edit{{file: "server/internal/openai/upload.go", old: "\t\t\t_ = p.Close()\n\t\t\treturn nil, httpapi.Invalid(\"more than %d query parameters\", MaxFormFields)", new: "\t\t\treturn nil, httpapi.Invalid(\"more than %d query parameters\", MaxFormFields)"}}},
 	{name: "spool-kept-on-multipart-error", area: "budget", why: "a multipart upload that fails after its file part keeps the spool file",
@@ -150,9 +151,9 @@ var mutants = []mutant{
 
 	// Host and Origin on every state-changing entry.
 	{name: "origin-delete-unchecked", area: "origin", why: "DELETE is not checked for a cross-site Origin",
-		edits: []edit{{file: "server/mw_origin.go", old: "\t\t\tif err := c.Check(r); err != nil {", new: "\t\t\tif err := c.Check(r); err != nil && r.Method != http.MethodDelete {"}}},
+		edits: []edit{{file: "server/internal/edge/origin.go", old: "\t\tif err := c.Check(r); err != nil {", new: "\t\tif err := c.Check(r); err != nil && r.Method != http.MethodDelete {"}}},
 	{name: "origin-put-unchecked", area: "origin", why: "PUT is not checked for a cross-site Origin",
-		edits: []edit{{file: "server/mw_origin.go", old: "\t\t\tif err := c.Check(r); err != nil {", new: "\t\t\tif err := c.Check(r); err != nil && r.Method != http.MethodPut {"}}},
+		edits: []edit{{file: "server/internal/edge/origin.go", old: "\t\tif err := c.Check(r); err != nil {", new: "\t\tif err := c.Check(r); err != nil && r.Method != http.MethodPut {"}}},
 	{name: "ws-origin-unchecked", area: "origin", why: "the WebSocket handshake is not checked for a foreign Origin before its lease",
 		edits: []edit{{file: "server/h_realtime.go", old: "\tif err := s.checkWSOrigin(r); err != nil {\n\t\treturn err\n\t}\n", new: ""}}},
 	{name: "ws-origin-scheme-ignored", area: "origin", why: "the handshake matches --allowed-origins by host, not scheme://host",
@@ -163,15 +164,15 @@ var mutants = []mutant{
 			{file: "server/h_realtime.go", old: "OriginPatterns: s.wsOrigins()})", new: "OriginPatterns: []string{\"*\"}})"},
 		}},
 	{name: "host-portless-any", area: "origin", why: "a Host without a port passes whatever its name",
-		edits: []edit{{file: "server/mw_origin.go", old: "\treturn port != \"\" && h.exact[host+\":\"+port]", new: "\treturn port == \"\" || h.exact[host+\":\"+port]"}}},
+		edits: []edit{{file: "server/internal/edge/origin.go", old: "\treturn port != \"\" && h.exact[host+\":\"+port]", new: "\treturn port == \"\" || h.exact[host+\":\"+port]"}}},
 	{name: "host-probe-prefix", area: "origin", why: "every /v2/ path is exempt from the Host check, not only the two probes",
-		edits: []edit{{file: "server/mw_origin.go", old: "\treturn p == \"/healthz\" ||", new: "\treturn strings.HasPrefix(p, \"/v2/\") || p == \"/healthz\" ||"}}},
+		edits: []edit{{file: "server/internal/edge/origin.go", old: "\treturn p == \"/healthz\" ||", new: "\treturn strings.HasPrefix(p, \"/v2/\") || p == \"/healthz\" ||"}}},
 	{name: "session-origin-proof-skipped", area: "origin", why: "a cookie session's PUT and DELETE need no same-origin proof (only POST)",
-		edits: []edit{{file: "server/mw_auth.go", old: "!safeMethod(r.Method) && !sameOrigin(r)", new: "r.Method == http.MethodPost && !sameOrigin(r)"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "!safeMethod(r.Method) && !sameOrigin(r)", new: "r.Method == http.MethodPost && !sameOrigin(r)"}}},
 	{name: "same-origin-foreign-accepted", area: "origin", why: "a foreign Origin with the X-Sluice-UI header passes as same-origin",
-		edits: []edit{{file: "server/mw_auth.go", old: "\tif origin != \"\" && origin != scheme+r.Host {", new: "\tif false && origin != scheme+r.Host {"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tif origin != \"\" && origin != scheme+r.Host {", new: "\tif false && origin != scheme+r.Host {"}}},
 	{name: "sign-in-no-proof", area: "origin", why: "sign-in needs no same-origin proof (login CSRF)",
-		edits: []edit{{file: "server/mw_auth.go", old: "\tif !sameOrigin(r) {\n\t\treturn errNoProof\n\t}\n\t// Every attempt", new: "\t// Every attempt"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tif !sameOrigin(r) {\n\t\treturn errNoProof\n\t}\n\t// Every attempt", new: "\t// Every attempt"}}},
 
 	// A change is answered 200 only once it is durable.
 	{name: "durable-apply", area: "durable", why: "PUT answers 200 although its record failed",
@@ -195,15 +196,15 @@ var mutants = []mutant{
 
 	// Authorization on every protocol's management routes.
 	{name: "auth-api-key-manages", area: "auth", why: "the API key (not the management key) can manage",
-		edits: []edit{{file: "server/mw_auth.go", old: "\tcase c.scope == scopeManage && (c.bearer || c.cookie && sessionsOK):", new: "\tcase c.scope != scopeNone && (c.bearer || c.cookie && sessionsOK):"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tcase c.scope == scopeManage && (c.bearer || c.cookie && sessionsOK):", new: "\tcase c.scope != scopeNone && (c.bearer || c.cookie && sessionsOK):"}}},
 	{name: "auth-management-flag-ignored", area: "auth", why: "management works without --ui-management",
-		edits: []edit{{file: "server/mw_auth.go", old: "\tcase !a.management:", new: "\tcase false:"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tcase !a.management:", new: "\tcase false:"}}},
 	{name: "auth-session-everywhere", area: "auth", why: "a dashboard session is accepted on API-key-only routes",
-		edits: []edit{{file: "server/mw_auth.go", old: "\tcase c.scope != scopeNone && c.cookie && sessionsOK:", new: "\tcase c.scope != scopeNone && c.cookie:"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tcase c.scope != scopeNone && c.cookie && sessionsOK:", new: "\tcase c.scope != scopeNone && c.cookie:"}}},
 	{name: "auth-bulk-unload-read", area: "auth", why: "the management-key-only routes (bulk unload) need only the API key",
-		edits: []edit{{file: "server/routes.go", old: "\t\tr.Use(a.apiManage())", new: "\t\tr.Use(a.apiRead())"}}},
+		edits: []edit{{file: "server/routes.go", old: "\t\tr.Use(a.APIManage())", new: "\t\tr.Use(a.APIRead())"}}},
 	{name: "auth-dashboard-manage-read", area: "auth", why: "the dashboard's management routes (PUT, load, unload, OIP repository) need only read access",
-		edits: []edit{{file: "server/routes.go", old: "\t\tr.Use(a.dashboardManage())", new: "\t\tr.Use(a.dashboardRead())"}}},
+		edits: []edit{{file: "server/routes.go", old: "\t\tr.Use(a.DashboardManage())", new: "\t\tr.Use(a.DashboardRead())"}}},
 	{name: "auth-v2-repo-load-open", area: "auth", why: "the OIP repository load route is registered among the read routes",
 		edits: []edit{
 			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(v2.Load)) // the same managers (internal/oip)\n", new: ""},
@@ -215,7 +216,7 @@ var mutants = []mutant{
 			{file: "server/routes.go", old: "\t\tr.Get(\"/v1/ui/config\", adapt(s.handleUIConfig))\n", new: "\t\tr.Get(\"/v1/ui/config\", adapt(s.handleUIConfig))\n\t\tr.Put(\"/v1/settings/models-root\", adapt(s.handleSetModelsRoot))\n"},
 		}},
 	{name: "auth-repeated-header", area: "auth", why: "a repeated Authorization header is not refused (the first one wins)",
-		edits: []edit{{file: "server/mw_auth.go", old: "\tswitch len(vals) {\n\tcase 0:", new: "\tswitch min(len(vals), 1) {\n\tcase 0:"}}},
+		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tswitch len(vals) {\n\tcase 0:", new: "\tswitch min(len(vals), 1) {\n\tcase 0:"}}},
 
 	// Leases held by the edge are given back on every path.
 	{name: "ws-failed-upgrade-leaks-lease", area: "lease", why: "a refused WebSocket upgrade keeps its lease (a slot lost per attempt)",

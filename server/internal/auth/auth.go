@@ -1,8 +1,23 @@
-package server
+// Package auth is who may do what on the server (CONTRACT.md err.auth,
+// err.permission, ui.*): the API key, the management key and dashboard
+// sessions.
+//
+// A request proves itself with one "Authorization: Bearer TOKEN" header or,
+// without one, with a dashboard session cookie (session.go). A Bearer
+// token is accepted wherever its key is; a session only on the routes the
+// dashboard itself calls (package server's routes.go: the dashboard's
+// reads, and for a session made with the management key the management
+// routes its buttons use), never on inference; and a session's
+// state-changing request also needs a same-origin proof, so a cookie alone
+// never acts cross-site. Every protocol's management routes, the inference
+// protocol's repository included, sit behind the same guards.
+package auth
 
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -11,17 +26,25 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
-// Keys, sessions and who may do what (CONTRACT.md err.auth, ui.*).
-//
-// A request proves itself with one "Authorization: Bearer TOKEN" header or,
-// without one, with a dashboard session cookie (session.go). A Bearer
-// token is accepted wherever its key is; a session only on the routes the
-// dashboard itself calls (routes.go: the dashboard's reads, and for a
-// session made with the management key the management routes its buttons
-// use), never on inference; and a session's state-changing request also
-// needs a same-origin proof, so a cookie alone never acts cross-site.
+// Error is the server's one error type (httpapi.Error).
+type Error = httpapi.Error
+
+// forbidden is a 403 permission_error (the server's Forbidden).
+func forbidden(format string, args ...any) *Error {
+	return &Error{Status: http.StatusForbidden, Type: "permission_error", Message: fmt.Sprintf(format, args...)}
+}
+
+// unauthorized is a 401 for a missing or wrong key in OpenAI's shape: type
+// invalid_request_error, code invalid_api_key (CONTRACT.md err.auth), which
+// the OpenAI SDKs surface as their AuthenticationError (the server's
+// Unauthorized).
+func unauthorized(format string, args ...any) *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key", Message: fmt.Sprintf(format, args...)}
+}
 
 // APIKeyOnlyWarning is logged once at start when --api-key is set without
 // --management-key (CONTRACT.md ui.api-key-only).
@@ -62,22 +85,54 @@ func credOf(r *http.Request) credential {
 	return c
 }
 
-// auth holds the keys, the session table and the sign-in limiter.
-type auth struct {
+// Config is what authorization takes from the server's configuration and
+// wiring.
+type Config struct {
+	APIKey        string // --api-key: "" leaves the API open
+	ManagementKey string // --management-key
+	Management    bool   // --ui-management: management is refused (403) without it
+	SignInLimit   int    // failed sign-ins a minute; 0: DefaultSignInLimit
+	// WriteError writes the guards' refusals (the server's one error
+	// writer).
+	WriteError func(http.ResponseWriter, *http.Request, error)
+	// Decode decodes a sign-in body strictly (the server's JSON decoder:
+	// Content-Type, unknown and repeated keys, the body's limits).
+	Decode func(*http.Request, any) error
+	// Log receives APIKeyOnlyWarning; nil: slog.Default().
+	Log *slog.Logger
+	// Now is the clock of sessions and the sign-in limiter; nil: time.Now
+	// (tests pin it).
+	Now func() time.Time
+}
+
+// Auth holds the keys, the session table and the sign-in limiter.
+type Auth struct {
 	apiKey, mgmtKey string
 	management      bool // --ui-management
 	sessions        *sessionTable
 	failures        *rate.Limiter
 	now             func() time.Time
+	writeError      func(http.ResponseWriter, *http.Request, error)
+	decode          func(*http.Request, any) error
 }
 
-func newAuth(cfg Config, log *slog.Logger) *auth {
+// New builds the authorization of one server; it logs APIKeyOnlyWarning
+// when an API key comes without a management key.
+func New(cfg Config) *Auth {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	if cfg.APIKey != "" && cfg.ManagementKey == "" {
 		log.Warn(APIKeyOnlyWarning)
 	}
-	return &auth{apiKey: cfg.APIKey, mgmtKey: cfg.ManagementKey, management: cfg.UIManagement,
-		sessions: newSessionTable(sessionTTL, maxSessions, nil),
-		failures: signInLimiter(cfg.SignInLimit), now: time.Now}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Auth{apiKey: cfg.APIKey, mgmtKey: cfg.ManagementKey, management: cfg.Management,
+		sessions: newSessionTable(sessionTTL, maxSessions, now),
+		failures: signInLimiter(cfg.SignInLimit), now: now, writeError: cfg.WriteError, decode: cfg.Decode}
 }
 
 func sameKey(got, want string) bool {
@@ -86,7 +141,7 @@ func sameKey(got, want string) bool {
 
 // scopeOfKey is what key grants; both keys are always compared, so the
 // time taken does not say which one matched.
-func (a *auth) scopeOfKey(key string) scope {
+func (a *Auth) scopeOfKey(key string) scope {
 	api, mgmt := sameKey(key, a.apiKey), sameKey(key, a.mgmtKey)
 	switch {
 	case mgmt:
@@ -107,29 +162,29 @@ func parseBearer(r *http.Request) (token string, ok bool, err error) {
 		return "", false, nil
 	case 1:
 	default:
-		return "", false, InvalidParam("Authorization", "repeated Authorization header: send exactly one")
+		return "", false, httpapi.InvalidParam("Authorization", "repeated Authorization header: send exactly one")
 	}
 	h := vals[0]
 	if len(h) < 8 || !strings.EqualFold(h[:7], "bearer ") {
-		return "", false, InvalidParam("Authorization", "Authorization must be exactly one Bearer token")
+		return "", false, httpapi.InvalidParam("Authorization", "Authorization must be exactly one Bearer token")
 	}
 	token = h[7:]
 	for i := 0; i < len(token); i++ {
 		if c := token[i]; c <= ' ' || c > '~' {
-			return "", false, InvalidParam("Authorization", "Authorization must be exactly one Bearer token")
+			return "", false, httpapi.InvalidParam("Authorization", "Authorization must be exactly one Bearer token")
 		}
 	}
 	return token, true, nil
 }
 
-// authenticate resolves the request's credential for the route guards
+// Authenticate resolves the request's credential for the route guards
 // below; a malformed or repeated Authorization header is 400 on every route
 // (CONTRACT.md ui.auth-header).
-func (a *auth) authenticate(next http.Handler) http.Handler {
+func (a *Auth) Authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := parseBearer(r)
 		if err != nil {
-			writeError(w, r, err)
+			a.writeError(w, r, err)
 			return
 		}
 		var c credential
@@ -164,11 +219,11 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-var errNoProof = Forbidden("a dashboard session needs the %s: 1 header or a same-origin Origin for this request", uiHeader)
+var errNoProof = forbidden("a dashboard session needs the %s: 1 header or a same-origin Origin for this request", uiHeader)
 
 // readOK is the API-key check of a route: open without --api-key; else a
 // valid Bearer key, or a session where sessions are accepted.
-func (a *auth) readOK(c credential, sessionsOK bool) *Error {
+func (a *Auth) readOK(c credential, sessionsOK bool) *Error {
 	if a.apiKey == "" {
 		return nil
 	}
@@ -178,42 +233,42 @@ func (a *auth) readOK(c credential, sessionsOK bool) *Error {
 	case c.scope != scopeNone && c.cookie && sessionsOK:
 		return nil
 	case c.scope != scopeNone && c.cookie:
-		return Unauthorized("a dashboard session is accepted only on the dashboard's routes: send the API key as a Bearer token")
+		return unauthorized("a dashboard session is accepted only on the dashboard's routes: send the API key as a Bearer token")
 	}
-	return Unauthorized("missing or wrong API key")
+	return unauthorized("missing or wrong API key")
 }
 
 // manageOK is the management check of a route (CONTRACT.md err.permission,
 // err.auth, ui.api-key-only, ui.session-scope).
-func (a *auth) manageOK(c credential, sessionsOK bool) *Error {
+func (a *Auth) manageOK(c credential, sessionsOK bool) *Error {
 	if err := a.readOK(c, sessionsOK); err != nil {
 		return err
 	}
 	switch {
 	case !a.management:
-		return Forbidden("management is disabled: start the server with --ui-management")
+		return forbidden("management is disabled: start the server with --ui-management")
 	case a.apiKey != "" && a.mgmtKey == "":
-		return Forbidden("management needs --management-key when --api-key is set")
+		return forbidden("management needs --management-key when --api-key is set")
 	case a.mgmtKey == "":
 		return nil
 	case c.scope == scopeManage && (c.bearer || c.cookie && sessionsOK):
 		return nil
 	}
-	return Unauthorized("missing or wrong management key")
+	return unauthorized("missing or wrong management key")
 }
 
 // guard wraps a route group with check; a session's state-changing request
 // also needs the same-origin proof.
-func (a *auth) guard(check func(credential, bool) *Error, sessionsOK bool) func(http.Handler) http.Handler {
+func (a *Auth) guard(check func(credential, bool) *Error, sessionsOK bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c := credOf(r)
 			if err := check(c, sessionsOK); err != nil {
-				writeError(w, r, err)
+				a.writeError(w, r, err)
 				return
 			}
 			if c.cookie && c.scope != scopeNone && sessionsOK && !safeMethod(r.Method) && !sameOrigin(r) {
-				writeError(w, r, errNoProof)
+				a.writeError(w, r, errNoProof)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -221,15 +276,35 @@ func (a *auth) guard(check func(credential, bool) *Error, sessionsOK bool) func(
 	}
 }
 
-// The guards of routes.go.
-func (a *auth) dashboardRead() func(http.Handler) http.Handler   { return a.guard(a.readOK, true) }
-func (a *auth) apiRead() func(http.Handler) http.Handler         { return a.guard(a.readOK, false) }
-func (a *auth) dashboardManage() func(http.Handler) http.Handler { return a.guard(a.manageOK, true) }
-func (a *auth) apiManage() func(http.Handler) http.Handler       { return a.guard(a.manageOK, false) }
+// DashboardRead guards the dashboard's reads: the API key (when set) as a
+// Bearer token or any dashboard session.
+func (a *Auth) DashboardRead() func(http.Handler) http.Handler { return a.guard(a.readOK, true) }
 
-// canManage says whether r's credential would pass the management check on
+// APIRead guards the rest of the API: the API key (when set) as a Bearer
+// token only.
+func (a *Auth) APIRead() func(http.Handler) http.Handler { return a.guard(a.readOK, false) }
+
+// DashboardManage guards the management routes the dashboard's buttons
+// use: --ui-management, and the management key as a Bearer token or a
+// session made with it.
+func (a *Auth) DashboardManage() func(http.Handler) http.Handler { return a.guard(a.manageOK, true) }
+
+// APIManage guards the other management routes: --ui-management and the
+// management key as a Bearer token only.
+func (a *Auth) APIManage() func(http.Handler) http.Handler { return a.guard(a.manageOK, false) }
+
+// SessionScope is the scope of r's dashboard session, "api" or
+// "management", or "" when r came with none (a Bearer key, or no key).
+func SessionScope(r *http.Request) string {
+	if c := credOf(r); c.cookie {
+		return c.scope.String()
+	}
+	return ""
+}
+
+// CanManage says whether r's credential would pass the management check on
 // the dashboard's management routes, and if not, why (for /v1/ui/config).
-func (a *auth) canManage(r *http.Request) (bool, string) {
+func (a *Auth) CanManage(r *http.Request) (bool, string) {
 	if err := a.manageOK(credOf(r), true); err != nil {
 		if err.Status == http.StatusUnauthorized {
 			return false, "management needs the management key: sign in with it"
@@ -247,10 +322,10 @@ type SessionAnswer struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
-// handleSignIn answers POST /v1/ui/session {"key": KEY}: a session cookie
+// HandleSignIn answers POST /v1/ui/session {"key": KEY}: a session cookie
 // for a valid key, 401 for any other, without saying which keys exist; 429
 // once failures pass the limit (CONTRACT.md ui.sign-in, ui.sign-in-rate).
-func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
+func (a *Auth) HandleSignIn(w http.ResponseWriter, r *http.Request) error {
 	if !sameOrigin(r) {
 		return errNoProof
 	}
@@ -274,15 +349,15 @@ func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Key string `json:"key"`
 	}
-	if err := decodeStrict(r, &body); err != nil {
+	if err := a.decode(r, &body); err != nil {
 		return err
 	}
 	if body.Key == "" || len(body.Key) > maxKeyLen {
-		return InvalidParam("key", "key must be 1 to %d bytes", maxKeyLen)
+		return httpapi.InvalidParam("key", "key must be 1 to %d bytes", maxKeyLen)
 	}
 	sc := a.scopeOfKey(body.Key)
 	if sc == scopeNone {
-		return Unauthorized("wrong key")
+		return unauthorized("wrong key")
 	}
 	failed = false
 	token, exp, err := a.sessions.create(sc)
@@ -294,9 +369,9 @@ func (a *auth) handleSignIn(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, SessionAnswer{Object: "session", SignedIn: true, Scope: sc.String(), ExpiresAt: &exp})
 }
 
-// handleSignOut answers DELETE /v1/ui/session: the cookie's session is
+// HandleSignOut answers DELETE /v1/ui/session: the cookie's session is
 // deleted and the cookie cleared (CONTRACT.md ui.sign-out).
-func (a *auth) handleSignOut(w http.ResponseWriter, r *http.Request) error {
+func (a *Auth) HandleSignOut(w http.ResponseWriter, r *http.Request) error {
 	if !sameOrigin(r) {
 		return errNoProof
 	}
@@ -305,4 +380,13 @@ func (a *auth) handleSignOut(w http.ResponseWriter, r *http.Request) error {
 	}
 	http.SetCookie(w, clearedCookie(r))
 	return writeJSON(w, SessionAnswer{Object: "session"})
+}
+
+// writeJSON writes v with status 200.
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("auth: encode response: %w", err)
+	}
+	return nil
 }

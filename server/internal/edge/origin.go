@@ -1,4 +1,4 @@
-package server
+package edge
 
 import (
 	"fmt"
@@ -95,19 +95,18 @@ func probePath(p string) bool {
 	return p == "/healthz" || p == "/readyz" || p == "/v2/health/live" || p == "/v2/health/ready"
 }
 
-// checkHost refuses a request whose Host is not allowed with 403
+// CheckHost refuses a request whose Host is not allowed with 403
 // permission_error host_not_allowed (CONTRACT.md err.host).
-func checkHost(h *hostAllowList) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !h.allowed(r.Host) && !probePath(r.URL.Path) {
-				writeError(w, r, &Error{Status: http.StatusForbidden, Type: "permission_error", Code: "host_not_allowed",
-					Message: fmt.Sprintf("host %q is not allowed: start the server with --allowed-hosts to serve it", r.Host)})
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
+func (e *Edge) CheckHost(next http.Handler) http.Handler {
+	h := e.hosts
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.allowed(r.Host) && !probePath(r.URL.Path) {
+			e.writeError(w, r, &Error{Status: http.StatusForbidden, Type: "permission_error", Code: "host_not_allowed",
+				Message: fmt.Sprintf("host %q is not allowed: start the server with --allowed-hosts to serve it", r.Host)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // newOriginCheck builds the cross-origin check of state-changing requests
@@ -130,21 +129,20 @@ func newOriginCheck(trusted []string) (*http.CrossOriginProtection, error) {
 	return c, nil
 }
 
-// checkOrigin answers a refused cross-origin request with 403
+// CheckOrigin answers a refused cross-origin request with 403
 // permission_error origin_not_allowed (CONTRACT.md err.origin).
-func checkOrigin(c *http.CrossOriginProtection) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := c.Check(r); err != nil {
-				msg := "cross-origin request refused"
-				if o := r.Header.Get("Origin"); o != "" {
-					msg = fmt.Sprintf("origin %q is not allowed: start the server with --allowed-origins to trust it", o)
-				}
-				writeError(w, r, &Error{Status: http.StatusForbidden, Type: "permission_error", Code: "origin_not_allowed",
-					Message: msg, Err: err})
-				return
+func (e *Edge) CheckOrigin(next http.Handler) http.Handler {
+	c := e.origins
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Check(r); err != nil {
+			msg := "cross-origin request refused"
+			if o := r.Header.Get("Origin"); o != "" {
+				msg = fmt.Sprintf("origin %q is not allowed: start the server with --allowed-origins to trust it", o)
 			}
-			next.ServeHTTP(w, r)
-		})
-	}
+			e.writeError(w, r, &Error{Status: http.StatusForbidden, Type: "permission_error", Code: "origin_not_allowed",
+				Message: msg, Err: err})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -1,4 +1,4 @@
-package server
+package edge
 
 import (
 	"context"
@@ -14,18 +14,18 @@ import (
 
 // Stalled socket I/O at shutdown (CONTRACT.md time.shutdown-stalled-io).
 //
-// Every accepted connection is wrapped in a trackedConn that notes, once
+// Every accepted connection is wrapped in a Conn that notes, once
 // shutdown has begun, when its reads and writes last made progress. While
-// the server shuts down, the slice loop (shutdown.go) visits every
-// connection every tickEvery and gives it a deadline of stallSlice after its
-// last progress:
+// the server shuts down, the slice loop (package server's shutdown.go,
+// through Edge.Tick) visits every connection every TickEvery and gives it
+// a deadline of stallSlice after its last progress:
 //
 //   - read deadlines only while the connection waits for a request header
 //     or its handler still reads the request body. Once a handler has read
 //     its body, net/http keeps a background read on the connection to see a
 //     disconnect, and a failing read there cancels the request's context:
 //     such connections never get a read deadline, and the body phase lifts
-//     one that was set (trackedConn.bodyDone).
+//     one that was set (Conn.bodyDone).
 //   - write deadlines always: a write blocked for a whole slice without
 //     progress fails, and the handler sees the error (a stream stops and
 //     releases its lease).
@@ -50,17 +50,18 @@ import (
 // and is closed.
 const (
 	stallSlice = 250 * time.Millisecond
-	tickEvery  = 50 * time.Millisecond
+	// TickEvery is how often the shutdown's slice loop calls Edge.Tick.
+	TickEvery  = 50 * time.Millisecond
 	writePiece = 64 << 10
 )
 
-// connTracker knows every open connection of one server.
-type connTracker struct {
+// tracker knows every open connection of one server.
+type tracker struct {
 	stopping atomic.Bool
 	start    atomic.Int64 // unix nanoseconds when shutdown began
 
 	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
+	conns map[*Conn]struct{}
 	empty chan struct{} // closed once stopping and no connection is left
 
 	writeTimeout time.Duration // every socket write's deadline; 0: none
@@ -76,12 +77,12 @@ type connTracker struct {
 	changed chan struct{}
 }
 
-func newConnTracker() *connTracker {
-	return &connTracker{conns: map[*trackedConn]struct{}{}, empty: make(chan struct{}), changed: make(chan struct{})}
+func newTracker() *tracker {
+	return &tracker{conns: map[*Conn]struct{}{}, empty: make(chan struct{}), changed: make(chan struct{})}
 }
 
 // notify wakes awaitConns callers.
-func (t *connTracker) notify() {
+func (t *tracker) notify() {
 	if !t.watched.Load() {
 		return
 	}
@@ -93,7 +94,7 @@ func (t *connTracker) notify() {
 
 // awaitConns blocks until cond holds for the open connections or ctx ends;
 // tests use it to know that a client reached a phase without sleeping.
-func (t *connTracker) awaitConns(ctx context.Context, cond func([]*trackedConn) bool) error {
+func (t *tracker) awaitConns(ctx context.Context, cond func([]*Conn) bool) error {
 	t.watched.Store(true)
 	for {
 		t.wmu.Lock()
@@ -110,17 +111,26 @@ func (t *connTracker) awaitConns(ctx context.Context, cond func([]*trackedConn) 
 	}
 }
 
-// phase returns whether a handler runs on c and whether it still reads its
+// Phase returns whether a handler runs on c and whether it still reads its
 // body.
-func (c *trackedConn) phase() (inHandler, readingBody bool) {
+func (c *Conn) Phase() (inHandler, readingBody bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.inHandler, c.readingBody
 }
 
+// ReadDeadlineHeld reports whether a read deadline is kept on c, set by
+// net/http or a handler, or by the slice loop (diagnostics and tests: none
+// may stay once the body was read).
+func (c *Conn) ReadDeadlineHeld() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.appRead.IsZero() || c.readDeadline
+}
+
 // beginShutdown starts progress tracking; it returns a channel closed when
 // the last connection has closed.
-func (t *connTracker) beginShutdown(now time.Time) <-chan struct{} {
+func (t *tracker) beginShutdown(now time.Time) <-chan struct{} {
 	t.start.Store(now.UnixNano())
 	t.stopping.Store(true)
 	t.mu.Lock()
@@ -129,7 +139,7 @@ func (t *connTracker) beginShutdown(now time.Time) <-chan struct{} {
 	return t.empty
 }
 
-func (t *connTracker) closeIfEmptyLocked() {
+func (t *tracker) closeIfEmptyLocked() {
 	if len(t.conns) == 0 && t.stopping.Load() {
 		select {
 		case <-t.empty:
@@ -140,8 +150,8 @@ func (t *connTracker) closeIfEmptyLocked() {
 }
 
 // connState is the http.Server's ConnState hook.
-func (t *connTracker) connState(c net.Conn, st http.ConnState) {
-	tc, ok := c.(*trackedConn)
+func (t *tracker) connState(c net.Conn, st http.ConnState) {
+	tc, ok := c.(*Conn)
 	if !ok {
 		return
 	}
@@ -160,17 +170,17 @@ func (t *connTracker) connState(c net.Conn, st http.ConnState) {
 }
 
 // count returns the number of open connections.
-func (t *connTracker) count() int {
+func (t *tracker) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.conns)
 }
 
 // snapshot returns the open connections.
-func (t *connTracker) snapshot() []*trackedConn {
+func (t *tracker) snapshot() []*Conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*trackedConn, 0, len(t.conns))
+	out := make([]*Conn, 0, len(t.conns))
 	for c := range t.conns {
 		out = append(out, c)
 	}
@@ -178,17 +188,17 @@ func (t *connTracker) snapshot() []*trackedConn {
 }
 
 // tick gives every connection its deadlines for this slice.
-func (t *connTracker) tick(now time.Time) {
+func (t *tracker) tick(now time.Time) {
 	start := t.start.Load()
 	for _, c := range t.snapshot() {
 		c.tick(now, start)
 	}
 }
 
-// trackedListener wraps accepted connections in trackedConns.
+// trackedListener wraps accepted connections in tracked connections.
 type trackedListener struct {
 	net.Listener
-	t *connTracker
+	t *tracker
 }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
@@ -198,7 +208,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		tc := &trackedConn{Conn: c, t: t, opened: time.Now()}
+		tc := &Conn{Conn: c, t: t, opened: time.Now()}
 		n := t.open.Add(1)
 		if limit := int64(t.maxConns); limit > 0 && n > limit {
 			switch v := t.victim(); {
@@ -222,14 +232,14 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 // oldest whose handler still reads its body; nil when every connection is
 // past its body. A connection whose answer net/http still flushes is never
 // taken.
-func (t *connTracker) victim() *trackedConn {
-	var best *trackedConn
+func (t *tracker) victim() *Conn {
+	var best *Conn
 	bestClass := 2
 	for _, c := range t.snapshot() {
 		if c.closed.Load() || c.finishing.Load() {
 			continue
 		}
-		in, body := c.phase()
+		in, body := c.Phase()
 		class := 2
 		switch {
 		case !in:
@@ -255,7 +265,7 @@ const tooManyConnsBody = `{"error":{"message":"too many open connections; retry 
 var busyAnswer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: " + strconv.Itoa(retryAfterSeconds) +
 	"\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(tooManyConnsBody)) + "\r\n\r\n" + tooManyConnsBody
 
-func refuseConn(c *trackedConn) {
+func refuseConn(c *Conn) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = io.WriteString(c.Conn, busyAnswer)
 	_ = c.Close()
@@ -267,11 +277,12 @@ func isProbe(r *http.Request) bool {
 	return r.Method == http.MethodGet && probePath(r.URL.Path)
 }
 
-// trackedConn is one accepted connection and what shutdown needs to know
-// about it.
-type trackedConn struct {
+// Conn is one accepted connection and what shutdown and the connection
+// limit need to know about it. The embedded net.Conn is the socket
+// itself (tests shrink its buffers).
+type Conn struct {
 	net.Conn
-	t *connTracker
+	t *tracker
 
 	lastRead  atomic.Int64 // unix ns of the last read progress, noted once stopping
 	lastWrite atomic.Int64 // unix ns of the last write progress or write start, noted once stopping
@@ -311,14 +322,14 @@ func earliest(ts ...time.Time) time.Time {
 
 // SetReadDeadline records the read deadline of net/http or the handler and
 // applies the earlier of it and the slice loop's.
-func (c *trackedConn) SetReadDeadline(t time.Time) error {
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.appRead = t
 	return c.applyReadLocked()
 }
 
-func (c *trackedConn) applyReadLocked() error {
+func (c *Conn) applyReadLocked() error {
 	var slice time.Time
 	if c.readDeadline {
 		slice = c.sliceRead
@@ -328,31 +339,31 @@ func (c *trackedConn) applyReadLocked() error {
 
 // SetWriteDeadline records the write deadline of net/http or the handler
 // and applies the earliest of it, the piece's and the slice loop's.
-func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.appWrite = t
 	return c.applyWriteLocked()
 }
 
-func (c *trackedConn) applyWriteLocked() error {
+func (c *Conn) applyWriteLocked() error {
 	return c.Conn.SetWriteDeadline(earliest(c.appWrite, c.pieceWrite, c.sliceWrite))
 }
 
 // SetDeadline sets both deadlines.
-func (c *trackedConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
 }
 
 // Close closes the connection once and counts it out of the limit.
-func (c *trackedConn) Close() error {
+func (c *Conn) Close() error {
 	if !c.closed.Swap(true) {
 		c.t.open.Add(-1)
 	}
 	return c.Conn.Close()
 }
 
-func (c *trackedConn) Read(p []byte) (int, error) {
+func (c *Conn) Read(p []byte) (int, error) {
 	if c.t.stopping.Load() {
 		// The slice's deadline counts from the last progress, computed now:
 		// a tick the slice loop ran late (or not yet) must not fail a
@@ -370,7 +381,7 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *trackedConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	c.writing.Store(true)
 	if c.t.stopping.Load() {
 		c.lastWrite.Store(time.Now().UnixNano())
@@ -413,7 +424,7 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 
 // CloseWrite half-closes a TCP connection, as net/http does before closing
 // a connection it answered with an error.
-func (c *trackedConn) CloseWrite() error {
+func (c *Conn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
@@ -423,7 +434,7 @@ func (c *trackedConn) CloseWrite() error {
 // beginRequest marks a handler running; hasBody says whether it still has a
 // body to read. Without one, net/http's background read already watches the
 // connection, so a read deadline set while the header was awaited is lifted.
-func (c *trackedConn) beginRequest(hasBody bool) {
+func (c *Conn) beginRequest(hasBody bool) {
 	c.mu.Lock()
 	c.inHandler, c.readingBody = true, hasBody
 	if !hasBody {
@@ -435,7 +446,7 @@ func (c *trackedConn) beginRequest(hasBody bool) {
 
 // bodyDone marks the end of the handler's body phase: no read deadline
 // stays on the connection, neither the slice loop's nor the body reader's.
-func (c *trackedConn) bodyDone() {
+func (c *Conn) bodyDone() {
 	c.mu.Lock()
 	if c.readingBody {
 		c.readingBody = false
@@ -449,7 +460,7 @@ func (c *trackedConn) bodyDone() {
 
 // endRequest marks the handler finished; until the connection is idle
 // again net/http still flushes the answer, and the limit does not close it.
-func (c *trackedConn) endRequest() {
+func (c *Conn) endRequest() {
 	c.finishing.Store(true)
 	c.mu.Lock()
 	c.inHandler, c.readingBody = false, false
@@ -457,7 +468,7 @@ func (c *trackedConn) endRequest() {
 	c.t.notify()
 }
 
-func (c *trackedConn) clearReadDeadlineLocked() {
+func (c *Conn) clearReadDeadlineLocked() {
 	if c.readDeadline {
 		c.readDeadline = false
 		_ = c.applyReadLocked()
@@ -467,8 +478,8 @@ func (c *trackedConn) clearReadDeadlineLocked() {
 // tick sets the connection's deadlines for one slice: stallSlice after the
 // later of its last progress and the start of shutdown. A connection that
 // is not writing gets no write deadline from the loop (each piece it
-// writes sets its own, trackedConn.Write).
-func (c *trackedConn) tick(_ time.Time, start int64) {
+// writes sets its own, Conn.Write).
+func (c *Conn) tick(_ time.Time, start int64) {
 	c.wmu.Lock()
 	if c.writing.Load() {
 		c.sliceWrite = time.Unix(0, max(c.lastWrite.Load(), start)).Add(stallSlice)
@@ -488,17 +499,17 @@ func (c *trackedConn) tick(_ time.Time, start int64) {
 
 // armReadSliceLocked sets the slice's read deadline: stallSlice after the
 // later of the last read progress and the start of shutdown.
-func (c *trackedConn) armReadSliceLocked(start int64) {
+func (c *Conn) armReadSliceLocked(start int64) {
 	c.sliceRead = time.Unix(0, max(c.lastRead.Load(), start)).Add(stallSlice)
 	_ = c.applyReadLocked()
 }
 
 type connKey struct{}
 
-// connContext is the http.Server's ConnContext hook: it lets handlers find
+// ConnContext is the http.Server's ConnContext hook: it lets handlers find
 // their connection.
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*trackedConn); ok {
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*Conn); ok {
 		return context.WithValue(ctx, connKey{}, tc)
 	}
 	return ctx
@@ -506,14 +517,15 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 // connFrom returns the tracked connection of a request, or nil (for example
 // under httptest.NewRecorder).
-func connFrom(ctx context.Context) *trackedConn {
-	c, _ := ctx.Value(connKey{}).(*trackedConn)
+func connFrom(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
 	return c
 }
 
-// trackRequest is the middleware that tells the connection when its handler
-// runs and whether it still reads a body.
-func trackRequest(next http.Handler) http.Handler {
+// Track is the middleware that tells the connection when its handler
+// runs and whether it still reads a body; on a connection of the probe
+// reserve it answers everything but a probe 503 (edge.conn-limit).
+func Track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := connFrom(r.Context())
 		if c == nil {

@@ -1,7 +1,6 @@
-package server
+package edge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // Limits of the serving edge (CONTRACT.md "Connections and request bodies",
@@ -30,12 +29,12 @@ const (
 	// for files, the listener, the spool, the probe reserve and the engines.
 	fdHeadroom   = 64
 	minAutoConns = 16
-	// refuseDrain bounds how long net/http may read the rest of a body
+	// RefuseDrain bounds how long net/http may read the rest of a body
 	// that was refused unread (413, 503 body_budget) to keep the
 	// connection.
-	refuseDrain = time.Second
-	// maxFormField bounds a multipart field other than the file.
-	maxFormField = 4 << 10
+	RefuseDrain = time.Second
+	// MaxFormField bounds a multipart field other than the file.
+	MaxFormField = 4 << 10
 )
 
 // bodyLimits is what the body middleware and the body readers share: the
@@ -104,6 +103,9 @@ var errBodyTimeout = errors.New("request body not received in time")
 // errBodyBudget marks a body of unknown length that outgrew the budget.
 var errBodyBudget = errors.New("request bodies in flight exceed the server's budget")
 
+// Error is the server's one error type (httpapi.Error).
+type Error = httpapi.Error
+
 func bodyTimeout() *Error {
 	return &Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
 		Message: "the request body was not received in time (--body-read-timeout, --min-body-rate)", Err: errBodyTimeout}
@@ -114,13 +116,20 @@ func bodyBusy() *Error {
 		Message: "too many request bytes in flight; retry later", Err: errBodyBudget}
 }
 
-// bodyError maps an error of reading a request body to its answer: 413 over
-// the size limit, 408 too slow, 503 over the budget, else 400.
-func bodyError(what string, err error) error {
+// TooLarge is the 413 of a body over limit bytes.
+func TooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "body_too_large",
+		Message: fmt.Sprintf("request body over %d bytes", limit)}
+}
+
+// BodyError maps an error of reading a request body to its answer: 413 over
+// the size limit, 408 too slow, 503 over the budget, an *Error as it is,
+// else 400 naming what was read.
+func BodyError(what string, err error) error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return tooLarge(tooBig.Limit)
+		return TooLarge(tooBig.Limit)
 	case errors.Is(err, errBodyTimeout):
 		return bodyTimeout()
 	case errors.Is(err, errBodyBudget):
@@ -130,7 +139,7 @@ func bodyError(what string, err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return Invalid("%s: %v", what, err)
+	return httpapi.Invalid("%s: %v", what, err)
 }
 
 // bodyReader is a request body under the read deadlines: before each read
@@ -264,104 +273,125 @@ func (b *bodyReader) release() {
 
 type limitsKey struct{}
 
-// limitsFrom returns the body limits of a request, or nil (a request that
-// did not pass the middleware, as in some tests).
-func limitsFrom(ctx context.Context) *bodyLimits {
-	l, _ := ctx.Value(limitsKey{}).(*bodyLimits)
-	return l
+// Body is what a handler that reads a request body needs of the edge:
+// the limits that apply to it, and End, which ends the connection's body
+// phase.
+type Body struct {
+	// MaxJSON bounds a JSON body (--max-json-body, edge.json-limit).
+	MaxJSON int64
+	// SpoolThreshold and SpoolDir: an upload longer than the threshold
+	// is spooled to a file in the folder (edge.upload-spool, Spool).
+	SpoolThreshold int64
+	SpoolDir       string
+
+	conn *Conn
 }
 
-// spooled is an upload's payload: in memory up to the spool threshold,
-// else in a temporary file removed by Close.
-type spooled struct {
-	data []byte   // the payload when it is in memory
-	f    *os.File // the spool file otherwise
-	size int64
+// defaultBody is the Body of a request that did not pass LimitBody (as
+// under some tests): 1 MiB limits, and no connection to tell.
+var defaultBody = Body{MaxJSON: 1 << 20, SpoolThreshold: 1 << 20}
+
+// BodyOf returns the body terms of a request (its context), or the
+// defaults for one that did not pass LimitBody.
+func BodyOf(ctx context.Context) Body {
+	b := defaultBody
+	if l, _ := ctx.Value(limitsKey{}).(*bodyLimits); l != nil {
+		b.MaxJSON, b.SpoolThreshold, b.SpoolDir = l.maxJSON, l.threshold, l.spoolDir
+	}
+	b.conn = connFrom(ctx)
+	return b
 }
 
-// fileBlob is a spool file as a backends.Blob.
-type fileBlob struct {
-	*os.File
-	size int64
+// End tells the connection that the handler has read its body, err being
+// the error of that reading (nil included): every read deadline is lifted
+// (the shutdown slice's and the body reader's, CONTRACT.md
+// time.shutdown-stalled-io, edge.body-timeout) before net/http's
+// background read starts watching for a disconnect, since a read deadline
+// left on a connection whose body was consumed would cancel the request's
+// context. A body that failed for its deadline or the budget keeps its
+// expired deadline: its answer (408, 503) closes the connection.
+func (b Body) End(err error) {
+	if b.conn != nil && !bodyFailed(err) {
+		b.conn.bodyDone()
+	}
 }
 
-func (f fileBlob) Size() int64 { return f.size }
-
-// blob returns the payload as a backends.Blob.
-func (s *spooled) blob() backends.Blob {
-	if s.f != nil {
-		return fileBlob{File: s.f, size: s.size}
+// ReadBody reads body to its end, bounded by limit (413 over it, refused
+// before any read when declared, the Content-Length, is over it), and
+// then calls end with the reading's error, so that the connection's body
+// phase ends before the caller goes on (Body.End). Errors are the
+// answers of BodyError.
+func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, error) {
+	if declared > limit {
+		return nil, TooLarge(limit)
 	}
-	return bytes.NewReader(s.data)
-}
-
-// Close removes the spool file, if any; it is safe to call twice.
-func (s *spooled) Close() error {
-	if s == nil || s.f == nil {
-		return nil
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = &http.MaxBytesError{Limit: limit}
 	}
-	name := s.f.Name()
-	err := s.f.Close()
-	if rerr := os.Remove(name); rerr != nil && err == nil {
-		err = rerr
-	}
-	s.f = nil
-	return err
-}
-
-// spoolBody reads r to its end: up to threshold bytes stay in memory, a
-// longer payload goes to a temporary file in dir (edge.upload-spool). The
-// caller closes the result, which removes the file; on error nothing is
-// left behind.
-func spoolBody(r io.Reader, threshold int64, dir string) (*spooled, error) {
-	data, err := io.ReadAll(io.LimitReader(r, threshold+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) <= threshold {
-		return &spooled{data: data, size: int64(len(data))}, nil
-	}
-	f, err := os.CreateTemp(dir, "sluice-body-*")
-	if err != nil {
-		return nil, &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "cannot spool the upload",
-			Err: fmt.Errorf("server: spool: %w", err)}
-	}
-	s := &spooled{f: f}
-	n, err := f.Write(data)
-	data = nil
-	if err == nil {
-		var m int64
-		m, err = io.Copy(f, r)
-		s.size = int64(n) + m
+	if end != nil {
+		end(err)
 	}
 	if err != nil {
-		_ = s.Close()
-		var pe *os.PathError
-		if errors.As(err, &pe) { // the spool's own write failed (disk full)
-			return nil, &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "cannot spool the upload",
-				Err: fmt.Errorf("server: spool: %w", err)}
+		return nil, BodyError("reading the request body", err)
+	}
+	return b, nil
+}
+
+// LimitBody bounds every request body (CONTRACT.md edge.*): a declared
+// Content-Length over --max-body is refused before any read (413), one
+// that does not fit the body budgets is refused at once with 503
+// server_busy and Retry-After (edge.body-budget: never waited for, the
+// rest of the body is dropped within RefuseDrain or the connection
+// closes); the body is then read through a bodyReader
+// (read deadlines, edge.body-timeout and edge.body-min-rate) under
+// http.MaxBytesReader. Reservations are given back when the handler
+// returns.
+func (e *Edge) LimitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hasBody := r.Body != nil && r.Body != http.NoBody
+		rc := http.NewResponseController(w)
+		// refuse answers without reading the body. net/http then reads
+		// and drops what is left of it when that is at most 256 KiB (else
+		// it closes the connection gracefully): that read gets RefuseDrain
+		// at most, and a client that sends nothing more loses the
+		// connection.
+		refuse := func(err *Error) {
+			if hasBody {
+				_ = rc.SetReadDeadline(time.Now().Add(RefuseDrain))
+			}
+			e.writeError(w, r, err)
 		}
-		return nil, err
-	}
-	return s, nil
-}
-
-// initLimits derives the edge's limits from the configuration: the body
-// limits and budgets, the write timeout and the connection limit of the
-// tracker. It logs the connection limit in use.
-func (s *Server) initLimits() {
-	c := &s.cfg
-	s.limits = &bodyLimits{readTimeout: c.BodyReadTimeout, minRate: c.MinBodyRate, grace: c.BodyRateGrace,
-		threshold: c.SpoolThreshold, maxJSON: c.MaxJSONBody, spoolDir: c.SpoolDir,
-		mem: &budget{limit: c.BodyBudget, changed: s.conns.notify}, disk: &budget{limit: c.SpoolBudget, changed: s.conns.notify}}
-	s.conns.writeTimeout = c.WriteTimeout
-	maxConns, nofile := c.MaxConns, fileLimit()
-	if maxConns == 0 {
-		maxConns = autoMaxConns(nofile)
-	}
-	s.conns.maxConns = maxConns
-	s.log.Info("connection limit", "max_conns", maxConns, "rlimit_nofile", nofile, "write_timeout", c.WriteTimeout,
-		"body_read_timeout", c.BodyReadTimeout, "min_body_rate", c.MinBodyRate)
+		if r.ContentLength > e.maxBody {
+			refuse(TooLarge(e.maxBody))
+			return
+		}
+		lim := e.limits
+		r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
+		if !hasBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		br := &bodyReader{body: r.Body, w: w, rc: rc, lim: lim, start: time.Now()}
+		if n := r.ContentLength; n >= 0 {
+			br.declared = true
+			m := min(n, lim.threshold)
+			if !lim.mem.take(m) {
+				refuse(bodyBusy())
+				return
+			}
+			br.memHeld = m
+			if !lim.disk.take(n - m) {
+				br.release()
+				refuse(bodyBusy())
+				return
+			}
+			br.disk = n - m
+		}
+		defer br.finish()
+		r.Body = http.MaxBytesReader(w, br, e.maxBody)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // autoMaxConns is the default connection limit for a soft RLIMIT_NOFILE of

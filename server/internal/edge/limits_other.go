@@ -1,6 +1,6 @@
 //go:build !unix
 
-package server
+package edge
 
 // RaiseFileLimit does nothing where there is no RLIMIT_NOFILE.
 func RaiseFileLimit() (uint64, error) { return 0, nil }
