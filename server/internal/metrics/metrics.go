@@ -1,8 +1,18 @@
-package server
+// Package metrics is Sluice's Prometheus registry (GET /metrics): gauges
+// of the models' states and queues read from one status snapshot per
+// scrape (the autoscaling signal among them, queue.go), the runtime's
+// admission counters, the load and unload histograms fed by the scheduler's
+// lifecycle steps (feed.go: a consumer of the server's one runtime
+// follower, server/internal/follow), the HTTP request metrics of the
+// middleware (http.go), the serving edge's gauges and the build info. It
+// imports nothing of package server: the server hands it functions.
+package metrics
 
 import (
+	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,12 +23,12 @@ import (
 	"github.com/sluice-dev/sluice/core/runtime"
 )
 
-// metrics are Sluice's Prometheus metrics. Gauges of the model state are read
+// Metrics are Sluice's Prometheus metrics. Gauges of the model state are read
 // from one atomic status snapshot per scrape, and the admission counters
 // and wait histogram from the runtime's own counters (one snapshot per
 // scrape, runtime.AdmissionStats); load and unload histograms are updated
-// by the lifecycle feed.
-type metrics struct {
+// by the lifecycle feed (Begin and Steps, feed.go).
+type Metrics struct {
 	reg       *prometheus.Registry
 	loads     *prometheus.HistogramVec
 	loadFails *prometheus.CounterVec
@@ -26,6 +36,14 @@ type metrics struct {
 	refusals  *prometheus.CounterVec // by error type and code: both from fixed sets
 	http      *httpMetrics
 	models    *modelLabels // the model label of every per-model series
+
+	feed *feedState // the follower's goroutine only
+
+	// watched turns on change notifications (tests): changed is closed and
+	// replaced after every batch of steps applied.
+	watched atomic.Bool
+	wmu     sync.Mutex
+	changed chan struct{}
 }
 
 // modelSeriesLimit is how many models get their own series (model="ID");
@@ -64,7 +82,8 @@ func (l *modelLabels) label(id string) string {
 // waitBuckets are the bounds of sluice_admission_wait_seconds, in seconds.
 var waitBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
 
-// WaitBuckets returns waitBuckets as durations, for runtime.Options.
+// WaitBuckets returns the bounds of sluice_admission_wait_seconds as
+// durations, for runtime.Options (the runtime counts the waits in them).
 func WaitBuckets() []time.Duration {
 	out := make([]time.Duration, len(waitBuckets))
 	for i, b := range waitBuckets {
@@ -73,9 +92,12 @@ func WaitBuckets() []time.Duration {
 	return out
 }
 
-func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.AdmissionStats) *metrics {
-	m := &metrics{
-		reg:    prometheus.NewRegistry(),
+// New builds the registry. status and admissions are read at every scrape
+// (runtime.Runtime's Status and AdmissionStats).
+func New(status func() []core.ModelStatus, admissions func() []runtime.AdmissionStats) *Metrics {
+	m := &Metrics{
+		changed: make(chan struct{}),
+		reg:     prometheus.NewRegistry(),
 		models: &modelLabels{limit: modelSeriesLimit, named: map[string]struct{}{}},
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_load_seconds", Help: "Duration of pool loads (primary and clones).",
@@ -97,12 +119,58 @@ func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.Ad
 		queueCollector{status, m.models}, // the autoscaling signal (metrics_queue.go)
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	m.http = newHTTPMetrics(m.reg)
+	m.feed = newFeedState(m)
 	return m
 }
 
-// handler serves the registry in the Prometheus text format.
-func (m *metrics) handler() http.Handler {
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Refusal counts an error answer that refuses a request, by its error type
+// and code (CONTRACT.md err.refusal-log).
+func (m *Metrics) Refusal(typ, code string) {
+	m.refusals.WithLabelValues(typ, code).Inc()
+}
+
+// LimitModelSeries replaces modelSeriesLimit (tests lower it); models
+// already named keep their series.
+func (m *Metrics) LimitModelSeries(n int) {
+	m.models.mu.Lock()
+	defer m.models.mu.Unlock()
+	m.models.limit = n
+}
+
+// Await blocks until cond holds, re-checking after every batch of steps
+// the feed applies, or until ctx ends (tests: the feed runs on the
+// follower's goroutine).
+func (m *Metrics) Await(ctx context.Context, cond func() bool) error {
+	m.watched.Store(true)
+	for {
+		m.wmu.Lock()
+		ch := m.changed
+		m.wmu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// applied notes that a batch was applied.
+func (m *Metrics) applied() {
+	if !m.watched.Load() {
+		return
+	}
+	m.wmu.Lock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.wmu.Unlock()
 }
 
 var (
@@ -243,11 +311,18 @@ func emitAdmissions(ch chan<- prometheus.Metric, st *runtime.AdmissionStats, mod
 	}
 }
 
-// edge registers the serving edge's metrics (CONTRACT.md "Connections and
-// request bodies"): open connections against --max-conns, connections
-// closed or refused for it, and the body bytes in flight against their
-// budgets. They read the edge's own counters at scrape time.
-func (m *metrics) edge(t *connTracker, l *bodyLimits) {
+// Edge is what the serving edge's metrics read at scrape time
+// (CONTRACT.md "Connections and request bodies"): open connections against
+// --max-conns, connections closed or refused for it, and the body bytes in
+// flight against their budgets.
+type Edge struct {
+	Open, MaxConns, Evicted, Refused func() float64
+	BodyMemory, BodyDisk             func() float64 // bytes held by requests in flight
+	BudgetMemory, BudgetDisk         func() float64 // --body-budget, --spool-budget (0: unlimited)
+}
+
+// Edge registers the serving edge's metrics.
+func (m *Metrics) Edge(e Edge) {
 	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
 	}
@@ -257,24 +332,27 @@ func (m *metrics) edge(t *connTracker, l *bodyLimits) {
 	const bodyHelp = "Request body bytes held by requests in flight, in memory or spooled to disk."
 	const budgetHelp = "The budget of request body bytes in flight (--body-budget, --spool-budget; 0: unlimited)."
 	m.reg.MustRegister(
-		gauge("sluice_http_open_connections", "Open client connections.", nil, func() float64 { return float64(t.open.Load()) }),
-		gauge("sluice_http_max_connections", "The connection limit in force (--max-conns; 0: none).", nil,
-			func() float64 { return float64(max(t.maxConns, 0)) }),
-		counter("sluice_http_connections_evicted_total", "Connections closed to make room for a new one at --max-conns.",
-			func() float64 { return float64(t.evicted.Load()) }),
-		counter("sluice_http_connections_refused_total", "Connections answered 503 and closed at accept: over --max-conns and its probe reserve.",
-			func() float64 { return float64(t.refused.Load()) }),
-		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "memory"}, func() float64 { return float64(l.mem.inUse()) }),
-		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.inUse()) }),
-		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "memory"}, func() float64 { return float64(l.mem.limit) }),
-		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "disk"}, func() float64 { return float64(l.disk.limit) }),
+		gauge("sluice_http_open_connections", "Open client connections.", nil, e.Open),
+		gauge("sluice_http_max_connections", "The connection limit in force (--max-conns; 0: none).", nil, e.MaxConns),
+		counter("sluice_http_connections_evicted_total", "Connections closed to make room for a new one at --max-conns.", e.Evicted),
+		counter("sluice_http_connections_refused_total", "Connections answered 503 and closed at accept: over --max-conns and its probe reserve.", e.Refused),
+		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "memory"}, e.BodyMemory),
+		gauge("sluice_http_body_bytes", bodyHelp, prometheus.Labels{"store": "disk"}, e.BodyDisk),
+		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "memory"}, e.BudgetMemory),
+		gauge("sluice_http_body_budget_bytes", budgetHelp, prometheus.Labels{"store": "disk"}, e.BudgetDisk),
 	)
 }
 
-// checks registers the scheduler's self-checks: invariant violations found
+// Checker is what Checks reads: *runtime.Runtime.
+type Checker interface {
+	InvariantViolations() int64
+	Disagreements() int64
+}
+
+// Checks registers the scheduler's self-checks: invariant violations found
 // by the live checks (--live-invariants) and effects the runtime could not
 // carry out as the core said. Both are bugs when they are not 0.
-func (m *metrics) checks(rt *runtime.Runtime) {
+func (m *Metrics) Checks(rt Checker) {
 	m.reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_invariant_violations_total",
 			Help: "Scheduler events after which a live check (--live-invariants) found the core's invariants broken; not 0 is a bug."},
