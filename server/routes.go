@@ -29,8 +29,8 @@ func (s *Server) routes() http.Handler {
 	s.auth = a
 	v2 := s.oipHandlers()
 	r := chi.NewRouter()
-	r.Use(s.met.http.middleware) // outermost: every answer is measured, refusals included
-	r.Use(oip.Scope)             // errors under /v2 in the protocol's shape, the refusals below included
+	r.Use(s.met.Middleware) // outermost: every answer is measured, refusals included
+	r.Use(oip.Scope)        // errors under /v2 in the protocol's shape, the refusals below included
 	r.Use(trackRequest, requestID(s.log), s.refuse.middleware, checkHost(s.hosts), checkOrigin(s.origins),
 		a.authenticate, s.limitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
@@ -59,7 +59,7 @@ func (s *Server) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(a.dashboardRead())
 		r.Get("/v1/models", adapt(s.handleListModels))
-		r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
+		r.Get("/v1/events", adapt(s.events.Handle)) // a stream: no timeout middleware here either
 		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
 		r.Get("/v1/ui/config", adapt(s.handleUIConfig))
 		r.Post("/v2/repository/index", adapt(v2.Index)) // GET /v1/models's snapshot
@@ -68,7 +68,7 @@ func (s *Server) routes() http.Handler {
 	// The rest of the API: the API key as a Bearer token only.
 	r.Group(func(r chi.Router) {
 		r.Use(a.apiRead())
-		r.Get("/metrics", s.met.handler().ServeHTTP)
+		r.Get("/metrics", s.met.Handler().ServeHTTP)
 		r.Get("/v1/models/{id}", adapt(s.handleGetModel))
 		r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
 		r.Post("/v1/audio/speech", adapt(s.handleSpeech))

@@ -1,4 +1,4 @@
-package server
+package events
 
 import (
 	"net/http"
@@ -7,16 +7,14 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/sse"
 )
-
-// heartbeatEvery is how often an idle stream sends a comment line, so that
-// a client that went away is noticed and proxies keep the stream open.
-const heartbeatEvery = 15 * time.Second
 
 // streamBatch bounds the events written between two flushes.
 const streamBatch = 256
 
-// handleEvents answers GET /v1/events with a text/event-stream (CONTRACT.md ui.*).
+// Handle answers GET /v1/events with a text/event-stream (CONTRACT.md ui.*).
 // Every event has an `id:` (a monotonic number), an `event:` line naming its
 // type and a `data:` line with the Event as JSON.
 //
@@ -25,19 +23,20 @@ const streamBatch = 256
 // the state from GET /v1/models) whose id is the newest event; without one,
 // at the next event, after the last ?backlog=N buffered events. Events exist
 // only while the stream is watched (the hub follows the scheduler from the
-// first client until two minutes after the last one left, see eventHub):
+// first client until two minutes after the last one left, see Hub):
 // the backlog holds what happened since then, and a resume point from
 // before an unwatched time gets a reset.
 //
 // A client that does not keep up is dropped: its buffer is bounded, the hub
 // never waits for it, and its stream ends; a write blocked longer than the
-// hub's write timeout fails. A stream open when the shutdown begins stays
-// open through it and ends after the shutdown_complete event, so a client
-// sees every teardown the shutdown makes (a stream is no lease: the
-// runtime's shutdown never waits for it, and past the deadline its
-// connection is closed like any other); new streams are refused once the
-// shutdown has begun. It has no timeout of its own.
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
+// hub's write timeout fails (the deadline is re-armed before every write,
+// sse.Writer). A stream open when the shutdown begins stays open through it
+// and ends after the shutdown_complete event, so a client sees every
+// teardown the shutdown makes (a stream is no lease: the runtime's shutdown
+// never waits for it, and past the deadline its connection is closed like
+// any other); new streams are refused once the shutdown has begun. It has
+// no timeout of its own.
+func (h *Hub) Handle(w http.ResponseWriter, r *http.Request) error {
 	resume, last, err := lastEventID(r)
 	if err != nil {
 		return err
@@ -45,53 +44,45 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 	backlog := 0
 	if v := r.URL.Query().Get("backlog"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > eventRing {
-			return InvalidParam("backlog", "backlog must be an integer 0..%d", eventRing)
+		if err != nil || n < 0 || n > Ring {
+			return httpapi.InvalidParam("backlog", "backlog must be an integer 0..%d", Ring)
 		}
 		backlog = n
 	}
-	if s.rt.ShuttingDown() {
-		return FromCode(core.CodeShuttingDown, "server is shutting down", nil)
+	if h.opt.ShuttingDown != nil && h.opt.ShuttingDown() {
+		return shuttingDown(nil)
 	}
-	sub, err := s.events.subscribe(resume, last, backlog)
+	sub, err := h.subscribe(resume, last, backlog)
 	if err != nil {
-		return FromCode(core.CodeShuttingDown, "server is shutting down", err)
+		return shuttingDown(err)
 	}
-	defer s.events.unsubscribe(sub.c)
+	defer h.unsubscribe(sub.c)
 
-	rc := http.NewResponseController(w)
-	timeout := s.events.writeTimeout()
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-
+	sw := sse.New(w, h.writeTimeout())
+	defer sw.Close()
+	sw.Start()
 	buf := make([]byte, 0, 4096)
-	buf = append(buf, "retry: 2000\n: sluice events\n\n"...)
+	buf = sse.AppendComment(sse.AppendRetry(buf, 2*time.Second), "sluice events")
 	if sub.reset {
-		buf = append(buf, "id: "...)
-		buf = appendUint(buf, sub.newest)
-		buf = append(buf, "\nevent: reset\ndata: {\"type\":\"reset\",\"reason\":\"last_event_id is not in the buffer\"}\n\n"...)
+		buf = sse.AppendEventID(buf, sub.newest, "reset", []byte(`{"type":"reset","reason":"last_event_id is not in the buffer"}`))
 	}
 	for i := range sub.replay {
-		if buf, err = s.events.frame(buf, &sub.replay[i]); err != nil {
+		if buf, err = h.frame(buf, &sub.replay[i]); err != nil {
 			return nil
 		}
 		if len(buf) > 64<<10 {
-			if !writeFlush(w, rc, buf, timeout) {
+			if sw.Write(buf) != nil {
 				return nil
 			}
 			buf = buf[:0]
 		}
 	}
-	if !writeFlush(w, rc, buf, timeout) {
+	if sw.Write(buf) != nil {
 		return nil
 	}
 	sub.replay = nil
 
-	beat := time.NewTicker(heartbeatEvery)
+	beat := time.NewTicker(sse.HeartbeatEvery)
 	defer beat.Stop()
 	for {
 		buf = buf[:0]
@@ -101,7 +92,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 			if !ok {
 				return nil // dropped for falling behind, or the hub stopped
 			}
-			if buf, err = s.events.frame(buf, &ev); err != nil {
+			if buf, err = h.frame(buf, &ev); err != nil {
 				return nil
 			}
 			last = ev.Type == "shutdown_complete"
@@ -112,7 +103,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 					if !ok {
 						break more
 					}
-					if buf, err = s.events.frame(buf, &ev); err != nil {
+					if buf, err = h.frame(buf, &ev); err != nil {
 						return nil
 					}
 					last = ev.Type == "shutdown_complete"
@@ -121,27 +112,21 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
 				}
 			}
 		case <-beat.C:
-			buf = append(buf, ": ping\n\n"...)
+			buf = sse.AppendComment(buf, "ping")
 		case <-r.Context().Done():
 			return nil
 		}
-		if !writeFlush(w, rc, buf, timeout) || last {
+		if sw.Write(buf) != nil || last {
 			return nil
 		}
 	}
 }
 
-// writeFlush writes b and flushes it under a write deadline; it reports
-// whether both succeeded.
-func writeFlush(w http.ResponseWriter, rc *http.ResponseController, b []byte, timeout time.Duration) bool {
-	if len(b) == 0 {
-		return true
-	}
-	_ = rc.SetWriteDeadline(time.Now().Add(timeout)) // unsupported by recorders: then unbounded
-	if _, err := w.Write(b); err != nil {
-		return false
-	}
-	return rc.Flush() == nil
+// shuttingDown is the 503 of a stream asked for once the shutdown began
+// (package server's FromCode of core.CodeShuttingDown).
+func shuttingDown(cause error) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "shutting_down", Code: core.CodeShuttingDown.String(),
+		Message: "server is shutting down", Err: cause}
 }
 
 // lastEventID reads the resume point: the Last-Event-ID header, else the
@@ -156,7 +141,7 @@ func lastEventID(r *http.Request) (bool, uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return false, 0, InvalidParam("Last-Event-ID", "Last-Event-ID must be an event id (a decimal number)")
+		return false, 0, httpapi.InvalidParam("Last-Event-ID", "Last-Event-ID must be an event id (a decimal number)")
 	}
 	return true, n, nil
 }

@@ -1,4 +1,17 @@
-package server
+// Package events is the event stream of GET /v1/events (CONTRACT.md
+// ui.*): the hub that turns the scheduler's steps into Events, numbers
+// them, keeps the last Ring of them for resumption with Last-Event-ID and
+// fans each one out to every connected client without ever waiting (a
+// client whose bounded buffer is full is dropped: its channel closed, its
+// stream ends, and it can resume from the ring), and the handler that
+// writes a client's stream (server/internal/sse).
+//
+// The hub is a consumer of the server's one runtime follower
+// (server/internal/follow), which it shares with the metrics: it asks the
+// follower for every step with statuses only while a client watches.
+// It imports nothing of package server: the server hands it the status
+// object of a model (Options.Status) and checks the shutdown flag.
+package events
 
 import (
 	"encoding/json"
@@ -8,29 +21,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/sse"
 )
 
-// The event stream of GET /v1/events: one runtime observer (the hub's
-// goroutine) turns scheduler steps into Events, numbers them, keeps
-// the last eventRing of them for resumption with Last-Event-ID, and fans
-// each one out to every connected client without ever waiting: a client
-// whose bounded buffer is full is dropped (its channel closed, its stream
-// ends) and can resume from the ring.
-
-// Defaults of the hub; tests lower them through limits.
+// Defaults of the hub; tests lower them through Limits.
 const (
-	eventRing      = 4096                 // events kept for Last-Event-ID
-	eventClientBuf = 512                  // events a client may lag before it is dropped
-	eventRecBuffer = 1 << 15              // scheduler steps the hub may lag before the runtime drops it
-	eventBatchMax  = 4096                 // steps translated per lock hold
-	eventPause     = 5 * time.Millisecond // lets records gather between batches, as the metrics feed does
-	eventLinger    = 2 * time.Minute      // the hub stays subscribed this long after its last client left
+	Ring      = 4096            // events kept for Last-Event-ID
+	ClientBuf = 512             // events a client may lag before it is dropped
+	Linger    = 2 * time.Minute // the hub follows every step this long after its last client left
 )
 
 // Event is one entry of GET /v1/events: what happened (Type), to which
 // model, when, and the model's status right after the scheduler step that
-// caused it (Status: the model object of GET /v1/models/{id}).
+// caused it (Status: the model object of GET /v1/models/{id}, made by
+// Options.Status).
 //
 // Types: registered, unregistered (the model was deleted; a later PUT
 // registers it again), queued, admission, rejection, release, manager, done,
@@ -45,7 +51,7 @@ type Event struct {
 	T     int64  `json:"t_ns"` // nanoseconds on the scheduler's clock
 	Model string `json:"model,omitempty"`
 
-	Status *Model `json:"status,omitempty"`
+	Status any `json:"status,omitempty"`
 
 	From     string   `json:"from,omitempty"`   // state: old state
 	To       string   `json:"to,omitempty"`     // state: new state
@@ -65,278 +71,216 @@ type Event struct {
 	Models   []string `json:"models,omitempty"`   // bulk_unload
 }
 
-// eventClient is one GET /v1/events stream.
-type eventClient struct {
+// client is one GET /v1/events stream.
+type client struct {
 	ch     chan Event
-	closed bool // under hub.mu
+	closed bool // under Hub.mu
 }
 
-// hubLimits are the hub's bounds (tests lower them).
-type hubLimits struct {
-	ring         int
-	clientBuf    int
-	writeTimeout time.Duration // a stream write blocked this long fails
-	linger       time.Duration // how long the hub follows the scheduler without a client
+// Limits are the hub's bounds (tests lower them).
+type Limits struct {
+	Ring         int           // events kept for Last-Event-ID
+	ClientBuf    int           // events a client may lag before it is dropped
+	WriteTimeout time.Duration // a stream write blocked this long fails
+	Linger       time.Duration // how long the hub follows every step without a client
 }
 
-// eventHub owns the event ring, the clients and the translator. Its
-// goroutine is the only writer; handlers take the lock only to subscribe
-// and unsubscribe.
+// Follower is what the hub asks for every step (*follow.Follower): Full
+// switches the one runtime subscription and returns the number of the
+// subscription whose steps have the new options.
+type Follower interface {
+	Full(full bool) uint64
+}
+
+// Options are the hub's inputs from package server.
+type Options struct {
+	// Epoch is the wall-clock time of the scheduler clock's zero (taken
+	// just before runtime.New). IDs start above it in microseconds, so IDs
+	// of a restarted server are larger than those of the process it
+	// replaced, and an old Last-Event-ID is answered with a reset instead
+	// of a wrong resumption.
+	Epoch time.Time
+	Log   *slog.Logger
+	// Status makes the status object of an event from the model's status
+	// (the model object of GET /v1/models/{id}, its created included, so
+	// the stream's objects equal the API's); nil leaves statuses out.
+	Status func(core.ModelStatus) any
+	// ShuttingDown reports whether the server's shutdown began: new
+	// streams are then refused.
+	ShuttingDown func() bool
+}
+
+// Hub owns the event ring, the clients and the translator. The follower's
+// goroutine is its only writer (Begin, Steps); handlers take the lock only
+// to subscribe and unsubscribe.
 //
-// The hub follows the scheduler only while someone watches: the first
-// client subscribes it to the runtime (runtime.Observe with Status, so the
-// translator starts from a snapshot of every model instead of a replay
-// from startup), and it unsubscribes when it has had no client for its linger
-// time (eventLinger), long enough for a dashboard to reload and resume. In
-// between, requests pay nothing for it: with no full subscriber the
-// runtime builds no records and keeps its admission fast path. Events of
-// the unwatched time do not exist, so a resume point from before it gets
-// a reset.
-type eventHub struct {
-	rt    *runtime.Runtime
-	log   *slog.Logger
-	epoch time.Time // wall-clock time of the scheduler clock's zero
-
-	stop     chan struct{}
-	done     chan struct{}
-	activate chan activation // subscribe -> the goroutine: follow the scheduler
-	idle     chan struct{}   // the last client left (buffered 1)
+// The hub follows every step only while someone watches: the first client
+// switches the follower to every step with statuses (follow.Follower.Full),
+// so the translator starts from a snapshot of every model instead of a
+// replay from startup, and the hub switches it back to the lifecycle when
+// it has had no client for its linger time (Linger), long enough for a
+// dashboard to reload and resume. In between, requests pay nothing for it:
+// with no full subscriber the runtime builds no steps for them and keeps
+// its admission fast path. Events of the unwatched time do not exist, so a
+// resume point from before it gets a reset.
+type Hub struct {
+	opt Options
+	fol Follower
 
 	dropped atomic.Int64 // clients dropped for falling behind (tests)
 
 	mu      sync.Mutex
-	lim     hubLimits
+	lim     Limits
 	ring    []Event // ring[id % len]
 	base    uint64  // IDs start after base
 	next    uint64  // the ID of the next event
-	clients map[*eventClient]struct{}
+	clients map[*client]struct{}
 	tr      *translator
-	active  bool // subscribed to the runtime
+	active  bool   // following every step (for a client, or lingering)
+	want    uint64 // the follower's subscription that starts the active time
+	follows bool   // the translator is on the steps of want (or a later full one)
+	linger  *time.Timer
+	lingerN uint64 // the linger timer's round: a stale firing does nothing
+	lastT   int64  // the scheduler time of the last step translated
 	closed  bool
-	changed chan struct{} // closed and replaced after every batch
+	changed chan struct{} // closed and replaced after every batch and client change
 }
 
-// activation is a runtime subscription handed to the hub's goroutine.
-type activation struct {
-	ch     <-chan runtime.Step
-	cancel func()
-}
-
-// observe subscribes to the runtime's steps, with statuses, starting from a
-// snapshot of every model.
-func (h *eventHub) observe() (<-chan runtime.Step, func()) {
-	return h.rt.Observe(runtime.ObserveOptions{Buffer: eventRecBuffer, Status: true})
-}
-
-// newEventHub starts the hub's goroutine; the first client subscribes it
-// to rt. epoch is the wall-clock time of the scheduler's clock zero (taken
-// just before runtime.New). IDs start above epoch in microseconds, so IDs
-// of a restarted server are larger than those of the process it replaced,
-// and an old Last-Event-ID is answered with a reset instead of a wrong
-// resumption.
-//
-// created gives a status object its created (model.go createdAt.of), so
-// the stream's objects equal GET /v1/models'; nil leaves it out.
-func newEventHub(rt *runtime.Runtime, epoch time.Time, log *slog.Logger, created func(id string) int64) *eventHub {
-	base := uint64(epoch.UnixMicro())
-	h := &eventHub{rt: rt, log: log, epoch: epoch, stop: make(chan struct{}), done: make(chan struct{}),
-		activate: make(chan activation, 1), idle: make(chan struct{}, 1),
-		lim:  hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: 10 * time.Second, linger: eventLinger},
-		base: base, next: base + 1, clients: map[*eventClient]struct{}{}, changed: make(chan struct{})}
-	h.ring = make([]Event, h.lim.ring)
+// New returns a hub; Follow must give it its follower before the first
+// subscription.
+func New(o Options) *Hub {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	base := uint64(o.Epoch.UnixMicro())
+	h := &Hub{opt: o, lim: Limits{Ring: Ring, ClientBuf: ClientBuf, WriteTimeout: 10 * time.Second, Linger: Linger},
+		base: base, next: base + 1, clients: map[*client]struct{}{}, changed: make(chan struct{})}
+	h.ring = make([]Event, h.lim.Ring)
 	h.tr = newTranslator()
-	h.tr.created = created
-	go h.run()
+	h.tr.status = o.Status
 	return h
 }
 
-// activateLocked subscribes the hub to the runtime, its translator starting
-// from the statuses at that instant. The ring is emptied: the events of the
-// unwatched time are missing, so no resume may cross it.
-func (h *eventHub) activateLocked() {
-	ch, cancel := h.observe()
+// Follow gives the hub the follower it switches.
+func (h *Hub) Follow(f Follower) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fol = f
+}
+
+// activateLocked asks the follower for every step with statuses; the
+// translator starts at the snapshot that begins them. The ring is emptied:
+// the events of the unwatched time are missing, so no resume may cross it.
+func (h *Hub) activateLocked() {
+	h.want = h.fol.Full(true)
+	h.follows = false
 	h.tr.restart()
 	h.next++ // an ID no event has: a client that saw the newest one before must reset too
 	h.base = h.next - 1
 	h.active = true
-	h.activate <- activation{ch: ch, cancel: cancel} // the goroutine is idle: it takes it
 }
 
-// limits replaces the hub's bounds (tests); a new ring size empties the
+// SetLimits replaces the hub's bounds (tests); a new ring size empties the
 // ring, a zero linger keeps the current one. New bounds apply to clients
 // that subscribe later.
-func (h *eventHub) limits(l hubLimits) {
+func (h *Hub) SetLimits(l Limits) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if l.linger == 0 {
-		l.linger = h.lim.linger
+	if l.Linger == 0 {
+		l.Linger = h.lim.Linger
 	}
-	if l.ring != len(h.ring) {
-		h.ring = make([]Event, l.ring)
+	if l.Ring != len(h.ring) {
+		h.ring = make([]Event, l.Ring)
 		h.base = h.next - 1
 	}
 	h.lim = l
 }
 
-// close stops the hub and ends every stream.
-func (h *eventHub) close() {
+// Close ends every stream; new ones are refused.
+func (h *Hub) Close() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.closed {
-		h.mu.Unlock()
-		<-h.done
 		return
 	}
 	h.closed = true
 	for c := range h.clients {
 		h.dropLocked(c)
 	}
-	h.mu.Unlock()
-	close(h.stop)
-	<-h.done
-}
-
-// run is the hub's goroutine: idle until a client activates it, then
-// following the scheduler until it lingered without clients or stops.
-func (h *eventHub) run() {
-	defer close(h.done)
-	for {
-		select {
-		case a := <-h.activate:
-			if !h.follow(a) {
-				return
-			}
-		case <-h.stop:
-			return
-		}
+	if h.linger != nil {
+		h.linger.Stop()
 	}
 }
 
-// follow translates the steps of one subscription in batches. It returns
-// true when the hub went idle (no client for the linger time) and false
-// when the hub stopped.
-func (h *eventHub) follow(a activation) bool {
-	ch, cancel := a.ch, a.cancel
-	pause := time.NewTimer(eventPause)
-	pause.Stop()
-	defer pause.Stop()
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	defer linger.Stop()
-	batch := make([]runtime.Step, 0, 256)
-	for {
-		var rec runtime.Step
-		var ok bool
-		select {
-		case rec, ok = <-ch:
-		case <-h.idle:
-			linger.Reset(h.lingerTime())
-			continue
-		case <-linger.C:
-			if h.deactivate(cancel) {
-				for range ch { // cancel closed it; drop what was still sent
-				}
-				return true
-			}
-			continue
-		case <-h.stop:
-			cancel()
-			return false
-		}
-		if ok {
-			batch = append(batch[:0], rec)
-			ok = drainInto(ch, &batch)
-		}
-		h.apply(batch, !ok)
-		batch = batch[:0]
-		if !ok { // the runtime dropped the hub: resubscribe from a fresh snapshot
-			cancel()
-			h.log.Warn("event stream fell behind the scheduler; resubscribing (clients are told to reload)")
-			h.mu.Lock()
-			ch, cancel = h.observe()
-			h.tr.restart()
-			h.mu.Unlock()
-			continue
-		}
-		pause.Reset(eventPause)
-		select {
-		case <-pause.C:
-		case <-h.stop:
-			cancel()
-			return false
-		}
-	}
-}
-
-// deactivate ends the subscription if the hub still has no client.
-func (h *eventHub) deactivate(cancel func()) bool {
+// Begin is the follower's: the steps after it come from its subscription
+// gen. The translator takes them from the snapshot of the subscription the
+// hub asked for, or of a later full one (after the runtime dropped the
+// follower); lost steps give clients a reset telling them to reload.
+func (h *Hub) Begin(gen uint64, full, lost bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.clients) > 0 || h.closed {
-		return false
+	if lost && h.active {
+		h.publishLocked(Event{Type: "reset", Reason: "the event stream fell behind the scheduler", T: h.lastT})
+		h.signalLocked()
 	}
-	cancel()
-	h.active = false
+	h.follows = h.active && full && gen >= h.want
 	h.tr.restart()
-	h.signalLocked()
-	return true
 }
 
-func (h *eventHub) lingerTime() time.Duration {
+// Steps is the follower's: it translates a batch and publishes its events
+// under one lock hold.
+func (h *Hub) Steps(batch []runtime.Step) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lim.linger
-}
-
-// drainInto appends the steps already sent, up to eventBatchMax; it
-// reports false when ch was closed.
-func drainInto(ch <-chan runtime.Step, batch *[]runtime.Step) bool {
-	for len(*batch) < eventBatchMax {
-		select {
-		case rec, ok := <-ch:
-			if !ok {
-				return false
-			}
-			*batch = append(*batch, rec)
-		default:
-			return true
-		}
+	if !h.follows || len(batch) == 0 {
+		return
 	}
-	return true
-}
-
-// apply translates a batch and publishes its events under one lock hold.
-// lost says the subscription was dropped after the batch: clients get a
-// reset telling them to reload.
-func (h *eventHub) apply(batch []runtime.Step, lost bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for i := range batch {
 		h.tr.apply(&batch[i])
 	}
-	if lost {
-		var t int64
-		if n := len(batch); n > 0 {
-			t = batch[n-1].Event.Now
-		}
-		h.tr.out = append(h.tr.out, Event{Type: "reset", Reason: "the event stream fell behind the scheduler", T: t})
-	}
+	h.lastT = batch[len(batch)-1].Event.Now
 	for _, ev := range h.tr.out {
 		h.publishLocked(ev)
 	}
+	clear(h.tr.out)
 	h.tr.out = h.tr.out[:0]
+	h.signalLocked()
+}
+
+// lingerLocked starts the linger time after the last client left.
+func (h *Hub) lingerLocked() {
+	h.lingerN++
+	n, d := h.lingerN, h.lim.Linger
+	if h.linger != nil {
+		h.linger.Stop()
+	}
+	h.linger = time.AfterFunc(d, func() { h.deactivate(n) })
+}
+
+// deactivate switches the follower back to the lifecycle if the hub still
+// has no client since the linger time of round n began.
+func (h *Hub) deactivate(n uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n != h.lingerN || len(h.clients) > 0 || !h.active || h.closed {
+		return
+	}
+	h.fol.Full(false)
+	h.active, h.follows = false, false
+	h.tr.restart()
 	h.signalLocked()
 }
 
 // signalLocked wakes waiters (tests): events were published or the set of
 // clients changed.
-func (h *eventHub) signalLocked() {
+func (h *Hub) signalLocked() {
 	close(h.changed)
 	h.changed = make(chan struct{})
 }
 
 // publishLocked numbers ev, stores it in the ring and offers it to every
 // client without blocking.
-func (h *eventHub) publishLocked(ev Event) {
+func (h *Hub) publishLocked(ev Event) {
 	ev.ID = h.next
 	h.next++
 	h.ring[ev.ID%uint64(len(h.ring))] = ev
@@ -346,43 +290,42 @@ func (h *eventHub) publishLocked(ev Event) {
 		default: // never wait for a client: drop it; it may resume from the ring
 			h.dropLocked(c)
 			h.dropped.Add(1)
-			h.log.Debug("events: dropping a client that fell behind")
+			h.opt.Log.Debug("events: dropping a client that fell behind")
 		}
 	}
 }
 
-func (h *eventHub) dropLocked(c *eventClient) {
-	delete(h.clients, c)
+func (h *Hub) dropLocked(c *client) {
+	if _, ok := h.clients[c]; ok {
+		delete(h.clients, c)
+		if len(h.clients) == 0 && !h.closed {
+			h.lingerLocked()
+		}
+	}
 	if !c.closed {
 		c.closed = true
 		close(c.ch)
-	}
-	if len(h.clients) == 0 {
-		select {
-		case h.idle <- struct{}{}: // the goroutine starts its linger time
-		default:
-		}
 	}
 	h.signalLocked()
 }
 
 // oldestLocked and newestLocked bound the IDs in the ring (newest < oldest
 // when it is empty).
-func (h *eventHub) oldestLocked() uint64 {
+func (h *Hub) oldestLocked() uint64 {
 	if n := uint64(len(h.ring)); h.next-h.base > n {
 		return h.next - n
 	}
 	return h.base + 1
 }
 
-func (h *eventHub) newestLocked() uint64 { return h.next - 1 }
+func (h *Hub) newestLocked() uint64 { return h.next - 1 }
 
 // errHubClosed is returned by subscribe once the hub has stopped.
 var errHubClosed = errors.New("event stream closed")
 
 // subscription is what a new stream starts from.
 type subscription struct {
-	c      *eventClient
+	c      *client
 	replay []Event
 	reset  bool   // the resume point is not in the ring: reload state
 	newest uint64 // the ID a reset stands at
@@ -392,7 +335,7 @@ type subscription struct {
 // replayed when last is in the ring (or is the newest ID); otherwise reset
 // is set. Without resume, the last backlog events are replayed. Replay and
 // registration happen under one lock hold: no event is missed or doubled.
-func (h *eventHub) subscribe(resume bool, last uint64, backlog int) (subscription, error) {
+func (h *Hub) subscribe(resume bool, last uint64, backlog int) (subscription, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -401,6 +344,7 @@ func (h *eventHub) subscribe(resume bool, last uint64, backlog int) (subscriptio
 	if !h.active {
 		h.activateLocked()
 	}
+	h.lingerN++ // a linger time under way ends: someone watches
 	oldest, newest := h.oldestLocked(), h.newestLocked()
 	sub := subscription{newest: newest}
 	from := newest + 1 // the first ID to replay
@@ -415,55 +359,35 @@ func (h *eventHub) subscribe(resume bool, last uint64, backlog int) (subscriptio
 	for id := from; id <= newest && id >= oldest; id++ {
 		sub.replay = append(sub.replay, h.ring[id%uint64(len(h.ring))])
 	}
-	sub.c = &eventClient{ch: make(chan Event, h.lim.clientBuf)}
+	sub.c = &client{ch: make(chan Event, h.lim.ClientBuf)}
 	h.clients[sub.c] = struct{}{}
 	h.signalLocked()
 	return sub, nil
 }
 
 // unsubscribe ends a client's subscription.
-func (h *eventHub) unsubscribe(c *eventClient) {
+func (h *Hub) unsubscribe(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropLocked(c)
 }
 
 // writeTimeout returns the bound on one blocked stream write.
-func (h *eventHub) writeTimeout() time.Duration {
+func (h *Hub) writeTimeout() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lim.writeTimeout
+	return h.lim.WriteTimeout
 }
 
 // frame appends the SSE frame of ev (id, event and data lines) to b. The
 // wall-clock time is formatted here, only for events that are sent.
-func (h *eventHub) frame(b []byte, ev *Event) ([]byte, error) {
+func (h *Hub) frame(b []byte, ev *Event) ([]byte, error) {
 	if ev.Time == "" {
-		ev.Time = h.epoch.Add(time.Duration(ev.T)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		ev.Time = h.opt.Epoch.Add(time.Duration(ev.T)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return b, err
 	}
-	b = append(b, "id: "...)
-	b = appendUint(b, ev.ID)
-	b = append(b, "\nevent: "...)
-	b = append(b, ev.Type...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	return append(b, '\n', '\n'), nil
-}
-
-func appendUint(b []byte, v uint64) []byte {
-	var tmp [20]byte
-	i := len(tmp)
-	for {
-		i--
-		tmp[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	return append(b, tmp[i:]...)
+	return sse.AppendEventID(b, ev.ID, ev.Type, data), nil
 }

@@ -98,7 +98,7 @@ func New(status func() []core.ModelStatus, admissions func() []runtime.Admission
 	m := &Metrics{
 		changed: make(chan struct{}),
 		reg:     prometheus.NewRegistry(),
-		models: &modelLabels{limit: modelSeriesLimit, named: map[string]struct{}{}},
+		models:  &modelLabels{limit: modelSeriesLimit, named: map[string]struct{}{}},
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_load_seconds", Help: "Duration of pool loads (primary and clones).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),

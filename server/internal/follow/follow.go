@@ -1,0 +1,258 @@
+// Package follow is the server's one follower of the runtime's steps: a
+// single runtime subscription and a single goroutine that hand each batch
+// of scheduler steps to every consumer, the Prometheus metrics
+// (server/internal/metrics: load and unload histograms) and the event hub
+// of GET /v1/events (server/internal/events).
+//
+// The subscription follows only the lifecycle (steps with backend work;
+// requests pay nothing for it, their admission fast path stays on) until
+// a consumer asks for every step with statuses (Full: the event hub, while
+// a client watches), and back when none does. The change is one
+// runtime.Reobserve: no step is lost or doubled across it, so the metrics
+// never notice it, and the full steps start with a snapshot of every model
+// for the hub.
+package follow
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/core/runtime"
+)
+
+// Defaults of the follower.
+const (
+	// Buffer is how many steps the follower may lag behind the scheduler
+	// before the runtime drops it (it then subscribes again, and its
+	// consumers are told that steps were lost).
+	Buffer = 1 << 15
+	// BatchMax bounds the steps handed over in one batch (one lock hold of
+	// the event hub).
+	BatchMax = 4096
+	// Pause is how long the follower lets steps gather after a batch before
+	// it takes the next: one wake-up per batch instead of one per step
+	// keeps its cost per request small under load (`make bench-http`). At
+	// 100k steps/s a pause holds 500 steps, far below Buffer.
+	Pause = 5 * time.Millisecond
+)
+
+// Consumer is one user of the steps. Both methods are called on the
+// follower's goroutine only, in order.
+type Consumer interface {
+	// Begin says the steps after it come from a new subscription, numbered
+	// gen (increasing: Full returns the number of the one it makes). full
+	// says they are every step with the statuses of the models it touched,
+	// the first a snapshot of every model (a step of core.EvNone); else
+	// they are the lifecycle steps only. lost says steps were lost before
+	// them: the runtime dropped the follower for falling behind.
+	Begin(gen uint64, full, lost bool)
+	// Steps hands over a batch of steps in the scheduler's order. The
+	// steps are shared: read only, and not kept past the call.
+	Steps(batch []runtime.Step)
+}
+
+// Source is what the follower subscribes to: *runtime.Runtime.
+type Source interface {
+	Observe(o runtime.ObserveOptions) (<-chan runtime.Step, func())
+	Reobserve(ch <-chan runtime.Step, o runtime.ObserveOptions) (<-chan runtime.Step, bool)
+}
+
+// Follower owns the subscription and its goroutine.
+type Follower struct {
+	src       Source
+	log       *slog.Logger
+	consumers []Consumer
+	stop      chan struct{}
+	done      chan struct{}
+
+	mu     sync.Mutex
+	ch     <-chan runtime.Step // the live subscription's channel
+	cancel func()
+	full   bool
+	gen    uint64 // number of the subscription on ch
+}
+
+// Start subscribes to src, following the lifecycle, before it returns (no
+// lifecycle step after it is missed), and starts the goroutine that hands
+// the steps to consumers.
+func Start(src Source, log *slog.Logger, consumers ...Consumer) *Follower {
+	f := &Follower{src: src, log: log, consumers: consumers, stop: make(chan struct{}), done: make(chan struct{})}
+	f.ch, f.cancel = src.Observe(f.options())
+	f.gen = 1
+	go f.run()
+	return f
+}
+
+func (f *Follower) options() runtime.ObserveOptions {
+	return runtime.ObserveOptions{Buffer: Buffer, Lifecycle: !f.full, Status: f.full}
+}
+
+// Full switches the subscription to every step with statuses (true) or to
+// the lifecycle only (false) and returns the number of the subscription
+// that has the new options: the consumers' Begin tells them when its
+// steps start. Switching to what is in force changes nothing and returns
+// the live subscription's number.
+func (f *Follower) Full(full bool) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.full == full {
+		return f.gen
+	}
+	f.full = full
+	if ch, ok := f.src.Reobserve(f.ch, f.options()); ok {
+		f.ch = ch
+	}
+	// Not ok: the runtime dropped the subscription; the goroutine
+	// subscribes again with the new options, under the next number.
+	f.gen++
+	return f.gen
+}
+
+// Drop ends the subscription as the runtime does with an observer that
+// fell behind (tests): the goroutine subscribes again and its consumers
+// are told that steps were lost.
+func (f *Follower) Drop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancel()
+}
+
+// Close stops the goroutine after it handed over every step already sent,
+// and ends the subscription.
+func (f *Follower) Close() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	<-f.done
+}
+
+// next is called when ch was closed: it returns the channel to go on with,
+// the new subscription's number and options, and whether steps were lost
+// (the runtime dropped ch, or Drop did, rather than Full replacing it).
+func (f *Follower) next(ch <-chan runtime.Step) (<-chan runtime.Step, uint64, bool, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ch != ch { // Full replaced it: the steps go on without a gap
+		return f.ch, f.gen, f.full, false
+	}
+	f.ch, f.cancel = f.src.Observe(f.options())
+	f.gen++
+	return f.ch, f.gen, f.full, true
+}
+
+func (f *Follower) run() {
+	defer close(f.done)
+	defer func() {
+		f.mu.Lock()
+		f.cancel()
+		f.mu.Unlock()
+	}()
+	f.mu.Lock()
+	ch, gen, full := f.ch, f.gen, f.full
+	f.mu.Unlock()
+	f.begin(gen, full, false)
+	pause := time.NewTimer(Pause)
+	pause.Stop()
+	defer pause.Stop()
+	batch := make([]runtime.Step, 0, 256)
+	for {
+		select {
+		case st, ok := <-ch:
+			if ok {
+				batch = append(batch, st)
+			}
+			ok = drain(ch, &batch, ok)
+			f.hand(&batch)
+			if !ok {
+				ch = f.resume(ch)
+				continue
+			}
+		case <-f.stop:
+			f.final(ch, batch)
+			return
+		}
+		pause.Reset(Pause)
+		select {
+		case <-pause.C:
+		case <-f.stop:
+			f.final(ch, batch)
+			return
+		}
+	}
+}
+
+// resume goes on after ch was closed, telling the consumers.
+func (f *Follower) resume(ch <-chan runtime.Step) <-chan runtime.Step {
+	next, gen, full, lost := f.next(ch)
+	if lost {
+		f.log.Warn("the server's runtime follower fell behind the scheduler; resubscribing (event stream clients are told to reload, some metric samples are lost)")
+	}
+	f.begin(gen, full, lost)
+	return next
+}
+
+// final hands over what is already sent, following replaced channels, and
+// stops at a closed one that was not replaced.
+func (f *Follower) final(ch <-chan runtime.Step, batch []runtime.Step) {
+	for {
+		ok := drain(ch, &batch, true)
+		for ok && len(batch) == BatchMax {
+			f.hand(&batch)
+			ok = drain(ch, &batch, true)
+		}
+		f.hand(&batch)
+		if ok {
+			return
+		}
+		f.mu.Lock()
+		replaced := f.ch != ch
+		next, gen, full := f.ch, f.gen, f.full
+		f.mu.Unlock()
+		if !replaced {
+			return
+		}
+		f.begin(gen, full, false)
+		ch = next
+	}
+}
+
+func (f *Follower) begin(gen uint64, full, lost bool) {
+	for _, c := range f.consumers {
+		c.Begin(gen, full, lost)
+	}
+}
+
+// hand gives the batch to every consumer and empties it.
+func (f *Follower) hand(batch *[]runtime.Step) {
+	if len(*batch) == 0 {
+		return
+	}
+	for _, c := range f.consumers {
+		c.Steps(*batch)
+	}
+	clear(*batch) // drop the references to the steps' effects and statuses
+	*batch = (*batch)[:0]
+}
+
+// drain appends the steps already sent, up to BatchMax; it reports false
+// when ch was closed (or ok was false already).
+func drain(ch <-chan runtime.Step, batch *[]runtime.Step, ok bool) bool {
+	if !ok {
+		return false
+	}
+	for len(*batch) < BatchMax {
+		select {
+		case st, ok := <-ch:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, st)
+		default:
+			return true
+		}
+	}
+	return true
+}
