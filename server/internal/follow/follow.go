@@ -73,14 +73,17 @@ type Follower struct {
 	gen    uint64 // number of the subscription on ch
 }
 
-// Start subscribes to src, following the lifecycle, before it returns (no
+// Start subscribes to src (log nil: no logs), following the lifecycle, before it returns (no
 // lifecycle step after it is missed), and starts the goroutine that hands
 // the steps to consumers.
 func Start(src Source, log *slog.Logger, consumers ...Consumer) *Follower {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	f := &Follower{src: src, log: log, consumers: consumers, stop: make(chan struct{}), done: make(chan struct{})}
 	f.ch, f.cancel = src.Observe(f.options())
 	f.gen = 1
-	go f.run()
+	go f.run(f.ch)
 	return f
 }
 
@@ -143,17 +146,17 @@ func (f *Follower) next(ch <-chan runtime.Step) (<-chan runtime.Step, uint64, bo
 	return f.ch, f.gen, f.full, true
 }
 
-func (f *Follower) run() {
+// run follows first, the subscription of Start, and the channels after it.
+func (f *Follower) run(first <-chan runtime.Step) {
 	defer close(f.done)
 	defer func() {
 		f.mu.Lock()
 		f.cancel()
 		f.mu.Unlock()
 	}()
-	f.mu.Lock()
-	ch, gen, full := f.ch, f.gen, f.full
-	f.mu.Unlock()
-	f.begin(gen, full, false)
+	ch := first
+	f.begin(1, false, false) // Start's options
+
 	pause := time.NewTimer(Pause)
 	pause.Stop()
 	defer pause.Stop()
