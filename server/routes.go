@@ -13,7 +13,7 @@ import (
 // routes builds the router: one handler per endpoint, each returning its
 // error through adapt.
 //
-// Middleware, outermost first: the request metrics (mw_metrics.go), the
+// Middleware, outermost first: the request metrics (internal/metrics), the
 // inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
 // request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
 // (mw_origin.go), the credential (one Bearer header or a dashboard
