@@ -23,10 +23,13 @@ import (
 
 // Defaults of the follower.
 const (
-	// Buffer is how many steps the follower may lag behind the scheduler
-	// before the runtime drops it (it then subscribes again, and its
-	// consumers are told that steps were lost).
+	// Buffer is how many steps the follower may lag behind the scheduler,
+	// following every step, before the runtime drops it (it then
+	// subscribes again, and its consumers are told that steps were lost).
 	Buffer = 1 << 15
+	// LifecycleBuffer is Buffer while it follows the lifecycle only: far
+	// fewer steps, and a smaller channel held for the process's life.
+	LifecycleBuffer = 1 << 12
 	// BatchMax bounds the steps handed over in one batch (one lock hold of
 	// the event hub).
 	BatchMax = 4096
@@ -88,7 +91,10 @@ func Start(src Source, log *slog.Logger, consumers ...Consumer) *Follower {
 }
 
 func (f *Follower) options() runtime.ObserveOptions {
-	return runtime.ObserveOptions{Buffer: Buffer, Lifecycle: !f.full, Status: f.full}
+	if f.full {
+		return runtime.ObserveOptions{Buffer: Buffer, Status: true}
+	}
+	return runtime.ObserveOptions{Buffer: LifecycleBuffer, Lifecycle: true}
 }
 
 // Full switches the subscription to every step with statuses (true) or to
