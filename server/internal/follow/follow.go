@@ -69,11 +69,21 @@ type Follower struct {
 	stop      chan struct{}
 	done      chan struct{}
 
-	mu     sync.Mutex
-	ch     <-chan runtime.Step // the live subscription's channel
+	mu sync.Mutex
+	// links are the channels of the subscription the goroutine has still
+	// to read, in order: the first is the one it reads; each Full that
+	// changed the options closed the one before it and added one.
+	links  []link
 	cancel func()
-	full   bool
-	gen    uint64 // number of the subscription on ch
+	full   bool   // the options in force (or to subscribe with)
+	gen    uint64 // the number of the newest subscription made
+}
+
+// link is one channel of the subscription with its number and options.
+type link struct {
+	ch   <-chan runtime.Step
+	gen  uint64
+	full bool
 }
 
 // Start subscribes to src (log nil: no logs), following the lifecycle, before it returns (no
@@ -84,9 +94,10 @@ func Start(src Source, log *slog.Logger, consumers ...Consumer) *Follower {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Follower{src: src, log: log, consumers: consumers, stop: make(chan struct{}), done: make(chan struct{})}
-	f.ch, f.cancel = src.Observe(f.options())
-	f.gen = 1
-	go f.run(f.ch)
+	ch, cancel := src.Observe(f.options())
+	f.gen, f.cancel = 1, cancel
+	f.links = []link{{ch: ch, gen: 1}}
+	go f.run(ch)
 	return f
 }
 
@@ -100,8 +111,8 @@ func (f *Follower) options() runtime.ObserveOptions {
 // Full switches the subscription to every step with statuses (true) or to
 // the lifecycle only (false) and returns the number of the subscription
 // that has the new options: the consumers' Begin tells them when its
-// steps start. Switching to what is in force changes nothing and returns
-// the live subscription's number.
+// steps start (a larger number: a later subscription, with the options
+// in force then). Switching to what is in force changes nothing.
 func (f *Follower) Full(full bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -109,13 +120,15 @@ func (f *Follower) Full(full bool) uint64 {
 		return f.gen
 	}
 	f.full = full
-	if ch, ok := f.src.Reobserve(f.ch, f.options()); ok {
-		f.ch = ch
+	last := f.links[len(f.links)-1]
+	if ch, ok := f.src.Reobserve(last.ch, f.options()); ok {
+		f.gen++
+		f.links = append(f.links, link{ch: ch, gen: f.gen, full: full})
+		return f.gen
 	}
-	// Not ok: the runtime dropped the subscription; the goroutine
-	// subscribes again with the new options, under the next number.
-	f.gen++
-	return f.gen
+	// The runtime dropped the subscription: the goroutine subscribes again,
+	// with the options in force then, under the next number.
+	return f.gen + 1
 }
 
 // Drop ends the subscription as the runtime does with an observer that
@@ -138,18 +151,34 @@ func (f *Follower) Close() {
 	<-f.done
 }
 
-// next is called when ch was closed: it returns the channel to go on with,
-// the new subscription's number and options, and whether steps were lost
-// (the runtime dropped ch, or Drop did, rather than Full replacing it).
-func (f *Follower) next(ch <-chan runtime.Step) (<-chan runtime.Step, uint64, bool, bool) {
+// next is called when the channel the goroutine reads was closed: it
+// returns the next channel with its number and options, and whether steps
+// were lost (the runtime dropped the subscription, or Drop did, rather
+// than Full replacing the channel).
+func (f *Follower) next() (link, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ch != ch { // Full replaced it: the steps go on without a gap
-		return f.ch, f.gen, f.full, false
+	if len(f.links) > 1 { // Full replaced it: the steps go on without a gap
+		f.links = f.links[1:]
+		return f.links[0], false
 	}
-	f.ch, f.cancel = f.src.Observe(f.options())
+	ch, cancel := f.src.Observe(f.options())
 	f.gen++
-	return f.ch, f.gen, f.full, true
+	f.cancel = cancel
+	f.links = []link{{ch: ch, gen: f.gen, full: f.full}}
+	return f.links[0], true
+}
+
+// replaced is next for Close: the next channel if Full replaced the
+// closed one; false if the runtime dropped it.
+func (f *Follower) replaced() (link, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.links) > 1 {
+		f.links = f.links[1:]
+		return f.links[0], true
+	}
+	return link{}, false
 }
 
 // run follows first, the subscription of Start, and the channels after it.
@@ -176,7 +205,7 @@ func (f *Follower) run(first <-chan runtime.Step) {
 			ok = drain(ch, &batch, ok)
 			f.hand(&batch)
 			if !ok {
-				ch = f.resume(ch)
+				ch = f.resume()
 				continue
 			}
 		case <-f.stop:
@@ -193,14 +222,14 @@ func (f *Follower) run(first <-chan runtime.Step) {
 	}
 }
 
-// resume goes on after ch was closed, telling the consumers.
-func (f *Follower) resume(ch <-chan runtime.Step) <-chan runtime.Step {
-	next, gen, full, lost := f.next(ch)
+// resume goes on after the channel was closed, telling the consumers.
+func (f *Follower) resume() <-chan runtime.Step {
+	l, lost := f.next()
 	if lost {
 		f.log.Warn("the server's runtime follower fell behind the scheduler; resubscribing (event stream clients are told to reload, some metric samples are lost)")
 	}
-	f.begin(gen, full, lost)
-	return next
+	f.begin(l.gen, l.full, lost)
+	return l.ch
 }
 
 // final hands over what is already sent, following replaced channels, and
@@ -216,15 +245,12 @@ func (f *Follower) final(ch <-chan runtime.Step, batch []runtime.Step) {
 		if ok {
 			return
 		}
-		f.mu.Lock()
-		replaced := f.ch != ch
-		next, gen, full := f.ch, f.gen, f.full
-		f.mu.Unlock()
-		if !replaced {
+		l, ok := f.replaced()
+		if !ok {
 			return
 		}
-		f.begin(gen, full, false)
-		ch = next
+		f.begin(l.gen, l.full, false)
+		ch = l.ch
 	}
 }
 

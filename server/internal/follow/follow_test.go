@@ -240,3 +240,32 @@ func equalS(a, b []string) bool {
 	}
 	return true
 }
+
+// Switches faster than the goroutine reads lose nothing: each channel a
+// switch closed is read to its end before the next one, whatever the
+// goroutine had read when the switches came.
+func TestSwitchesInARow(t *testing.T) {
+	src := &fakeSource{}
+	c := newRecorder()
+	f := Start(src, nil, c)
+	defer f.Close()
+	src.step(1, false)
+	g2 := f.Full(true)
+	src.step(2, true)
+	g3 := f.Full(false)
+	src.step(3, false)
+	g4 := f.Full(true)
+	src.step(4, true)
+	if g2 != 2 || g3 != 3 || g4 != 4 {
+		t.Fatalf("subscription numbers %d %d %d", g2, g3, g4)
+	}
+	c.await(t, 4, 4)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !equal(c.now, []int64{1, 2, 3, 4}) || !equalS(c.begins, []string{"life", "full", "life", "full"}) || c.snaps != 2 {
+		t.Fatalf("steps %v, begins %v, %d snapshots", c.now, c.begins, c.snaps)
+	}
+	if o, _, re := src.counts(); o != 1 || re != 3 {
+		t.Fatalf("%d subscriptions, %d changes", o, re)
+	}
+}
