@@ -4,17 +4,19 @@
 // and a flush after every write, each write bounded by its own deadline
 // when the stream has one.
 //
-// Every SSE answer of the server goes through it: GET /v1/events (the
-// dashboard's stream, which re-arms a write deadline of its own before
-// every write), POST /v1/models/{id}/infer with "stream": true and the
-// OpenAI transcription stream (bounded by the connection's per-write
-// deadline, --write-timeout, instead: Writer with timeout 0), and the
-// speech stream's stream_format "sse":
+// Its users: GET /v1/events (the dashboard's stream, which re-arms a
+// write deadline of its own before every write: New(w, timeout)), and
+// POST /v1/models/{id}/infer with "stream": true and the OpenAI
+// transcription stream (bounded by the connection's per-write deadline,
+// --write-timeout, instead: New(w, 0)). The speech stream's stream_format
+// "sse" still frames its own events; it moves onto a Writer the same way:
 //
 //	sw := sse.New(w, 0)
-//	sw.Header().Set("Sluice-Slot", "0") // extra headers before the first event
-//	if err := sw.Data(delta); err != nil { ... }     // data: {...}\n\n, flushed
-//	_ = sw.Event("error", body)                      // event: error\ndata: {...}\n\n
+//	sw.Header().Set("Sluice-Slot", "0")          // extra headers, before the first event
+//	if err := sw.Data(delta); err != nil { ... } // data: {...}\n\n, flushed
+//	_ = sw.Event("error", body)                  // event: error\ndata: {...}\n\n
+//
+// (a raw audio stream, which is no SSE, keeps writing the bytes itself).
 //
 // A Writer sends its headers (200, Content-Type text/event-stream,
 // Cache-Control no-cache, X-Accel-Buffering no) with the first write, so a
