@@ -14,15 +14,21 @@
 // spec.go and decode.go (request bodies), checkpoint.go (models-root
 // confinement), mw_*.go (middleware), wire_edge.go (the edge and the
 // keys, from internal/edge and internal/auth), shutdown.go (Serve, Run,
-// Shutdown and its slices), metrics.go and
-// metrics_feed.go (Prometheus), config.go (flags and the models file).
-// The dashboard (CONTRACT.md ui.*): events.go and events_translate.go (the event
-// hub behind GET /v1/events: one runtime observer whose steps it translates
-// (the runtime's status snapshots, never a state of its own), a ring for
-// Last-Event-ID, non-blocking fan-out), h_events.go (the SSE
-// stream), catalogue.go and h_catalogue.go (the models root and its
-// catalogue, swapped together), h_spec.go (a model's committed spec),
-// ui.go and ui/ (the embedded page).
+// Shutdown and its slices), obs.go (what the metrics and the event stream
+// read of this package), config.go (flags and the models file). The
+// dashboard (CONTRACT.md ui.*): catalogue.go and h_catalogue.go (the models
+// root and its catalogue, swapped together), h_spec.go (a model's
+// committed spec), ui.go and ui/ (the embedded page).
+//
+// Observability lives under internal/: internal/follow is the one runtime
+// follower (one subscription, one goroutine) whose steps feed both
+// internal/metrics (Prometheus: the registry, the load and unload
+// histograms, the request middleware) and internal/events (the hub behind
+// GET /v1/events: it translates the runtime's steps and status snapshots,
+// never a state of its own, keeps a ring for Last-Event-ID and fans out
+// without blocking; and its handler). internal/sse is the one writer of
+// text/event-stream answers (the event stream, the /infer and
+// transcription streams).
 //
 // Protocol adapters live under internal/ and never import this package:
 // internal/oip serves the Open Inference Protocol (/v2) through an
@@ -44,10 +50,10 @@
 // Threading rule: a Server is safe for concurrent use by net/http. Its own
 // mutable state is the edge's connection tracker (one mutex for the set, one per
 // connection ordering deadline changes between the shutdown loop and that
-// connection's handler), the shutdown flag (atomic), the metrics feed and
-// the event hub, which run on their own goroutines and are joined by
-// Shutdown (the hub's ring, clients and mirror are behind its own mutex;
-// it never waits for a client), and the models root with its catalogue
+// connection's handler), the shutdown flag (atomic), the runtime follower,
+// which runs on its own goroutine feeding the metrics and the event hub
+// and is joined by Shutdown (the hub's ring and clients are behind its own
+// mutex; it never waits for a client), and the models root with its catalogue
 // (a read-write mutex, scans serialised outside it). Everything else is the
 // runtime's, behind the runtime's lock.
 package server

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/metrics"
 )
 
 // Error is the one error type handlers return (httpapi.Error, shared
@@ -207,7 +208,7 @@ const (
 // router's refusals middleware puts the server's sink in every request's
 // context, where writeError finds it.
 type refusalSink struct {
-	met *metrics
+	met *metrics.Metrics
 	now func() time.Time // time.Now; tests pin it
 
 	mu      sync.Mutex
@@ -222,7 +223,7 @@ type refusalBucket struct {
 
 type refusalSinkKey struct{}
 
-func newRefusalSink(met *metrics) *refusalSink {
+func newRefusalSink(met *metrics.Metrics) *refusalSink {
 	return &refusalSink{met: met, now: time.Now, buckets: map[string]*refusalBucket{}}
 }
 
@@ -235,7 +236,7 @@ func (k *refusalSink) middleware(next http.Handler) http.Handler {
 
 // record counts one refusal and logs it if its type's bucket allows.
 func (k *refusalSink) record(r *http.Request, e *Error) {
-	k.met.refusals.WithLabelValues(e.Type, e.Code).Inc()
+	k.met.Refusal(e.Type, e.Code)
 	ok, suppressed := k.allow(e.Type)
 	if !ok {
 		return

@@ -10,10 +10,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/server/internal/events"
 )
 
 // Helpers of the event-stream tests: an SSE client of GET /v1/events and
 // waits on the hub.
+
+// Event is an event of the stream as a client decodes it: its status is
+// the model object.
+type Event struct {
+	events.Event
+	Status *Model `json:"status,omitempty"`
+}
 
 // sseFrame is one server-sent event as a client reads it.
 type sseFrame struct {
@@ -135,10 +144,8 @@ func (ts *tserver) awaitClients(n int) {
 	ts.t.Helper()
 	ctx := ctxLimit(ts.t)
 	for {
-		h := ts.s.events
-		h.mu.Lock()
-		got, changed := len(h.clients), h.changed
-		h.mu.Unlock()
+		st, changed := ts.s.events.Watch()
+		got := st.Clients
 		if got == n {
 			return
 		}
@@ -162,19 +169,16 @@ func (ts *tserver) awaitHubCaughtUp() {
 		// behind a burst) is never seen: a reset after it says so, and the
 		// marker is sent again.
 		marker := fmt.Sprintf("marker-%d-%d", time.Now().UnixNano(), try)
-		h.mu.Lock()
-		from := h.next
-		h.mu.Unlock()
+		st, _ := h.Watch()
+		from := st.Next
 		ts.must(404, "POST", "/v1/models/"+marker+"/infer", `{"input":1}`)
 		for again := false; !again; {
-			h.mu.Lock()
-			found, changed := false, h.changed
-			for id := h.newestLocked(); id >= h.oldestLocked() && id >= from && !found; id-- {
-				ev := &h.ring[id%uint64(len(h.ring))]
-				found = ev.Model == marker && ev.Type == "rejection"
+			_, changed := h.Watch()
+			found := false
+			for _, ev := range h.Since(from) {
+				found = found || ev.Model == marker && ev.Type == "rejection"
 				again = again || ev.Type == "reset"
 			}
-			h.mu.Unlock()
 			if found {
 				return
 			}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/server/internal/events"
+
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
@@ -183,7 +185,7 @@ func TestEventsResume(t *testing.T) {
 // ID, then the stream goes on live.
 func TestEventsResetWhenTooOld(t *testing.T) {
 	ts := startServer(t, nil)
-	ts.s.events.limits(hubLimits{ring: 8, clientBuf: eventClientBuf, writeTimeout: waitLimit})
+	ts.s.events.SetLimits(events.Limits{Ring: 8, ClientBuf: events.ClientBuf, WriteTimeout: waitLimit})
 	st := ts.openEvents("")
 	ts.awaitClients(1)
 	ts.put("a", `{"engine":"fixture"}`)
@@ -223,7 +225,7 @@ func TestEventsResetWhenTooOld(t *testing.T) {
 // it once its bounded buffer is full, and a new client then works.
 func TestEventsSlowClientDropped(t *testing.T) {
 	ts := startServer(t, nil)
-	ts.s.events.limits(hubLimits{ring: eventRing, clientBuf: 16, writeTimeout: waitLimit})
+	ts.s.events.SetLimits(events.Limits{Ring: events.Ring, ClientBuf: 16, WriteTimeout: waitLimit})
 	ts.put("a", `{"engine":"fixture","slots":4}`)
 
 	// The stalled client: a raw connection with a small receive buffer that
@@ -252,7 +254,7 @@ func TestEventsSlowClientDropped(t *testing.T) {
 				mu.Lock()
 				n := requests
 				mu.Unlock()
-				if n >= atMost || n >= atLeast && ts.s.events.dropped.Load() > 0 {
+				if n >= atMost || n >= atLeast && dropped(ts) > 0 {
 					return
 				}
 				if _, err := rt.Infer(ctx, "a", backends.Request{Input: json.RawMessage(`1`)}, runtime.InferOptions{}); err != nil {
@@ -271,14 +273,14 @@ func TestEventsSlowClientDropped(t *testing.T) {
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	if n := ts.s.events.dropped.Load(); n != 1 {
+	if n := dropped(ts); n != 1 {
 		t.Fatalf("%d clients dropped after %d requests, want the stalled one", n, requests)
 	}
 	t.Logf("the stalled client was dropped; %d requests ran meanwhile", requests)
 	ts.awaitClients(0)
 	// The hub may still be translating the burst: let it catch up, so that
 	// the new client (with the default buffer) is not dropped by its tail.
-	ts.s.events.limits(hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: waitLimit})
+	ts.s.events.SetLimits(events.Limits{Ring: events.Ring, ClientBuf: events.ClientBuf, WriteTimeout: waitLimit})
 	ts.awaitHubCaughtUp()
 	after := ts.openEvents("")
 	ts.awaitClients(1)
@@ -390,7 +392,7 @@ func TestEventsSubscriptionLost(t *testing.T) {
 	ts.put("a", `{"engine":"fixture","slots":2}`)
 	st := ts.openEvents("")
 	ts.awaitClients(1)
-	ts.s.events.apply(nil, true) // what follow does when the runtime dropped it
+	ts.s.follow.Drop() // what the runtime does with a follower that fell behind
 	// Events of the PUT may still arrive first: the hub runs behind the
 	// scheduler.
 	fr := st.until("reset", isType("reset", ""))
@@ -414,17 +416,15 @@ func TestEventsSubscriptionLost(t *testing.T) {
 func TestEventsHubFollowsOnlyWhileWatched(t *testing.T) {
 	ts := startServer(t, nil)
 	h := ts.s.events
-	h.limits(hubLimits{ring: eventRing, clientBuf: eventClientBuf, writeTimeout: waitLimit, linger: time.Millisecond})
+	h.SetLimits(events.Limits{Ring: events.Ring, ClientBuf: events.ClientBuf, WriteTimeout: waitLimit, Linger: time.Millisecond})
 	ts.put("a", `{"engine":"fixture","slots":2}`)
 	ts.must(200, "POST", "/v1/models/a/infer", `{"input":1}`)
 	awaitActive := func(want bool) {
 		t.Helper()
 		ctx := ctxLimit(t)
 		for {
-			h.mu.Lock()
-			active, changed := h.active, h.changed
-			h.mu.Unlock()
-			if active == want {
+			st, changed := h.Watch()
+			if st.Active == want {
 				return
 			}
 			select {
@@ -435,11 +435,9 @@ func TestEventsHubFollowsOnlyWhileWatched(t *testing.T) {
 		}
 	}
 	awaitActive(false)
-	h.mu.Lock()
-	if h.newestLocked() >= h.oldestLocked() {
-		t.Fatalf("events exist though nobody watched: %d..%d", h.oldestLocked(), h.newestLocked())
+	if st, _ := h.Watch(); st.Ring != 0 {
+		t.Fatalf("%d events exist though nobody watched", st.Ring)
 	}
-	h.mu.Unlock()
 
 	st := ts.openEvents("")
 	ts.awaitClients(1)
@@ -474,4 +472,10 @@ func TestEventsBackoffEnds(t *testing.T) {
 	if ev := fr[len(fr)-1].ev(t); ev.Type != "status" || ev.Status.LoadFailures != 1 {
 		t.Fatalf("the backoff ended with %s", fr[len(fr)-1].data)
 	}
+}
+
+// dropped is how many clients the hub dropped for falling behind.
+func dropped(ts *tserver) int64 {
+	st, _ := ts.s.events.Watch()
+	return st.Dropped
 }

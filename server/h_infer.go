@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/sse"
 )
 
 // jsonContentType is the Content-Type header value of JSON answers (shared,
@@ -126,30 +127,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, lease *runtime.L
 // events returns (nil: the chunk itself), e.g. an API's event objects.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request,
 	events func(json.RawMessage) ([][]byte, error)) error {
-	rc := http.NewResponseController(w)
-	started := false
-	start := func() {
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		h.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
-		h.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
-		w.WriteHeader(http.StatusOK)
-		started = true
-	}
-	var buf []byte
+	sw := sse.New(w, 0) // the connection's per-write deadline bounds it (conns.go)
 	send := func(data []byte) error {
-		if !started {
-			start()
+		if !sw.Started() { // headers with the first chunk: an earlier failure is an ordinary answer
+			h := sw.Header()
+			h.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
+			h.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
 		}
-		buf = append(buf[:0], "data: "...)
-		buf = append(buf, data...)
-		buf = append(buf, "\n\n"...)
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-		return rc.Flush()
+		return sw.Data(data)
 	}
 	_, err := lease.Infer(r.Context(), breq, func(chunk json.RawMessage) error {
 		if bytes.ContainsAny(chunk, "\r\n") { // one event per chunk: no line breaks inside
@@ -175,11 +160,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 	})
 	if err != nil {
 		lease.Release(true)
-		if !started {
+		if !sw.Started() {
 			return fromRuntime(err)
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
-			writeErrorEvent(w, rc, buf, fromRuntime(err))
+			b, _ := json.Marshal(wireOf(fromRuntime(err)))
+			_ = sw.Event("error", b)
 			logger(r.Context()).Error("stream failed", "err", err)
 		}
 		return nil
@@ -192,9 +178,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 // writeErrorEvent ends a stream that failed after its first bytes with an
 // "event: error" carrying the API's error body (CONTRACT.md
 // fail.execution); buf is scratch space.
+//
+// Kept for the speech stream until it writes through sse.Writer (then:
+// sw.Event("error", b) as streamEvents does).
 func writeErrorEvent(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *Error) {
 	b, _ := json.Marshal(wireOf(e))
-	buf = append(append(append(buf[:0], "event: error\ndata: "...), b...), "\n\n"...)
-	_, _ = w.Write(buf)
+	_, _ = w.Write(sse.AppendEvent(buf[:0], "", "error", b))
 	_ = rc.Flush()
 }

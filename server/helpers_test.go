@@ -374,7 +374,7 @@ func anyConn(f func(c *edge.Conn) bool) func([]*edge.Conn) bool {
 // metrics returns the Prometheus text of the server's registry.
 func (ts *tserver) metricsText() string {
 	rec := httptest.NewRecorder()
-	ts.s.met.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	ts.s.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
 }
 
@@ -382,7 +382,7 @@ func (ts *tserver) metricsText() string {
 // metrics feed applies scheduler records on its own goroutine).
 func (ts *tserver) awaitMetrics(want ...string) {
 	ts.t.Helper()
-	err := ts.s.feed.await(ctxLimit(ts.t), func() bool {
+	err := ts.s.met.Await(ctxLimit(ts.t), func() bool {
 		text := ts.metricsText()
 		for _, w := range want {
 			if !strings.Contains(text, w) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/server/internal/events"
+
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
@@ -14,14 +16,14 @@ import (
 // The edge's test net (docs/design.md "The edge's test net"): tests that
 // kill hand-planted mutants (scripts/edgemutants) no other test killed.
 
-// The event stream bounds each write on its own (hubLimits.writeTimeout),
+// The event stream bounds each write on its own (events.Limits.WriteTimeout),
 // not only through --write-timeout: with --write-timeout off, a client
 // that stops reading is still dropped once a write blocks past the
 // stream's limit, while the hub's buffer is large enough never to drop it
 // for falling behind (edgemutants events-write-deadline).
 func TestEventsWriteDeadlineAlone(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.WriteTimeout = 0 })
-	ts.s.events.limits(hubLimits{ring: eventRing, clientBuf: 1 << 20, writeTimeout: 100 * time.Millisecond})
+	ts.s.events.SetLimits(events.Limits{Ring: events.Ring, ClientBuf: 1 << 20, WriteTimeout: 100 * time.Millisecond})
 	ts.put("a", `{"engine":"fixture","slots":4}`)
 	c := ts.dialSmallBuffers()
 	if _, err := fmt.Fprintf(c, "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
@@ -39,11 +41,8 @@ func TestEventsWriteDeadlineAlone(t *testing.T) {
 	gone := make(chan struct{})
 	go func() { // awaitClients(0) without t.Fatal off the test's goroutine
 		for {
-			h := ts.s.events
-			h.mu.Lock()
-			got, changed := len(h.clients), h.changed
-			h.mu.Unlock()
-			if got == 0 {
+			st, changed := ts.s.events.Watch()
+			if st.Clients == 0 {
 				close(gone)
 				return
 			}
@@ -59,8 +58,8 @@ func TestEventsWriteDeadlineAlone(t *testing.T) {
 	for ; n < atMost; n++ {
 		select {
 		case <-gone:
-			if d := ts.s.events.dropped.Load(); d != 0 {
-				t.Fatalf("the stalled client was dropped for falling behind (%d), not by its write deadline", d)
+			if st, _ := ts.s.events.Watch(); st.Dropped != 0 {
+				t.Fatalf("the stalled client was dropped for falling behind (%d), not by its write deadline", st.Dropped)
 			}
 			t.Logf("the stalled stream ended after %d requests", n)
 			return

@@ -13,7 +13,7 @@ import (
 // routes builds the router: one handler per endpoint, each returning its
 // error through adapt.
 //
-// Middleware, outermost first: the request metrics (mw_metrics.go), the
+// Middleware, outermost first: the request metrics (internal/metrics), the
 // inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
 // request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
 // (internal/edge), the credential (one Bearer header or a dashboard
@@ -30,8 +30,8 @@ func (s *Server) routes() http.Handler {
 	v2 := s.oipHandlers()
 	oa := s.openaiHandlers()
 	r := chi.NewRouter()
-	r.Use(s.met.http.middleware) // outermost: every answer is measured, refusals included
-	r.Use(oip.Scope)             // errors under /v2 in the protocol's shape, the refusals below included
+	r.Use(s.met.Middleware) // outermost: every answer is measured, refusals included
+	r.Use(oip.Scope)        // errors under /v2 in the protocol's shape, the refusals below included
 	r.Use(edge.Track, requestID(s.log), s.refuse.middleware, s.edge.CheckHost, s.edge.CheckOrigin,
 		a.Authenticate, s.edge.LimitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
@@ -60,7 +60,7 @@ func (s *Server) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(a.DashboardRead())
 		r.Get("/v1/models", adapt(s.handleListModels))
-		r.Get("/v1/events", adapt(s.handleEvents)) // a stream: no timeout middleware here either
+		r.Get("/v1/events", adapt(s.events.Handle)) // a stream: no timeout middleware here either
 		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
 		r.Get("/v1/ui/config", adapt(s.handleUIConfig))
 		r.Post("/v2/repository/index", adapt(v2.Index)) // GET /v1/models's snapshot
@@ -69,7 +69,7 @@ func (s *Server) routes() http.Handler {
 	// The rest of the API: the API key as a Bearer token only.
 	r.Group(func(r chi.Router) {
 		r.Use(a.APIRead())
-		r.Get("/metrics", s.met.handler().ServeHTTP)
+		r.Get("/metrics", s.met.Handler().ServeHTTP)
 		r.Get("/v1/models/{id}", adapt(s.handleGetModel))
 		r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
 		// The OpenAI routes (internal/openai).

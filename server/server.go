@@ -19,6 +19,9 @@ import (
 	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/auth"
 	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/events"
+	"github.com/sluice-dev/sluice/server/internal/follow"
+	"github.com/sluice-dev/sluice/server/internal/metrics"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
@@ -58,10 +61,10 @@ type Server struct {
 	log     *slog.Logger
 	rt      *runtime.Runtime
 	fx      *fixture.Engine
-	met     *metrics
-	feed    *feed
-	events  *eventHub   // GET /v1/events and the committed specs
-	roots   *modelsRoot // --models-root and its catalogue, swapped together
+	met     *metrics.Metrics
+	follow  *follow.Follower // the one runtime subscription: metrics and events
+	events  *events.Hub      // GET /v1/events
+	roots   *modelsRoot      // --models-root and its catalogue, swapped together
 	handler http.Handler
 	hs      *http.Server
 	edge    *edge.Edge    // connections, body limits, Host and Origin (server/internal/edge)
@@ -164,7 +167,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// back to the budget where no cgroup limit or physical memory is known.
 	backends.SetMemoryBudget(cfg.MemoryBudgetMB)
 	epoch := time.Now() // the scheduler clock's zero, within microseconds, for event times
-	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: WaitBuckets(),
+	rt, err := runtime.New(runtime.Options{Core: cfg.coreOptions(), Engines: engines, Trace: trace, Logger: log, WaitBuckets: metrics.WaitBuckets(),
 		CheckInvariants: opts.CheckInvariants, LiveInvariants: cfg.LiveInvariants, MaxModels: cfg.MaxModels})
 	if err != nil {
 		return fail(err)
@@ -183,12 +186,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 			log.Info("model restored from the state dir", "model", m.ID, "config_version", m.ConfigVersion, "loaded", m.Loaded)
 		}
 	}
-	s.met = newMetrics(rt.Status, rt.AdmissionStats)
-	s.met.edge(s.edge)
-	s.met.checks(rt)
+	s.met = metrics.New(rt.Status, rt.AdmissionStats)
+	s.met.Register(s.edge.Collectors()...)
+	s.met.Checks(rt)
 	s.refuse = newRefusalSink(s.met)
-	s.feed = startFeed(rt, s.met, log)
-	s.events = newEventHub(rt, epoch, log, s.created.of)
+	s.events = events.New(events.Options{Epoch: epoch, Log: log, Status: s.statusObject, ShuttingDown: rt.ShuttingDown})
+	s.follow = follow.Start(rt, log, s.met, s.events) // before New returns: no lifecycle step is missed
+	s.events.Follow(s.follow)
 	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
 	s.roots.commit = s.reg.SetRoot
 	s.handler = s.routes()

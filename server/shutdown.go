@@ -148,8 +148,8 @@ wait:
 	if rerr := <-rtDone; rerr != nil && err == nil { // (5)
 		err = fmt.Errorf("server: %w", rerr)
 	}
-	s.feed.close()
-	s.events.close()
+	s.follow.Close()
+	s.events.Close()
 	if s.trace != nil {
 		if cerr := s.trace.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("server: trace file: %w", cerr)

@@ -136,3 +136,70 @@ func lifecycleNames(st *Step) []string {
 	}
 	return out
 }
+
+// Reobserve moves one subscription from the lifecycle to every step with
+// statuses and back without losing or doubling a step: the old channel
+// ends where the new one begins, with a snapshot when it asks for
+// statuses; a cancelled subscription cannot be changed.
+func TestReobserve(t *testing.T) {
+	e := newEnv(t, core.Options{})
+	e.apply("a", spec(2, `{}`))
+	life, stop := e.rt.Observe(ObserveOptions{Buffer: 1 << 10, Lifecycle: true})
+	if _, err := e.rt.Unload(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	full, ok := e.rt.Reobserve(life, ObserveOptions{Buffer: 1 << 10, Status: true})
+	if !ok {
+		t.Fatal("a live subscription could not be changed")
+	}
+	var kinds []string
+	for st := range life { // closed by the change
+		kinds = append(kinds, lifecycleNames(&st)...)
+	}
+	if want := []string{"Retire", "StartTeardown", "TeardownDone"}; !slices.Equal(kinds, want) {
+		t.Fatalf("before the change: %v, want %v", kinds, want)
+	}
+	if _, err := e.rt.Infer(bg, "a", backends.Request{}, InferOptions{}); err != nil { // loads, then a warm request's steps
+		t.Fatal(err)
+	}
+	back, ok := e.rt.Reobserve(full, ObserveOptions{Buffer: 1 << 10, Lifecycle: true})
+	if !ok {
+		t.Fatal("the full subscription could not be changed back")
+	}
+	first, n, seen := true, 0, map[string]core.ModelStatus{}
+	kinds = kinds[:0]
+	for st := range full {
+		if first != (st.Event.Kind == core.EvNone) {
+			t.Fatalf("step %d is %s", n, st.Event.Kind)
+		}
+		first = false
+		for _, ms := range st.Status {
+			seen[ms.ID] = ms
+		}
+		kinds = append(kinds, lifecycleNames(&st)...)
+		n++
+	}
+	if want := []string{"StartLoad", "LoadDone", "StartClone", "CloneDone", "Publish"}; !slices.Equal(kinds, want) {
+		t.Fatalf("while full: %v, want %v", kinds, want)
+	}
+	if got := e.rt.Status(); n < 5 || seen["a"] != got[0] {
+		t.Fatalf("after %d steps the observer holds %+v, the runtime %+v", n, seen, got)
+	}
+	if _, err := e.rt.Unload(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	kinds = kinds[:0]
+	for st := range back {
+		if len(st.Status) != 0 {
+			t.Fatal("a lifecycle step carries statuses")
+		}
+		kinds = append(kinds, lifecycleNames(&st)...)
+	}
+	if want := []string{"Retire", "StartTeardown", "TeardownDone"}; !slices.Equal(kinds, want) {
+		t.Fatalf("after the change back: %v, want %v", kinds, want)
+	}
+	if _, ok := e.rt.Reobserve(back, ObserveOptions{Buffer: 1, Lifecycle: true}); ok {
+		t.Fatal("a cancelled subscription was changed")
+	}
+}

@@ -73,6 +73,35 @@ func (r *Runtime) Observe(o ObserveOptions) (<-chan Step, func()) {
 	return ob.steps, func() { r.dropObserver(ob) }
 }
 
+// Reobserve changes the options of the subscription whose channel is ch,
+// in one critical section, with no step lost or doubled: ch is closed after
+// the steps of before the change, and the returned channel (of o.Buffer)
+// carries every step from the change on, starting, with o.Status, with a
+// snapshot of every model as Observe does. The subscription's cancel
+// function ends it on the new channel. One observer can so serve several
+// consumers, following only the lifecycle while none needs more and every
+// step with statuses while one does, without a second subscription. It
+// reports false, and leaves everything as it was, when ch is no live
+// subscription (it was cancelled or dropped for falling behind).
+func (r *Runtime) Reobserve(ch <-chan Step, o ObserveOptions) (<-chan Step, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ob := range r.subs {
+		if ob.steps == nil || (<-chan Step)(ob.steps) != ch {
+			continue
+		}
+		next := make(chan Step, max(o.Buffer, 1))
+		if o.Status {
+			next <- Step{Event: core.Event{Kind: core.EvNone, Now: r.last}, Status: r.m.Snapshot()}
+		}
+		close(ob.steps)
+		ob.steps, ob.life, ob.status = next, o.Lifecycle, o.Status
+		r.setObsLocked()
+		return next, true
+	}
+	return nil, false
+}
+
 // Subscribe returns a channel that receives the trace record (core.Record)
 // of every event and effect from now on, in machine order, and a function
 // that ends the subscription: Observe in the trace's format, for tests and

@@ -123,7 +123,7 @@ var mutants = []mutant{
 	{name: "piece-deadline-skipped", area: "deadline", why: "no write deadline per piece at all (--write-timeout ignored)",
 		edits: []edit{{file: "server/internal/edge/conns.go", old: "\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\t\t_ = now"}}},
 	{name: "events-write-deadline", area: "deadline", why: "the event stream writes without its per-write deadline",
-		edits: []edit{{file: "server/h_events.go", old: "\t_ = rc.SetWriteDeadline(time.Now().Add(timeout)) // unsupported", new: "\t_ = timeout // unsupported"}}},
+		edits: []edit{{file: "server/internal/sse/sse.go", old: "\t\t_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) // unsupported", new: "\t\t_ = s.timeout // unsupported"}}},
 	{name: "body-deadline-once", area: "deadline", why: "the body's read deadline is set before the first read only, never moved as bytes arrive",
 		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\t_ = b.rc.SetReadDeadline(d)\n\t\tb.cleared = false", new: "\t\tif b.n == 0 {\n\t\t\t_ = b.rc.SetReadDeadline(d)\n\t\t}\n\t\tb.cleared = false"}}},
 	{name: "body-deadline-not-lifted", area: "deadline", why: "the body's read deadline stays after EOF (net/http's background read inherits it)",
@@ -222,5 +222,5 @@ var mutants = []mutant{
 	{name: "ws-failed-upgrade-leaks-lease", area: "lease", why: "a refused WebSocket upgrade keeps its lease (a slot lost per attempt)",
 		edits: []edit{{file: "server/h_realtime.go", old: "\t\tlease.Release(true)\n\t\tlogger(r.Context()).Warn(\"realtime upgrade failed\"", new: "\t\tlogger(r.Context()).Warn(\"realtime upgrade failed\""}}},
 	{name: "stream-error-leaks-lease", area: "lease", why: "an /infer stream whose engine failed keeps its lease",
-		edits: []edit{{file: "server/h_infer.go", old: "\tif err != nil {\n\t\tlease.Release(true)\n\t\tif !started {\n\t\t\treturn fromRuntime(err)\n\t\t}\n\t\tif runtime.CodeOf(err) != core.CodeCancelled {\n\t\t\twriteErrorEvent", new: "\tif err != nil {\n\t\tif !started {\n\t\t\treturn fromRuntime(err)\n\t\t}\n\t\tif runtime.CodeOf(err) != core.CodeCancelled {\n\t\t\twriteErrorEvent"}}},
+		edits: []edit{{file: "server/h_infer.go", old: "\tif err != nil {\n\t\tlease.Release(true)\n\t\tif !sw.Started() {", new: "\tif err != nil {\n\t\tif !sw.Started() {"}}},
 }

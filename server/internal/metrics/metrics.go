@@ -1,8 +1,18 @@
-package server
+// Package metrics is Sluice's Prometheus registry (GET /metrics): gauges
+// of the models' states and queues read from one status snapshot per
+// scrape (the autoscaling signal among them, queue.go), the runtime's
+// admission counters, the load and unload histograms fed by the scheduler's
+// lifecycle steps (feed.go: a consumer of the server's one runtime
+// follower, server/internal/follow), the HTTP request metrics of the
+// middleware (http.go), the serving edge's gauges and the build info. It
+// imports nothing of package server: the server hands it functions.
+package metrics
 
 import (
+	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,15 +21,14 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
-	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
-// metrics are Sluice's Prometheus metrics. Gauges of the model state are read
+// Metrics are Sluice's Prometheus metrics. Gauges of the model state are read
 // from one atomic status snapshot per scrape, and the admission counters
 // and wait histogram from the runtime's own counters (one snapshot per
 // scrape, runtime.AdmissionStats); load and unload histograms are updated
-// by the lifecycle feed.
-type metrics struct {
+// by the lifecycle feed (Begin and Steps, feed.go).
+type Metrics struct {
 	reg       *prometheus.Registry
 	loads     *prometheus.HistogramVec
 	loadFails *prometheus.CounterVec
@@ -27,6 +36,14 @@ type metrics struct {
 	refusals  *prometheus.CounterVec // by error type and code: both from fixed sets
 	http      *httpMetrics
 	models    *modelLabels // the model label of every per-model series
+
+	feed *feedState // the follower's goroutine only
+
+	// watched turns on change notifications (tests): changed is closed and
+	// replaced after every batch of steps applied.
+	watched atomic.Bool
+	wmu     sync.Mutex
+	changed chan struct{}
 }
 
 // modelSeriesLimit is how many models get their own series (model="ID");
@@ -65,7 +82,8 @@ func (l *modelLabels) label(id string) string {
 // waitBuckets are the bounds of sluice_admission_wait_seconds, in seconds.
 var waitBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
 
-// WaitBuckets returns waitBuckets as durations, for runtime.Options.
+// WaitBuckets returns the bounds of sluice_admission_wait_seconds as
+// durations, for runtime.Options (the runtime counts the waits in them).
 func WaitBuckets() []time.Duration {
 	out := make([]time.Duration, len(waitBuckets))
 	for i, b := range waitBuckets {
@@ -74,10 +92,13 @@ func WaitBuckets() []time.Duration {
 	return out
 }
 
-func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.AdmissionStats) *metrics {
-	m := &metrics{
-		reg:    prometheus.NewRegistry(),
-		models: &modelLabels{limit: modelSeriesLimit, named: map[string]struct{}{}},
+// New builds the registry. status and admissions are read at every scrape
+// (runtime.Runtime's Status and AdmissionStats).
+func New(status func() []core.ModelStatus, admissions func() []runtime.AdmissionStats) *Metrics {
+	m := &Metrics{
+		changed: make(chan struct{}),
+		reg:     prometheus.NewRegistry(),
+		models:  &modelLabels{limit: modelSeriesLimit, named: map[string]struct{}{}},
 		loads: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_load_seconds", Help: "Duration of pool loads (primary and clones).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
@@ -98,12 +119,58 @@ func newMetrics(status func() []core.ModelStatus, admissions func() []runtime.Ad
 		queueCollector{status, m.models}, // the autoscaling signal (metrics_queue.go)
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	m.http = newHTTPMetrics(m.reg)
+	m.feed = newFeedState(m)
 	return m
 }
 
-// handler serves the registry in the Prometheus text format.
-func (m *metrics) handler() http.Handler {
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Refusal counts an error answer that refuses a request, by its error type
+// and code (CONTRACT.md err.refusal-log).
+func (m *Metrics) Refusal(typ, code string) {
+	m.refusals.WithLabelValues(typ, code).Inc()
+}
+
+// LimitModelSeries replaces modelSeriesLimit (tests lower it); models
+// already named keep their series.
+func (m *Metrics) LimitModelSeries(n int) {
+	m.models.mu.Lock()
+	defer m.models.mu.Unlock()
+	m.models.limit = n
+}
+
+// Await blocks until cond holds, re-checking after every batch of steps
+// the feed applies, or until ctx ends (tests: the feed runs on the
+// follower's goroutine).
+func (m *Metrics) Await(ctx context.Context, cond func() bool) error {
+	m.watched.Store(true)
+	for {
+		m.wmu.Lock()
+		ch := m.changed
+		m.wmu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// applied notes that a batch was applied.
+func (m *Metrics) applied() {
+	if !m.watched.Load() {
+		return
+	}
+	m.wmu.Lock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.wmu.Unlock()
 }
 
 var (
@@ -244,13 +311,20 @@ func emitAdmissions(ch chan<- prometheus.Metric, st *runtime.AdmissionStats, mod
 	}
 }
 
-// edge registers the serving edge's metrics (edge.Edge.Collectors).
-func (m *metrics) edge(e *edge.Edge) { m.reg.MustRegister(e.Collectors()...) }
+// Register adds collectors the server's other parts own (the serving
+// edge's connection and body metrics: edge.Edge.Collectors).
+func (m *Metrics) Register(cs ...prometheus.Collector) { m.reg.MustRegister(cs...) }
 
-// checks registers the scheduler's self-checks: invariant violations found
+// Checker is what Checks reads: *runtime.Runtime.
+type Checker interface {
+	InvariantViolations() int64
+	Disagreements() int64
+}
+
+// Checks registers the scheduler's self-checks: invariant violations found
 // by the live checks (--live-invariants) and effects the runtime could not
 // carry out as the core said. Both are bugs when they are not 0.
-func (m *metrics) checks(rt *runtime.Runtime) {
+func (m *Metrics) Checks(rt Checker) {
 	m.reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_invariant_violations_total",
 			Help: "Scheduler events after which a live check (--live-invariants) found the core's invariants broken; not 0 is a bug."},

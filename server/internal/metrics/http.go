@@ -1,4 +1,4 @@
-package server
+package metrics
 
 import (
 	"net/http"
@@ -44,8 +44,10 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return h
 }
 
-// middleware measures every request; it must wrap the router's other
+// Middleware measures every request; it must wrap the router's other
 // middleware so that refusals before routing are measured too.
+func (m *Metrics) Middleware(next http.Handler) http.Handler { return m.http.middleware(next) }
+
 func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -71,6 +73,30 @@ func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 		returned = true
 	})
 }
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush,
+// deadlines) through the recorder.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // methodLabel keeps the method label to a fixed set: a client may send any
 // token as its method.

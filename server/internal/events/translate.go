@@ -1,4 +1,4 @@
-package server
+package events
 
 import (
 	"github.com/sluice-dev/sluice/core"
@@ -13,7 +13,7 @@ import (
 // with its start: the submission of each live ticket (for waits and the
 // model of a Release) and the start of each backend job (for durations).
 //
-// Threading rule: used by the hub's goroutine under hub.mu only.
+// Threading rule: used by the follower's goroutine under Hub.mu only.
 type translator struct {
 	tickets   map[core.Ticket]ticketInfo
 	jobs      map[core.Job]jobInfo
@@ -23,7 +23,7 @@ type translator struct {
 	step stepState
 	out  []Event
 
-	created func(id string) int64 // a status object's created; nil: none
+	status func(core.ModelStatus) any // an event's status object; nil: none
 }
 
 type ticketInfo struct {
@@ -87,7 +87,7 @@ func (t *translator) apply(st *runtime.Step) {
 
 // emit adds an event of the current step.
 func (t *translator) emit(ev Event) {
-	ev.T = t.step.t // Time is formatted when the event is sent (eventHub.frame)
+	ev.T = t.step.t // Time is formatted when the event is sent (Hub.frame)
 	t.step.events = append(t.step.events, ev)
 }
 
@@ -261,25 +261,31 @@ func (t *translator) flush() {
 			t.emit(Event{Type: "status", Model: model})
 		}
 	}
-	var cache []*Model // one status object per model and step, shared by its events
+	if t.status == nil {
+		t.out = append(t.out, s.events...)
+		s.events = s.events[:0]
+		return
+	}
+	type made struct {
+		id string
+		v  any
+	}
+	var cache []made // one status object per model and step, shared by its events
 	for i := range s.events {
 		ev := &s.events[i]
 		if ev.Model == "" {
 			continue
 		}
 		for _, m := range cache {
-			if m.ID == ev.Model {
-				ev.Status = m
+			if m.id == ev.Model {
+				ev.Status = m.v
 			}
 		}
 		if ev.Status == nil {
 			if st, ok := t.statusOf(ev.Model); ok && !st.Unregistered {
-				m := modelOf(st)
-				if t.created != nil {
-					m.Created = t.created(st.ID)
-				}
-				ev.Status = &m
-				cache = append(cache, &m)
+				v := t.status(st)
+				ev.Status = v
+				cache = append(cache, made{st.ID, v})
 			}
 		}
 	}
