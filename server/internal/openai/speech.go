@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/sse"
 )
 
 // Speech serves POST /v1/audio/speech: JSON {model, input, voice,
@@ -61,35 +62,35 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 // chunked body, never a clean end).
 func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request, p SpeechParams) error {
 	rc := http.NewResponseController(w)
-	sse := p.StreamFormat == "sse"
+	var sw *sse.Writer // stream_format sse: the server's one event-stream writer
+	if p.StreamFormat == "sse" {
+		sw = sse.New(w, 0)
+	}
 	wav := p.ResponseFormat == "" || p.ResponseFormat == "wav"
 	started := false
-	var buf []byte
 	start := func(rate int) {
 		hd := w.Header()
-		switch {
-		case sse:
-			hd.Set("Content-Type", "text/event-stream")
-			hd.Set("Cache-Control", "no-cache")
-		case wav:
+		hd.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
+		hd.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
+		started = true
+		if sw != nil {
+			sw.Start()
+			return
+		}
+		if wav {
 			hd.Set("Content-Type", "audio/wav")
-		default:
+		} else {
 			hd.Set("Content-Type", audio.PCMContentType(rate))
 		}
 		hd.Set("X-Accel-Buffering", "no")
-		hd.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
-		hd.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
 		w.WriteHeader(http.StatusOK)
-		started = true
 	}
 	event := func(v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		buf = append(append(append(buf[:0], "data: "...), b...), "\n\n"...)
-		_, err = w.Write(buf)
-		return err
+		return sw.Data(b)
 	}
 	_, err := lease.Infer(r.Context(), req, func(chunk json.RawMessage) error {
 		pcm, rate, err := audio.DecodeChunk(chunk)
@@ -102,12 +103,10 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 				pcm = append(audio.StreamHeader(rate), pcm...)
 			}
 		}
-		if sse {
-			err = event(map[string]string{"type": "speech.audio.delta", "audio": base64.StdEncoding.EncodeToString(pcm)})
-		} else {
-			_, err = w.Write(pcm)
+		if sw != nil {
+			return event(map[string]string{"type": "speech.audio.delta", "audio": base64.StdEncoding.EncodeToString(pcm)})
 		}
-		if err != nil {
+		if _, err := w.Write(pcm); err != nil {
 			return err
 		}
 		return rc.Flush()
@@ -119,10 +118,10 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
 			h.d.Logger(r.Context()).Error("speech stream failed", "err", err)
-			if !sse {
+			if sw == nil {
 				panic(http.ErrAbortHandler) // no in-band error in raw audio
 			}
-			h.d.WriteErrorEvent(w, rc, buf, h.d.FromRuntime(err))
+			h.d.WriteErrorEvent(w, rc, nil, h.d.FromRuntime(err))
 		}
 		return nil
 	}
@@ -132,10 +131,9 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
 			Err: fmt.Errorf("model %q streamed no chunk", p.Model)}
 	}
-	if sse {
+	if sw != nil {
 		werr = event(map[string]any{"type": "speech.audio.done", "usage": map[string]int{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
-	}
-	if werr == nil {
+	} else {
 		werr = rc.Flush()
 	}
 	lease.Release(werr != nil)
