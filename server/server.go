@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/realtime"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
@@ -69,7 +70,7 @@ type Server struct {
 	hosts   *hostAllowList              // CONTRACT.md err.host
 	origins *http.CrossOriginProtection // CONTRACT.md err.origin
 	refuse  *refusalSink                // CONTRACT.md err.refusal-log
-	live    *liveSessions               // open realtime sessions (h_realtime.go)
+	live    *realtime.Sessions          // open realtime sessions (server/internal/realtime)
 	created createdAt                   // each model's registration second (model.go)
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
@@ -125,7 +126,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, fx: fx, conns: newConnTracker(), shutdownDone: make(chan struct{}), restored: map[string]bool{},
-		hosts: hosts, origins: origins, live: newLiveSessions()}
+		hosts: hosts, origins: origins, live: realtime.NewSessions()}
 	s.initLimits()
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {
