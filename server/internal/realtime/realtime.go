@@ -251,7 +251,7 @@ func (ls *liveSession) run() (failed bool) {
 	if err != nil {
 		_ = ls.c.CloseNow()
 	}
-	ls.cut(errors.New("server: realtime session closed"))
+	ls.cut(errors.New("realtime: session closed"))
 	return err != nil
 }
 

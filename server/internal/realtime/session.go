@@ -109,7 +109,7 @@ func (ls *liveSession) send(ev map[string]any) error {
 		defer cancel()
 	}
 	if err := ls.c.Write(ctx, websocket.MessageText, b); err != nil {
-		err = fmt.Errorf("server: realtime write: %w", err)
+		err = fmt.Errorf("realtime: write: %w", err)
 		ls.cut(err)
 		return err
 	}
@@ -195,7 +195,7 @@ func (ls *liveSession) commit(clientEv string, final, auto bool) {
 func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 	var ev backends.LiveEvent
 	if err := json.Unmarshal(chunk, &ev); err != nil {
-		return fmt.Errorf("server: live engine event: %w", err)
+		return fmt.Errorf("realtime: live engine event: %w", err)
 	}
 	ls.mu.Lock()
 	item, committed := ls.items[ev.Turn]
@@ -239,7 +239,7 @@ func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 			"content_index": 0, "transcript": ev.Text})
 	}
 	ls.mu.Unlock()
-	return fmt.Errorf("server: live engine event of kind %q", ev.Kind)
+	return fmt.Errorf("realtime: live engine event of kind %q", ev.Kind)
 }
 
 // closingDelta is the text a turn's last delta says: the words of final
@@ -334,7 +334,7 @@ func (ls *liveSession) read() {
 				ls.finish(ce.Code, "", false)
 			} else {
 				ls.finish(websocket.StatusAbnormalClosure, "", false)
-				ls.cut(fmt.Errorf("server: realtime read: %w", err))
+				ls.cut(fmt.Errorf("realtime: read: %w", err))
 			}
 			return
 		}

@@ -136,7 +136,7 @@ func (ls *liveSession) watchModel(model string) {
 func (ls *liveSession) onVAD(chunk json.RawMessage) error {
 	var ev backends.LiveEvent
 	if err := json.Unmarshal(chunk, &ev); err != nil {
-		return fmt.Errorf("server: live VAD event: %w", err)
+		return fmt.Errorf("realtime: live VAD event: %w", err)
 	}
 	ls.mu.Lock()
 	item := ls.openItem
@@ -151,7 +151,7 @@ func (ls *liveSession) onVAD(chunk json.RawMessage) error {
 		ls.commit("", false, true)
 		return nil
 	}
-	return fmt.Errorf("server: live VAD event of kind %q", ev.Kind)
+	return fmt.Errorf("realtime: live VAD event of kind %q", ev.Kind)
 }
 
 // stopVAD ends the turn detection's input, waits for its engine call and
