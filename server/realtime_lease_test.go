@@ -83,7 +83,7 @@ func TestRealtimeShutdown(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if n := ts.s.live.count(); n != 0 {
+	if n := ts.s.live.Count(); n != 0 {
 		t.Errorf("%d sessions open after shutdown", n)
 	}
 }

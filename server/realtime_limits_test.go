@@ -1,15 +1,13 @@
 package server
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/server/internal/realtime"
 )
 
 // The handshake is checked before any lease: a plain GET, a wrong intent,
@@ -82,7 +80,7 @@ func TestRealtimeEventErrors(t *testing.T) {
 	if ev := rc.next(); ev["type"] != "error" {
 		t.Errorf("binary message answered %v", ev)
 	}
-	rc.appendAudio(rtAudio(t)[:realtimeRate/5])
+	rc.appendAudio(rtAudio(t)[:realtime.Rate/5])
 	rc.send(map[string]any{"type": "transcription_session.update", "session": map[string]any{"input_audio_transcription": map[string]any{"language": "fr"}}})
 	if ev := rc.next(); ev["type"] != "error" {
 		t.Errorf("a language change after audio answered %v", ev)
@@ -139,54 +137,5 @@ func TestRealtimeLimits(t *testing.T) {
 			t.Errorf("no audio_rate_exceeded error before the close: %v", evs)
 		}
 		ts.awaitActive("asr", 0)
-	})
-}
-
-// The queue between the reader and the engine holds at most its cap: a push
-// past it waits until the engine has taken enough, and a closed queue
-// fails a waiting push (CONTRACT.md live.backpressure).
-func TestLiveQueueBackpressure(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q := newLiveQueue(100)
-		ctx := context.Background()
-		piece := backends.LivePiece{Samples: make([]int16, 60), Rate: realtimeRate}
-		if err := q.push(ctx, piece); err != nil {
-			t.Fatal(err)
-		}
-		pushed := make(chan error, 1)
-		go func() { pushed <- q.push(ctx, piece) }()
-		synctest.Wait()
-		select {
-		case err := <-pushed:
-			t.Fatalf("a push past the cap did not wait: %v", err)
-		default:
-		}
-		if err := q.push(ctx, backends.LivePiece{Commit: true}); err != nil { // a commit has no samples: never waits
-			t.Fatal(err)
-		}
-		if p, err := q.Next(ctx); err != nil || len(p.Samples) != 60 {
-			t.Fatalf("next: %v %v", p, err)
-		}
-		if err := <-pushed; err != nil {
-			t.Fatal(err)
-		}
-		if q.peakSamples() > 100 {
-			t.Errorf("peak %d samples over the cap", q.peakSamples())
-		}
-		go func() { pushed <- q.push(ctx, piece) }()
-		synctest.Wait()
-		q.close()
-		if err := <-pushed; err != errQueueClosed {
-			t.Errorf("a push waiting at the close: %v", err)
-		}
-		for _, want := range []bool{true, false} { // the commit, then the second piece
-			p, err := q.Next(ctx)
-			if err != nil || p.Commit != want {
-				t.Fatalf("next after close: %+v %v", p, err)
-			}
-		}
-		if _, err := q.Next(ctx); err == nil {
-			t.Fatal("no end after the queued pieces")
-		}
 	})
 }

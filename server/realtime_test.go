@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/pocketsphinx"
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/realtime"
 )
 
 // The live-session tests (CONTRACT.md "Live sessions") run the real
@@ -60,7 +61,7 @@ func rtAudio(t *testing.T) []int16 {
 			rtErr = err
 			return
 		}
-		rtSpeech = audio.Resample(a.Samples, a.Rate, realtimeRate)
+		rtSpeech = audio.Resample(a.Samples, a.Rate, realtime.Rate)
 	})
 	if rtErr != nil {
 		t.Fatalf("flite: %v (make deps installs it)", rtErr)
@@ -182,7 +183,7 @@ func (rc *rtClient) appendAudio(samples []int16) {
 // tryAppend is appendAudio for a session the server may close meanwhile:
 // it stops at the first failed write.
 func (rc *rtClient) tryAppend(samples []int16) error {
-	n := realtimeRate / 50
+	n := realtime.Rate / 50
 	for off := 0; off < len(samples); off += n {
 		b := audio.PCM16Bytes(samples[off:min(off+n, len(samples))])
 		msg, _ := json.Marshal(map[string]string{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(b)})

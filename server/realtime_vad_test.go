@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/server/internal/realtime"
 )
 
 // With server_vad turn detection the VAD model finds the turns: speech
@@ -13,7 +15,7 @@ import (
 func TestRealtimeServerVAD(t *testing.T) {
 	ts := startRealtimeWith(t, 1, true, nil)
 	pcm := rtAudio(t)
-	silence := make([]int16, realtimeRate)
+	silence := make([]int16, realtime.Rate)
 	rc := ts.dialRT("asr")
 	rc.send(map[string]any{"type": "transcription_session.update", "session": map[string]any{
 		"turn_detection": map[string]any{"type": "server_vad", "model": "vad", "silence_duration_ms": 400}}})
@@ -23,7 +25,7 @@ func TestRealtimeServerVAD(t *testing.T) {
 		t.Fatalf("update answered %v", ev)
 	}
 	for turn := range 2 {
-		rc.appendAudio(silence[:realtimeRate/4])
+		rc.appendAudio(silence[:realtime.Rate/4])
 		rc.appendAudio(pcm)
 		rc.appendAudio(silence)
 		done, before := rc.until("conversation.item.input_audio_transcription.completed")
@@ -73,7 +75,7 @@ func TestRealtimeTurnDetectionErrors(t *testing.T) {
 			t.Errorf("%v: answered %v", td, ev)
 		}
 	}
-	rc.appendAudio(rtAudio(t)[:realtimeRate/10])
+	rc.appendAudio(rtAudio(t)[:realtime.Rate/10])
 	rc.send(map[string]any{"type": "transcription_session.update", "session": map[string]any{"turn_detection": map[string]any{"type": "server_vad", "model": "vad"}}})
 	if ev := rc.next(); ev["type"] != "error" {
 		t.Errorf("turn detection after audio answered %v", ev)

@@ -80,7 +80,7 @@ func (s *Server) routes() http.Handler {
 		r.Post("/v1/audio/speech/embedding", adapt(oa.SpeakerEmbedding)) // speaches' route
 		r.Get("/v1/audio/voices", adapt(oa.Voices))
 		r.Post("/v1/audio/translations", adapt(oa.Translation))
-		r.Get("/v1/realtime", adapt(s.handleRealtime)) // a WebSocket: holds its lease for the session
+		r.Get("/v1/realtime", adapt(s.realtimeHandler().Serve)) // a WebSocket: holds its lease for the session
 		// The inference protocol (internal/oip), as /v1/models/{id} and its infer.
 		r.Get("/v2", adapt(v2.Server))
 		r.Get("/v2/models/{id}", adapt(v2.Model))

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/server/internal/events"
 	"github.com/sluice-dev/sluice/server/internal/follow"
 	"github.com/sluice-dev/sluice/server/internal/metrics"
+	"github.com/sluice-dev/sluice/server/internal/realtime"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
@@ -67,12 +68,12 @@ type Server struct {
 	roots   *modelsRoot      // --models-root and its catalogue, swapped together
 	handler http.Handler
 	hs      *http.Server
-	edge    *edge.Edge    // connections, body limits, Host and Origin (server/internal/edge)
-	trace   *os.File      // opened from Config.TraceFile, closed after shutdown
-	auth    *auth.Auth    // keys and dashboard sessions (internal/auth), built with the routes
-	refuse  *refusalSink  // CONTRACT.md err.refusal-log
-	live    *liveSessions // open realtime sessions (h_realtime.go)
-	created createdAt     // each model's registration second (model.go)
+	edge    *edge.Edge         // connections, body limits, Host and Origin (server/internal/edge)
+	trace   *os.File           // opened from Config.TraceFile, closed after shutdown
+	auth    *auth.Auth         // keys and dashboard sessions (internal/auth), built with the routes
+	refuse  *refusalSink       // CONTRACT.md err.refusal-log
+	live    *realtime.Sessions // open realtime sessions (server/internal/realtime)
+	created createdAt          // each model's registration second (model.go)
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
 
@@ -123,7 +124,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, fx: fx, edge: e, shutdownDone: make(chan struct{}), restored: map[string]bool{},
-		live: newLiveSessions()}
+		live: realtime.NewSessions()}
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {
 			_ = s.rt.Shutdown(context.Background())

@@ -108,7 +108,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// request the listener accepted is never admitted after shutdown began
 	// (CONTRACT.md time.shutdown-new-submission).
 	s.rt.BeginShutdown()
-	s.live.shutdown() // live sessions commit their turn and close with 1001 (CONTRACT.md live.shutdown)
+	s.live.Shutdown() // live sessions commit their turn and close with 1001 (CONTRACT.md live.shutdown)
 	rtCtx, rtCancel := runtimeDeadline(ctx)
 	defer rtCancel()
 	rtDone := make(chan error, 1)
@@ -140,7 +140,7 @@ wait:
 		}
 	}
 	ticker.Stop()
-	s.live.wait(ctx) // hijacked: the tracker no longer sees them
+	s.live.Wait(ctx) // hijacked: the tracker no longer sees them
 	hcancel()
 	<-httpDone
 	_ = s.hs.Close()

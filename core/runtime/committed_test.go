@@ -6,6 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 )
 
@@ -91,5 +92,41 @@ func TestAcquireTaskChecksTheLeasesSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.Release(false)
+	})
+}
+
+// A lease names the engine of its own snapshot, the config its pool was
+// built from: a request admitted behind a reconfigure that changed the
+// engine sees the new engine, though the status read before it queued
+// named the old one (a live session decides its eligibility on it,
+// CONTRACT.md live.handshake).
+func TestLeaseEngineIsTheLeasesSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, core.Options{}, withEngine("other", fixture.New()))
+		e.apply("a", spec(1, `{}`))
+		r1 := e.infer(bg, "a", `{"gate":"g"}`, InferOptions{})
+		synctest.Wait()
+		other := spec(1, `{}`)
+		other.Engine = "other"
+		re := start(func() (core.ModelStatus, error) { return e.rt.Apply(bg, "a", other) })
+		synctest.Wait()
+		before := e.status("a").Engine
+		late := start(func() (*Lease, error) { return e.rt.AcquireTask(bg, "a", "tts", nil) })
+		synctest.Wait()
+		e.fx.Gates().Open("g")
+		if _, err := r1.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := re.wait(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := late.wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(false)
+		if before != fixture.Name || l.Engine() != "other" {
+			t.Fatalf("status before the reconfigure named %q, the lease behind it %q; want %q, %q", before, l.Engine(), fixture.Name, "other")
+		}
 	})
 }

@@ -24,6 +24,7 @@ type outcome struct {
 	retryAfter int64
 	committed  bool   // a manager's Done or Reject: it committed a config version (core.Effect.Committed)
 	task       string // a Grant: the task of the granted pool's config
+	engine     string // a Grant: the engine of the granted pool's config
 }
 
 // waiter is one caller waiting for its ticket. The outcome is written into
@@ -167,7 +168,7 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 				e.Slot, r.m.ID(e.Model), len(pub)))
 		}
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: pub[e.Slot],
-			task: r.models[e.Model].task})
+			task: r.models[e.Model].task, engine: r.models[e.Model].engine})
 	case core.EfReject:
 		r.deliverLocked(s, e.Ticket, outcome{kind: core.EfReject, code: e.Code, cause: cause, retryAfter: e.RetryAfter,
 			committed: e.Committed})
@@ -191,7 +192,8 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 			r.disagreeLocked("publish", e, countSessions(p.published), countSessions(p.private))
 		}
 		p.published, p.private = p.private, nil
-		p.task = r.m.Config(e.Model).Task // the config the pool was built from (published in this event)
+		cfg := r.m.Config(e.Model) // the config the pool was built from (published in this event)
+		p.task, p.engine = cfg.Task, cfg.Engine
 	case core.EfRetire:
 		p := &r.models[e.Model]
 		if p.retiring != nil || countSessions(p.published) != int(e.Sessions) {

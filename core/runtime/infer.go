@@ -42,6 +42,7 @@ type grant struct {
 	version uint64
 	sess    backends.Session
 	task    string // the task of the config the granted pool was built from
+	engine  string // the engine of that config
 }
 
 // coreTimeout converts an admission timeout override into the core's form.
@@ -169,6 +170,12 @@ func (l *Lease) Slot() int { return l.g.slot }
 // Version returns the config version the request is bound to.
 func (l *Lease) Version() uint64 { return l.g.version }
 
+// Engine returns the engine of the config the leased pool was built from:
+// the lease's own snapshot, which a concurrent reconfigure cannot change,
+// for a caller whose eligibility depends on the engine (a live session
+// needs an engine that takes live audio, CONTRACT.md live.handshake).
+func (l *Lease) Engine() string { return l.g.engine }
+
 // Infer runs req on the leased session (one call at a time per lease). It
 // does not release the lease. Engine panics come back as CodeBackend errors.
 func (l *Lease) Infer(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
@@ -205,7 +212,7 @@ func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID s
 	if o.kind != core.EfGrant {
 		return grant{}, refused(id, o)
 	}
-	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task}, nil
+	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, engine: o.engine}, nil
 }
 
 // release ends the lease of tk as one critical section.

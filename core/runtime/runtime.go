@@ -112,6 +112,7 @@ type pools struct {
 	published []backends.Session
 	retiring  []backends.Session // a retired pool until its StartTeardown (same event)
 	task      string             // the task of the published pool's config (a Grant's, AcquireTask)
+	engine    string             // the engine of the published pool's config (a Grant's, Lease.Engine)
 	stats     admissionStats
 	jobSince  int64 // when the model's current backend job started (Busy)
 }

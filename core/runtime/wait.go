@@ -38,7 +38,7 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
 			e := &effs[0]
 			o := outcome{kind: core.EfGrant, slot: int(e.Slot), version: e.Version, session: r.models[h].published[e.Slot],
-				task: r.models[h].task}
+				task: r.models[h].task, engine: r.models[h].engine}
 			r.models[h].stats.admit(0, r.waitBounds)
 			r.endLocked(now, ev, tk)
 			r.mu.Unlock()

@@ -155,13 +155,13 @@ var mutants = []mutant{
 	{name: "origin-put-unchecked", area: "origin", why: "PUT is not checked for a cross-site Origin",
 		edits: []edit{{file: "server/internal/edge/origin.go", old: "\t\tif err := c.Check(r); err != nil {", new: "\t\tif err := c.Check(r); err != nil && r.Method != http.MethodPut {"}}},
 	{name: "ws-origin-unchecked", area: "origin", why: "the WebSocket handshake is not checked for a foreign Origin before its lease",
-		edits: []edit{{file: "server/h_realtime.go", old: "\tif err := s.checkWSOrigin(r); err != nil {\n\t\treturn err\n\t}\n", new: ""}}},
+		edits: []edit{{file: "server/internal/realtime/realtime.go", old: "\tif err := h.checkOrigin(r); err != nil {\n\t\treturn err\n\t}\n", new: ""}}},
 	{name: "ws-origin-scheme-ignored", area: "origin", why: "the handshake matches --allowed-origins by host, not scheme://host",
-		edits: []edit{{file: "server/h_realtime.go", old: "strings.EqualFold(strings.TrimSuffix(strings.TrimSpace(t), \"/\"), o)", new: "strings.HasSuffix(strings.ToLower(t), strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(o, \"http://\"), \"https://\")))"}}},
+		edits: []edit{{file: "server/internal/realtime/realtime.go", old: "strings.EqualFold(strings.TrimSuffix(strings.TrimSpace(t), \"/\"), o)", new: "strings.HasSuffix(strings.ToLower(t), strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(o, \"http://\"), \"https://\")))"}}},
 	{name: "ws-any-origin", area: "origin", why: "the WebSocket handshake accepts any Origin (both checks gone)",
 		edits: []edit{
-			{file: "server/h_realtime.go", old: "\tif err := s.checkWSOrigin(r); err != nil {\n\t\treturn err\n\t}\n", new: ""},
-			{file: "server/h_realtime.go", old: "OriginPatterns: s.wsOrigins()})", new: "OriginPatterns: []string{\"*\"}})"},
+			{file: "server/internal/realtime/realtime.go", old: "\tif err := h.checkOrigin(r); err != nil {\n\t\treturn err\n\t}\n", new: ""},
+			{file: "server/internal/realtime/realtime.go", old: "OriginPatterns: h.wsOrigins()})", new: "OriginPatterns: []string{\"*\"}})"},
 		}},
 	{name: "host-portless-any", area: "origin", why: "a Host without a port passes whatever its name",
 		edits: []edit{{file: "server/internal/edge/origin.go", old: "\treturn port != \"\" && h.exact[host+\":\"+port]", new: "\treturn port == \"\" || h.exact[host+\":\"+port]"}}},
@@ -220,7 +220,7 @@ var mutants = []mutant{
 
 	// Leases held by the edge are given back on every path.
 	{name: "ws-failed-upgrade-leaks-lease", area: "lease", why: "a refused WebSocket upgrade keeps its lease (a slot lost per attempt)",
-		edits: []edit{{file: "server/h_realtime.go", old: "\t\tlease.Release(true)\n\t\tlogger(r.Context()).Warn(\"realtime upgrade failed\"", new: "\t\tlogger(r.Context()).Warn(\"realtime upgrade failed\""}}},
+		edits: []edit{{file: "server/internal/realtime/realtime.go", old: "\t\tlease.Release(true)\n\t\tlog.Warn(\"realtime upgrade failed\"", new: "\t\tlog.Warn(\"realtime upgrade failed\""}}},
 	{name: "stream-error-leaks-lease", area: "lease", why: "an /infer stream whose engine failed keeps its lease",
 		edits: []edit{{file: "server/h_infer.go", old: "\tif err != nil {\n\t\tlease.Release(true)\n\t\tif !sw.Started() {", new: "\tif err != nil {\n\t\tif !sw.Started() {"}}},
 }

@@ -1,4 +1,4 @@
-package server
+package realtime
 
 import (
 	"encoding/json"
@@ -65,21 +65,30 @@ func (ls *liveSession) startVAD(td turnDetection) (param, msg string) {
 	}
 	model := td.Model
 	if model == "" {
-		model = ls.s.cfg.RealtimeVADModel
+		model = ls.h.d.Config.VADModel
 	}
 	if model == "" {
 		return "turn_detection.model", "no VAD model: name one in turn_detection.model (a Sluice field) or start the server with --realtime-vad-model"
 	}
-	st, err := ls.s.rt.StatusOf(model)
+	// A first look, before the lease queues (or loads the model); the
+	// lease's own snapshot decides: AcquireTask checks the task on it, and
+	// its engine must take live audio, so a concurrent reconfigure of V
+	// never leaves the session a lease on a model that is not a live VAD
+	// (live.turn-detection).
+	st, err := ls.h.d.Runtime.StatusOf(model)
 	if err != nil {
-		return "turn_detection.model", fromRuntime(err).Message
+		return "turn_detection.model", ls.h.d.FromRuntime(err).Message
 	}
-	if e, ok := ls.s.roots.engines[st.Engine].(backends.LiveEngine); st.Task != "vad" || !ok || !e.Live() {
-		return "turn_detection.model", fmt.Sprintf("model %q (engine %q, task %q) is not a VAD model that takes live audio", model, st.Engine, st.Task)
+	if st.Task != "vad" || !ls.h.takesLive(st.Engine) {
+		return "turn_detection.model", notLiveVAD(model, st.Engine, st.Task)
 	}
-	lease, err := ls.s.rt.Acquire(ls.ctx, model, nil)
+	lease, err := ls.h.d.Runtime.AcquireTask(ls.ctx, model, "vad", nil)
 	if err != nil {
-		return "turn_detection.model", fromRuntime(err).Message
+		return "turn_detection.model", ls.h.d.FromRuntime(err).Message
+	}
+	if !ls.h.takesLive(lease.Engine()) {
+		lease.Release(false)
+		return "turn_detection.model", notLiveVAD(model, lease.Engine(), "vad")
 	}
 	input, _ := json.Marshal(in)
 	v := &vadSide{model: model, lease: lease, q: newLiveQueue(ls.q.max), done: make(chan struct{})}
@@ -88,10 +97,10 @@ func (ls *liveSession) startVAD(td turnDetection) (param, msg string) {
 	ls.mu.Unlock()
 	go func() {
 		defer close(v.done)
-		_, v.err = lease.Infer(ls.ctx, backends.Request{ID: requestIDFrom(ls.ctx), Input: input, Live: v.q}, ls.onVAD)
+		_, v.err = lease.Infer(ls.ctx, backends.Request{ID: ls.reqID, Input: input, Live: v.q}, ls.onVAD)
 		if v.err != nil && ls.ctx.Err() == nil {
 			ls.log.Error("realtime turn detection failed", "model", model, "err", v.err)
-			_ = ls.send(map[string]any{"type": "error", "error": rtError{Type: "server_error", Code: "vad_failed", Message: fromRuntime(v.err).Message}})
+			_ = ls.send(map[string]any{"type": "error", "error": rtError{Type: "server_error", Code: "vad_failed", Message: ls.h.d.FromRuntime(v.err).Message}})
 			ls.finish(closeInternal, "turn detection failed", false)
 		}
 	}()
@@ -99,12 +108,18 @@ func (ls *liveSession) startVAD(td turnDetection) (param, msg string) {
 	return "", ""
 }
 
+// notLiveVAD is the error event's message for a turn-detection model
+// that is not a VAD model taking live audio.
+func notLiveVAD(model, engine, task string) string {
+	return fmt.Sprintf("model %q (engine %q, task %q) is not a VAD model that takes live audio", model, engine, task)
+}
+
 // watchModel asks the watcher to drain when a manager waits on model (the
 // VAD model: its lease is held for the session too).
 func (ls *liveSession) watchModel(model string) {
-	ch, stop := ls.s.rt.WatchManagers(model)
+	ch, stop := ls.h.d.Runtime.WatchManagers(model)
 	defer stop()
-	if st, err := ls.s.rt.StatusOf(model); err == nil && st.QueuedManagers > 0 {
+	if st, err := ls.h.d.Runtime.StatusOf(model); err == nil && st.QueuedManagers > 0 {
 		signal(ls.drainReq)
 		return
 	}
@@ -121,7 +136,7 @@ func (ls *liveSession) watchModel(model string) {
 func (ls *liveSession) onVAD(chunk json.RawMessage) error {
 	var ev backends.LiveEvent
 	if err := json.Unmarshal(chunk, &ev); err != nil {
-		return fmt.Errorf("server: live VAD event: %w", err)
+		return fmt.Errorf("realtime: live VAD event: %w", err)
 	}
 	ls.mu.Lock()
 	item := ls.openItem
@@ -136,7 +151,7 @@ func (ls *liveSession) onVAD(chunk json.RawMessage) error {
 		ls.commit("", false, true)
 		return nil
 	}
-	return fmt.Errorf("server: live VAD event of kind %q", ev.Kind)
+	return fmt.Errorf("realtime: live VAD event of kind %q", ev.Kind)
 }
 
 // stopVAD ends the turn detection's input, waits for its engine call and

@@ -1,4 +1,4 @@
-package server
+package realtime
 
 import (
 	"encoding/base64"
@@ -11,9 +11,9 @@ import (
 // Client events are decoded strictly (an unknown field is an error event
 // naming it, never ignored); server events carry an event_id of their own.
 
-// realtimeRate is the rate of OpenAI's "pcm16" input format: 24 kHz,
+// Rate is the sample rate of OpenAI's "pcm16" input format: 24 kHz,
 // 16-bit little-endian, mono.
-const realtimeRate = 24000
+const Rate = 24000
 
 // clientEvent is the part every client event has.
 type clientEvent struct {
@@ -96,4 +96,12 @@ func decodeAudio(b64 string) ([]int16, error) {
 		s[i] = int16(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
 	}
 	return s, nil
+}
+
+// nullable is s as a JSON string, or nil (null) when it is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

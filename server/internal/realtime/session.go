@@ -1,4 +1,4 @@
-package server
+package realtime
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // A live session (CONTRACT.md "Live sessions"): one WebSocket, one lease.
@@ -46,19 +47,20 @@ const (
 // Turn limits: a commit needs 100 ms of audio (OpenAI's rule); a turn
 // that reaches maxTurn is committed by the server.
 const (
-	minCommitSamples = realtimeRate / 10
-	maxTurnSamples   = 120 * realtimeRate
-	// realtimeReadLimit bounds one client message (base64 of about 4 s of
-	// pcm16); a larger one closes the socket with 1009.
-	realtimeReadLimit = 256 << 10
+	minCommitSamples = Rate / 10
+	maxTurnSamples   = 120 * Rate
+	// readLimit bounds one client message (base64 of about 4 s of pcm16);
+	// a larger one closes the socket with 1009.
+	readLimit = 256 << 10
 )
 
 type liveSession struct {
-	s      *Server
+	h      *Handler
 	c      *websocket.Conn
 	lease  *runtime.Lease
 	model  string
 	log    *slog.Logger
+	reqID  string // the handshake's request ID, the engine calls'
 	q      *liveQueue
 	ctx    context.Context // ends when the session is cut
 	cut    context.CancelCauseFunc
@@ -101,13 +103,13 @@ func (ls *liveSession) send(ev map[string]any) error {
 		return err
 	}
 	ctx := ls.ctx
-	if wt := ls.s.cfg.WriteTimeout; wt > 0 {
+	if wt := ls.h.d.Config.WriteTimeout; wt > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wt)
 		defer cancel()
 	}
 	if err := ls.c.Write(ctx, websocket.MessageText, b); err != nil {
-		err = fmt.Errorf("server: realtime write: %w", err)
+		err = fmt.Errorf("realtime: write: %w", err)
 		ls.cut(err)
 		return err
 	}
@@ -167,7 +169,7 @@ func (ls *liveSession) commit(clientEv string, final, auto bool) {
 			return // a turn too short to transcribe: the server does not commit it
 		}
 		_ = ls.send(errorEvent("input_audio_buffer_commit_empty", clientEv,
-			"buffer too small: a commit needs at least 100ms of audio, the buffer holds %dms", n*1000/realtimeRate))
+			"buffer too small: a commit needs at least 100ms of audio, the buffer holds %dms", n*1000/Rate))
 		return
 	}
 	item, prev := ls.openItem, ls.lastItem
@@ -193,7 +195,7 @@ func (ls *liveSession) commit(clientEv string, final, auto bool) {
 func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 	var ev backends.LiveEvent
 	if err := json.Unmarshal(chunk, &ev); err != nil {
-		return fmt.Errorf("server: live engine event: %w", err)
+		return fmt.Errorf("realtime: live engine event: %w", err)
 	}
 	ls.mu.Lock()
 	item, committed := ls.items[ev.Turn]
@@ -237,7 +239,7 @@ func (ls *liveSession) onEngine(chunk json.RawMessage) error {
 			"content_index": 0, "transcript": ev.Text})
 	}
 	ls.mu.Unlock()
-	return fmt.Errorf("server: live engine event of kind %q", ev.Kind)
+	return fmt.Errorf("realtime: live engine event of kind %q", ev.Kind)
 }
 
 // closingDelta is the text a turn's last delta says: the words of final
@@ -255,7 +257,7 @@ func closingDelta(final, said string) (string, bool) {
 // watch ends the session at its limits (CONTRACT.md live.limits,
 // live.drain-unload, live.shutdown).
 func (ls *liveSession) watch() {
-	cfg := &ls.s.cfg
+	cfg := &ls.h.d.Config
 	never := make(<-chan time.Time)
 	timer := func(d time.Duration) (*time.Timer, <-chan time.Time) {
 		if d <= 0 {
@@ -264,37 +266,37 @@ func (ls *liveSession) watch() {
 		t := time.NewTimer(d)
 		return t, t.C
 	}
-	idle, idleC := timer(cfg.RealtimeIdle)
+	idle, idleC := timer(cfg.Idle)
 	if idle != nil {
 		defer idle.Stop()
 	}
-	maxT, maxC := timer(cfg.RealtimeMaxSession)
+	maxT, maxC := timer(cfg.MaxSession)
 	if maxT != nil {
 		defer maxT.Stop()
 	}
-	mgr, stop := ls.s.rt.WatchManagers(ls.model)
+	mgr, stop := ls.h.d.Runtime.WatchManagers(ls.model)
 	defer stop()
 	var drainT *time.Timer
 	drainC := never
 	startDrain := func() {
 		mgr = nil
-		drainT = time.NewTimer(cfg.RealtimeDrain)
+		drainT = time.NewTimer(cfg.Drain)
 		drainC = drainT.C
-		ls.log.Info("realtime session draining: a manager waits on its model", "model", ls.model, "drain", cfg.RealtimeDrain)
+		ls.log.Info("realtime session draining: a manager waits on its model", "model", ls.model, "drain", cfg.Drain)
 	}
 	defer func() {
 		if drainT != nil {
 			drainT.Stop()
 		}
 	}()
-	if st, err := ls.s.rt.StatusOf(ls.model); err == nil && st.QueuedManagers > 0 {
+	if st, err := ls.h.d.Runtime.StatusOf(ls.model); err == nil && st.QueuedManagers > 0 {
 		startDrain()
 	}
 	for {
 		select {
 		case <-ls.activity:
 			if idle != nil {
-				idle.Reset(cfg.RealtimeIdle)
+				idle.Reset(cfg.Idle)
 			}
 		case <-idleC:
 			ls.finish(closePolicy, "idle limit passed", true)
@@ -311,7 +313,7 @@ func (ls *liveSession) watch() {
 		case <-drainC:
 			ls.finish(closeDrained, "the model is being changed or unloaded", true)
 			return
-		case <-ls.s.live.stopping:
+		case <-ls.h.d.Sessions.stopping:
 			ls.finish(closeShutdown, "server shutting down", true)
 			return
 		case <-ls.ended:
@@ -332,7 +334,7 @@ func (ls *liveSession) read() {
 				ls.finish(ce.Code, "", false)
 			} else {
 				ls.finish(websocket.StatusAbnormalClosure, "", false)
-				ls.cut(fmt.Errorf("server: realtime read: %w", err))
+				ls.cut(fmt.Errorf("realtime: read: %w", err))
 			}
 			return
 		}
@@ -356,7 +358,7 @@ func (ls *liveSession) handle(b []byte) {
 		return
 	}
 	strict := func(v any) bool {
-		if err := decodeJSONStrict(b, v); err != nil {
+		if err := ls.h.d.DecodeStrict(b, v); err != nil {
 			_ = ls.send(errorEvent("invalid_event", head.EventID, "%s: %s", head.Type, errMessage(err)))
 			return false
 		}
@@ -408,17 +410,17 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 	ls.engineOn = true
 	v := ls.vad
 	ls.mu.Unlock()
-	if r := ls.s.cfg.RealtimeMaxRate; r > 0 {
-		allowed := r*time.Since(ls.start).Seconds()*realtimeRate + ls.s.cfg.RealtimeBuffer.Seconds()*realtimeRate
+	if r := ls.h.d.Config.MaxRate; r > 0 {
+		allowed := r*time.Since(ls.start).Seconds()*Rate + ls.h.d.Config.Buffer.Seconds()*Rate
 		if float64(received) > allowed {
 			ls.pushMu.Unlock()
 			_ = ls.send(errorEvent("audio_rate_exceeded", ev.EventID,
-				"audio arrives faster than %g times real time (beyond a %s burst)", r, ls.s.cfg.RealtimeBuffer))
+				"audio arrives faster than %g times real time (beyond a %s burst)", r, ls.h.d.Config.Buffer))
 			ls.finish(closePolicy, "audio rate limit exceeded", false)
 			return
 		}
 	}
-	piece := backends.LivePiece{Samples: samples, Rate: realtimeRate}
+	piece := backends.LivePiece{Samples: samples, Rate: Rate}
 	err = ls.q.push(ls.ctx, piece)
 	ls.pushMu.Unlock()
 	if err != nil {
@@ -499,7 +501,7 @@ func (ls *liveSession) update(ev sessionUpdate) {
 	var td *turnDetection
 	if t := c.TurnDetection; len(t) > 0 && string(t) != "null" {
 		td = &turnDetection{}
-		if err := decodeJSONStrict(t, td); err != nil {
+		if err := ls.h.d.DecodeStrict(t, td); err != nil {
 			fail("turn_detection", "turn_detection: %s", errMessage(err))
 			return
 		}
@@ -547,9 +549,10 @@ func (ls *liveSession) sessionObject(lang string) map[string]any {
 	}
 }
 
-// errMessage is an error's message for an error event: an *Error's own.
+// errMessage is an error's message for an error event: an
+// *httpapi.Error's own.
 func errMessage(err error) string {
-	var e *Error
+	var e *httpapi.Error
 	if errors.As(err, &e) {
 		return e.Message
 	}

@@ -1,0 +1,307 @@
+// Package realtime serves live transcription over WebSocket: the
+// transcription-session subset of OpenAI's Realtime API at GET
+// /v1/realtime?intent=transcription (CONTRACT.md "Live sessions").
+//
+// It is a thin adapter: it never imports package server. The server lends
+// it what it needs in a Deps (the runtime, the engines table, the edge's
+// task lease, its error mapping and request logger) and mounts Handler.Serve
+// on its router behind its own middleware (Host allow-list, keys); the
+// server's shutdown tells the sessions to end and waits for them through
+// Sessions (CONTRACT.md live.shutdown).
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+)
+
+// Runtime is what a session reads of the runtime and leases from it.
+type Runtime interface {
+	StatusOf(id string) (core.ModelStatus, error)
+	// WatchManagers signals when a manager waits on model id
+	// (live.drain-unload).
+	WatchManagers(id string) (<-chan struct{}, func())
+	// AcquireTask leases model id for task, checking the task on the
+	// lease's own snapshot (the turn-detection model's lease).
+	AcquireTask(ctx context.Context, id, task string, timeout *time.Duration) (*runtime.Lease, error)
+}
+
+// Config are the server's flags that shape a session.
+type Config struct {
+	// AllowedOrigins are --allowed-origins: browser origins trusted to
+	// open sessions besides same-host pages (CONTRACT.md err.origin).
+	AllowedOrigins []string
+	// WriteTimeout bounds every server event's write (live.write-timeout).
+	WriteTimeout time.Duration
+	// Idle, MaxSession, Drain, Buffer, MaxRate and VADModel are
+	// --realtime-idle, --realtime-max-session, --realtime-drain,
+	// --realtime-buffer, --realtime-max-rate and --realtime-vad-model
+	// (live.limits, live.drain-unload, live.backpressure,
+	// live.turn-detection).
+	Idle, MaxSession, Drain, Buffer time.Duration
+	MaxRate                         float64
+	VADModel                        string
+}
+
+// Deps is what the server lends the adapter: each field is the server's
+// own implementation, so that a session is admitted, refused and logged as
+// any request is.
+type Deps struct {
+	Runtime Runtime
+	// Engines is the server's engines table (read only): a session needs
+	// a model whose engine takes live audio (backends.LiveEngine).
+	Engines backends.Registry
+	// Sessions tracks the open sessions for the server's shutdown.
+	Sessions *Sessions
+	Config   Config
+	// ValidModelID checks a model ID's shape (400 naming model).
+	ValidModelID func(id string) error
+	// Lease takes a lease on model id for task through the model's FIFO,
+	// with the request's admission timeout (live.admission); another task
+	// is a 400 wrong_task decided on the lease's own snapshot.
+	Lease func(r *http.Request, id, task string) (*runtime.Lease, error)
+	// FromRuntime maps a runtime error to the API's error.
+	FromRuntime func(err error) *httpapi.Error
+	// DecodeStrict decodes a client event strictly (an unknown field is an
+	// error naming it, live.events).
+	DecodeStrict func(b []byte, v any) error
+	// Logger is the request's logger; RequestID its ID.
+	Logger    func(ctx context.Context) *slog.Logger
+	RequestID func(ctx context.Context) string
+}
+
+// Handler serves GET /v1/realtime.
+type Handler struct {
+	d Deps
+}
+
+// New returns the handler over d.
+func New(d Deps) *Handler { return &Handler{d: d} }
+
+// Serve answers GET /v1/realtime?intent=transcription&model=ID
+// (CONTRACT.md "Live sessions"):
+//
+//	(1) the query and the handshake's headers are checked (400 before
+//	    anything is held; the model must be an asr model of an engine that
+//	    takes live audio: live.handshake);
+//	(2) admission through the model's FIFO with the admission timeout, as
+//	    for any request (live.admission): a full model answers 503
+//	    server_busy with Retry-After before the upgrade; the lease's own
+//	    snapshot (the config its pool was built from) decides the task and
+//	    the engine, so a concurrent reconfigure never hands a session a
+//	    model that takes no live audio;
+//	(3) the upgrade; the session then holds its one lease until the
+//	    client closes, the connection drops, or a limit ends it
+//	    (session.go), and releases it before the handler returns.
+//
+// An error is returned for the server's error writer.
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "intent" && k != "model" {
+			return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_parameter", Param: k, Message: fmt.Sprintf("unknown query parameter %q (want intent and model)", k)}
+		}
+	}
+	if it := q.Get("intent"); it != "transcription" {
+		return httpapi.InvalidParam("intent", "intent %q is not supported: this server opens transcription sessions only (intent=transcription)", it)
+	}
+	id := q.Get("model")
+	if id == "" {
+		return httpapi.InvalidParam("model", "the model query parameter is required: a session is admitted on its model at the handshake")
+	}
+	if !isWebSocketHandshake(r) {
+		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "websocket_required",
+			Message: "GET /v1/realtime is a WebSocket endpoint: send a WebSocket upgrade (version 13)"}
+	}
+	// The handshake is a GET, which the Origin middleware lets through: a
+	// foreign origin is refused here, before a lease (and perhaps a load)
+	// is taken for it (CONTRACT.md err.origin).
+	if err := h.checkOrigin(r); err != nil {
+		return err
+	}
+	if err := h.d.ValidModelID(id); err != nil {
+		return err
+	}
+	// A first look, before the handshake queues (or loads the model): the
+	// lease's own snapshot decides below (live.handshake).
+	st, err := h.d.Runtime.StatusOf(id)
+	if err != nil {
+		return h.d.FromRuntime(err)
+	}
+	if st.Task != "asr" || !h.takesLive(st.Engine) {
+		return liveUnsupported(id, st.Engine, st.Task)
+	}
+	ss := h.d.Sessions
+	if !ss.add() {
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "shutting_down", Code: core.CodeShuttingDown.String(), Message: "server shutting down"}
+	}
+	defer ss.done()
+	lease, err := h.d.Lease(r, id, "asr")
+	if err != nil {
+		return err
+	}
+	if !h.takesLive(lease.Engine()) { // reconfigured to another engine while the handshake queued
+		lease.Release(false)
+		return liveUnsupported(id, lease.Engine(), "asr")
+	}
+	log := h.d.Logger(r.Context())
+	// The browser origins trusted for state-changing requests (err.origin)
+	// may open sessions too; others are 403 (a same-origin page always may).
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled, OriginPatterns: h.wsOrigins()})
+	if err != nil {
+		lease.Release(true)
+		log.Warn("realtime upgrade failed", "err", err)
+		return nil // Accept answered the client
+	}
+	c.SetReadLimit(readLimit)
+	ctx, cut := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer cut(nil)
+	ls := &liveSession{h: h, c: c, lease: lease, model: id, log: log, reqID: h.d.RequestID(r.Context()),
+		q: newLiveQueue(int(h.d.Config.Buffer.Seconds() * Rate)), ctx: ctx, cut: cut,
+		activity: make(chan struct{}, 1), drainReq: make(chan struct{}, 1), ended: make(chan struct{}), start: time.Now(),
+		items: map[int]string{}, sent: map[int]string{}, prev: map[int]string{}}
+	ls.newItemLocked()
+	ss.track(ls, true)
+	defer ss.track(ls, false)
+	failed := ls.run()
+	lease.Release(failed)
+	return nil
+}
+
+// takesLive reports whether engine takes live audio.
+func (h *Handler) takesLive(engine string) bool {
+	e, ok := h.d.Engines[engine].(backends.LiveEngine)
+	return ok && e.Live()
+}
+
+// liveUnsupported is the handshake's 400 for a model that takes no live
+// audio (live.handshake).
+func liveUnsupported(id, engine, task string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "live_unsupported",
+		Message: fmt.Sprintf("model %q (engine %q, task %q) does not take live audio; live sessions need an asr model of an engine that decodes incrementally", id, engine, task)}
+}
+
+// run drives the session until its end and closes the socket; it reports
+// whether the session failed (cut or engine error) for the lease.
+func (ls *liveSession) run() (failed bool) {
+	_ = ls.send(map[string]any{"type": "transcription_session.created", "session": ls.sessionObject("")})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ls.read() }()
+	go func() { defer wg.Done(); ls.watch() }()
+	defer wg.Wait()
+	select {
+	case <-ls.q.started:
+	case <-ls.ended:
+	case <-ls.ctx.Done():
+	}
+	var err error
+	select {
+	case <-ls.q.started:
+		ls.mu.Lock()
+		lang := ls.language
+		ls.mu.Unlock()
+		in := []byte(`{}`)
+		if lang != "" {
+			in = fmt.Appendf(nil, `{"language":%q}`, lang)
+		}
+		_, err = ls.lease.Infer(ls.ctx, backends.Request{ID: ls.reqID, Input: in, Live: ls.q}, ls.onEngine)
+	default:
+	}
+	ls.stopVAD()
+	if ls.ctx.Err() != nil {
+		ls.log.Info("realtime session cut", "model", ls.model, "cause", context.Cause(ls.ctx))
+		_ = ls.c.CloseNow()
+		return true
+	}
+	if err != nil {
+		ls.log.Error("realtime session failed", "model", ls.model, "err", err)
+		msg := ls.h.d.FromRuntime(err).Message
+		if runtime.CodeOf(err) == core.CodeShuttingDown {
+			ls.finish(closeShutdown, "server shutting down", false)
+		} else {
+			_ = ls.send(map[string]any{"type": "error", "error": rtError{Type: "server_error", Code: "engine_failed", Message: msg}})
+			ls.finish(closeInternal, "transcription failed", false)
+		}
+	}
+	ls.finish(websocket.StatusNormalClosure, "", false) // the input ended: nothing more to say
+	ls.mu.Lock()
+	code, reason := ls.closeCode, ls.closeReason
+	ls.mu.Unlock()
+	switch code {
+	case websocket.StatusAbnormalClosure, websocket.StatusNoStatusRcvd:
+		_ = ls.c.CloseNow()
+	default:
+		_ = ls.c.Close(code, reason)
+	}
+	if err != nil {
+		_ = ls.c.CloseNow()
+	}
+	ls.cut(errors.New("realtime: session closed"))
+	return err != nil
+}
+
+// checkOrigin refuses a WebSocket handshake from a browser page of
+// another origin with 403 origin_not_allowed: the Origin's host must be
+// the request's own Host (a same-host page, whatever its scheme, as
+// coder/websocket's own check has it), or the Origin must be one of
+// --allowed-origins exactly, scheme included (as the state-changing
+// routes' net/http.CrossOriginProtection has it). A handshake without an
+// Origin (not a browser) passes.
+func (h *Handler) checkOrigin(r *http.Request) error {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return nil
+	}
+	if u, err := url.Parse(o); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
+		return nil
+	}
+	for _, t := range h.d.Config.AllowedOrigins {
+		if strings.EqualFold(strings.TrimSuffix(strings.TrimSpace(t), "/"), o) {
+			return nil
+		}
+	}
+	return &httpapi.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "origin_not_allowed",
+		Message: fmt.Sprintf("origin %q is not allowed: start the server with --allowed-origins to trust it", o)}
+}
+
+// wsOrigins are --allowed-origins as coder/websocket's origin patterns
+// (host[:port]).
+func (h *Handler) wsOrigins() []string {
+	var out []string
+	for _, o := range h.d.Config.AllowedOrigins {
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			out = append(out, u.Host)
+		}
+	}
+	return out
+}
+
+// isWebSocketHandshake reports whether r asks for a WebSocket upgrade
+// (RFC 6455 4.2.1), checked before a lease is taken.
+func isWebSocketHandshake(r *http.Request) bool {
+	has := func(h, token string) bool {
+		for _, v := range strings.Split(r.Header.Get(h), ",") {
+			if strings.EqualFold(strings.TrimSpace(v), token) {
+				return true
+			}
+		}
+		return false
+	}
+	return r.Method == http.MethodGet && has("Connection", "upgrade") && has("Upgrade", "websocket") &&
+		r.Header.Get("Sec-WebSocket-Version") == "13" && r.Header.Get("Sec-WebSocket-Key") != ""
+}
