@@ -261,10 +261,11 @@ func refuseConn(c *trackedConn) {
 	_ = c.Close()
 }
 
-// isProbe reports whether a request is a health probe, the only requests
-// a connection of the probe reserve serves.
+// isProbe reports whether a request is a health probe (GET, or HEAD as
+// load balancers send), the only requests a connection of the probe
+// reserve serves.
 func isProbe(r *http.Request) bool {
-	return r.Method == http.MethodGet && probePath(r.URL.Path)
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && probePath(r.URL.Path)
 }
 
 // trackedConn is one accepted connection and what shutdown needs to know
