@@ -50,7 +50,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -179,10 +178,12 @@ func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 func (s *Store) open() error {
 	for _, name := range []string{snapshotName + tempSuffix, journalName + tempSuffix} {
 		tmp := s.path(name)
-		if err := os.Remove(tmp); err == nil {
+		removed, err := clearTemp(tmp)
+		if err != nil {
+			return err
+		}
+		if removed {
 			s.log.Warn("state dir: removed an unfinished snapshot left by a crash; the last complete one is kept", "file", tmp)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("state dir %s: %w", s.dir, err)
 		}
 	}
 	st, size, err := readSnapshot(s.path(snapshotName))
@@ -223,7 +224,7 @@ func (s *Store) openJournal() error {
 	for _, c := range recs {
 		s.adopt(c)
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openRegular(file, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", file, err)
 	}
@@ -240,22 +241,6 @@ func (s *Store) openJournal() error {
 	}
 	s.jf, s.jsize = f, int64(good)
 	return nil
-}
-
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxStateBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxStateBytes)
-	}
-	return b, nil
 }
 
 // put records m in memory, replacing the record of its ID or appending it.
@@ -297,6 +282,9 @@ func (s *Store) get(id string) (Model, bool) {
 // rewritten before the next append (what a failed write or fsync left in
 // it is never trusted). Call with mu held.
 func (s *Store) commit(c change) error {
+	if err := s.checkLock(); err != nil {
+		return err
+	}
 	rec, err := encodeRecord(c)
 	if err != nil {
 		return err
@@ -342,6 +330,9 @@ func (s *Store) commit(c change) error {
 func (s *Store) Compact() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkLock(); err != nil {
+		return err
+	}
 	return s.compactTo(State{ModelsRoot: s.root, Models: s.models})
 }
 
@@ -371,7 +362,7 @@ func (s *Store) newJournal() error {
 	if err := s.replace(journalName, head); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(s.path(journalName), os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openRegular(s.path(journalName), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
@@ -383,7 +374,7 @@ func (s *Store) newJournal() error {
 // name, fsync of the folder. A crash leaves the old file or the new one.
 func (s *Store) replace(name string, b []byte) error {
 	file, tmp := s.path(name), s.path(name+tempSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := createTemp(tmp)
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
