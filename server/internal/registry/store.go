@@ -39,9 +39,17 @@
 // as they are (persist.corrupt). Format 1 snapshots (no journal) are read
 // as generation 0.
 //
+// A reconfiguration is written before the runtime commits it, as an
+// intent (a record's "intents": the record it will leave at the version it
+// will commit; announce.go), so that a version the runtime shows is never
+// given to another config after a failed write and a restart; a start
+// rolls an unsettled intent forward (persist.version-continues).
+//
 // Two servers never share a state dir: the first holds an exclusive flock
-// on <dir>/lock for its lifetime, and the second fails to start
-// (persist.lock).
+// on <dir>/lock for its lifetime, and the second fails to start; a lock
+// file removed or replaced under the first stops its writes (persist.lock).
+// Nothing planted in the dir is followed or blocked on (files.go,
+// persist.files).
 package registry
 
 import (
