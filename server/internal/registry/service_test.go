@@ -154,3 +154,39 @@ func TestVersionNeverReused(t *testing.T) {
 		t.Fatalf("config_version %d after the last change, want 4 (1, 2, 3 and 4 each given once)", st.ConfigVersion)
 	}
 }
+
+// TestAnnouncedPutWritesOnce: a PUT that commits as announced costs one
+// durable write, its intent, as a PUT cost before intents; an identical
+// PUT writes nothing; a PUT the runtime refuses after its announcement
+// cancels it, and the state is unchanged.
+func TestAnnouncedPutWritesOnce(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Engines: backends.Registry{fixture.Name: fixture.New()}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer rt.Shutdown(ctx)
+	s, _ := openT(t, t.TempDir())
+	defer s.Close()
+	g := New(rt, s, slog.New(slog.DiscardHandler))
+	writes := 0
+	s.SetWriteHook(func(f *os.File, b []byte) error { writes++; return writeAll(f, b) })
+	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1, Options: json.RawMessage(`{"infer_ms":0, "chunks": 1}`)}
+	for k, want := range []int{1, 0} { // a registration, then the same spec
+		writes = 0
+		if _, err := g.Apply(ctx, "m", spec); err != nil {
+			t.Fatal(err)
+		}
+		if writes != want {
+			t.Errorf("PUT %d: %d writes, want %d", k, writes, want)
+		}
+	}
+	spec.Options = json.RawMessage(`{"no_such_option":1}`) // the fixture refuses it before any commit
+	writes = 0
+	if _, err := g.Apply(ctx, "m", spec); err == nil || runtime.Committed(err) {
+		t.Fatalf("a refused spec: %v", err)
+	}
+	if m, _ := s.State().Get("m"); m.ConfigVersion != 1 || len(s.intents) != 0 || writes > 2 {
+		t.Fatalf("after a refused PUT: %+v, %d intents, %d writes", m, len(s.intents), writes)
+	}
+}
