@@ -172,8 +172,9 @@ func TestAnnouncedPutWritesOnce(t *testing.T) {
 	writes := 0
 	s.SetWriteHook(func(f *os.File, b []byte) error { writes++; return writeAll(f, b) })
 	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1, Options: json.RawMessage(`{"infer_ms":0, "chunks": 1}`)}
-	for k, want := range []int{1, 0} { // a registration, then the same spec
+	for k, want := range []int{1, 0, 1, 1} { // a registration, the same spec, two reconfigurations
 		writes = 0
+		spec.MaxQueue = max(0, k-1)
 		if _, err := g.Apply(ctx, "m", spec); err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestAnnouncedPutWritesOnce(t *testing.T) {
 	if _, err := g.Apply(ctx, "m", spec); err == nil || runtime.Committed(err) {
 		t.Fatalf("a refused spec: %v", err)
 	}
-	if m, _ := s.State().Get("m"); m.ConfigVersion != 1 || len(s.intents) != 0 || writes > 2 {
+	if m, _ := s.State().Get("m"); m.ConfigVersion != 3 || len(s.intents) != 0 || writes > 2 {
 		t.Fatalf("after a refused PUT: %+v, %d intents, %d writes", m, len(s.intents), writes)
 	}
 }
