@@ -21,6 +21,7 @@ import (
 // answer is one finished HTTP exchange as a case sees it.
 type answer struct {
 	path   string // the request's path: /v2 answers have the inference protocol's error shape
+	head   bool   // a HEAD request: the answer has no body to check
 	status int
 	header http.Header
 	body   []byte
@@ -99,7 +100,7 @@ func setHeaders(hr *http.Request, req request) {
 // exchange performs req against base with client, reading the whole answer
 // (a stream event by event, counting chunks on c when set).
 func exchange(ctx context.Context, client *http.Client, base string, req request, c *call) answer {
-	a := answer{path: req.path}
+	a := answer{path: req.path, head: req.method == http.MethodHead}
 	a.sent = time.Now()
 	var body io.Reader
 	if req.body != nil {
@@ -165,7 +166,7 @@ func readEvents(r io.Reader, a *answer, c *call) error {
 
 // exchangeHandler sends req straight to an in-process handler.
 func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
-	a := answer{path: req.path}
+	a := answer{path: req.path, head: req.method == http.MethodHead}
 	a.sent = time.Now()
 	var body io.Reader
 	if req.body != nil {

@@ -58,7 +58,7 @@ func (r *caseRun) check(a *answer, e *Expect) error {
 		return fmt.Errorf("answer not read completely: %w", a.err)
 	}
 	v2 := isV2Path(a.path)
-	if a.status >= 400 {
+	if a.status >= 400 && !a.head {
 		shape := errorShape
 		if v2 {
 			shape = v2ErrorShape
@@ -189,8 +189,18 @@ func v2ErrorShape(b []byte) error {
 	if err := json.Unmarshal(b, &top); err != nil {
 		return fmt.Errorf("error answer is not one JSON object (oip.error-shape): %q", b)
 	}
-	if msg, ok := top["error"].(string); len(top) != 1 || !ok || msg == "" {
-		return fmt.Errorf("error answer must be {\"error\": \"message\"} only (oip.error-shape): %s", b)
+	n := len(top)
+	if ready, ok := top["ready"]; ok { // a health question's false (oip.ready, oip.model-ready)
+		if ready != false {
+			return fmt.Errorf("error answer with ready other than false (oip.error-shape): %s", b)
+		}
+		n--
+		if name, ok := top["name"].(string); ok && name != "" {
+			n--
+		}
+	}
+	if msg, ok := top["error"].(string); n != 1 || !ok || msg == "" {
+		return fmt.Errorf("error answer must be {\"error\": \"message\"} only, with ready false and the model's name on a health answer (oip.error-shape): %s", b)
 	}
 	return nil
 }

@@ -46,13 +46,17 @@ func (s *Server) routes() http.Handler {
 
 	// Always open: probes, the dashboard's static shell (it holds no data;
 	// CONTRACT.md ui.shell) and the sign-in itself.
-	r.Get("/healthz", adapt(s.handleHealth))
+	r.Get("/healthz", adapt(s.handleHealth)) // HEAD as GET too: load balancers probe with either
+	r.Head("/healthz", adapt(s.handleHealth))
 	r.Get("/readyz", adapt(s.handleReady))
+	r.Head("/readyz", adapt(s.handleReady))
 	ui := uiHandler()
 	r.Get("/", ui.ServeHTTP)
 	r.Get("/ui/*", ui.ServeHTTP)
-	r.Get("/v2/health/live", adapt(v2.Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready)
+	r.Get("/v2/health/live", adapt(v2.Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready), HEAD as GET
+	r.Head("/v2/health/live", adapt(v2.Live))
 	r.Get("/v2/health/ready", adapt(v2.Ready))
+	r.Head("/v2/health/ready", adapt(v2.Ready))
 	r.Post("/v1/ui/session", adapt(a.HandleSignIn))
 	r.Delete("/v1/ui/session", adapt(a.HandleSignOut))
 
@@ -85,7 +89,13 @@ func (s *Server) routes() http.Handler {
 		r.Get("/v2", adapt(v2.Server))
 		r.Get("/v2/models/{id}", adapt(v2.Model))
 		r.Get("/v2/models/{id}/ready", adapt(v2.ModelReady))
+		r.Head("/v2/models/{id}/ready", adapt(v2.ModelReady))
 		r.Post("/v2/models/{id}/infer", adapt(v2.Infer))
+		// The advertised version, config_version; any other is 404 (oip.versions).
+		r.Get("/v2/models/{id}/versions/{version}", adapt(v2.Model))
+		r.Get("/v2/models/{id}/versions/{version}/ready", adapt(v2.ModelReady))
+		r.Head("/v2/models/{id}/versions/{version}/ready", adapt(v2.ModelReady))
+		r.Post("/v2/models/{id}/versions/{version}/infer", adapt(v2.Infer))
 	})
 
 	// Management the dashboard's buttons use: the management key or a

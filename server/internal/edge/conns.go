@@ -271,10 +271,11 @@ func refuseConn(c *Conn) {
 	_ = c.Close()
 }
 
-// isProbe reports whether a request is a health probe, the only requests
-// a connection of the probe reserve serves.
+// isProbe reports whether a request is a health probe (GET, or HEAD as
+// load balancers send), the only requests a connection of the probe
+// reserve serves.
 func isProbe(r *http.Request) bool {
-	return r.Method == http.MethodGet && probePath(r.URL.Path)
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && probePath(r.URL.Path)
 }
 
 // Conn is one accepted connection and what shutdown and the connection

@@ -22,6 +22,9 @@ func TestV2ProbesAreProbes(t *testing.T) {
 	if isProbe(httptest.NewRequest("POST", "/v2/health/ready", nil)) {
 		t.Error("a POST is not a probe")
 	}
+	if !isProbe(httptest.NewRequest("HEAD", "/v2/health/ready", nil)) {
+		t.Error("a HEAD probe is a probe")
+	}
 }
 
 // The Host allow-list (CONTRACT.md err.host): the loopback names and the

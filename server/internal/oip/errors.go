@@ -2,6 +2,7 @@ package oip
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -46,12 +47,22 @@ func WriteError(w http.ResponseWriter, e *httpapi.Error, msg string) {
 	if e.Code != "" {
 		h.Set(ErrorCodeHeader, e.Code)
 	}
+	body := ErrorWire{Error: msg}
+	var nr notReady
+	if errors.As(e, &nr) { // a health question's false (v2False)
+		f := false
+		body.Name, body.Ready = nr.name, &f
+	}
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(ErrorWire{Error: msg})
+	_ = json.NewEncoder(w).Encode(body)
 }
 
-// ErrorWire is the protocol's error body, {"error": "<message>"}.
+// ErrorWire is the protocol's error body, {"error": "<message>"}; a health
+// question's false carries its answer beside it, {"ready": false} and for
+// a model its "name" (CONTRACT.md oip.ready, oip.model-ready).
 type ErrorWire struct {
+	Name  string `json:"name,omitempty"`
+	Ready *bool  `json:"ready,omitempty"`
 	Error string `json:"error"`
 }
 

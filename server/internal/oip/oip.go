@@ -73,44 +73,60 @@ type Handlers struct {
 func New(h Host) *Handlers { return &Handlers{h: h} }
 
 // v2False is the protocol's "false" for a health or readiness question: a
-// 4xx (400), here with the reason as its error message.
-func v2False(typ, format string, args ...any) *httpapi.Error {
-	return &httpapi.Error{Status: http.StatusBadRequest, Type: typ, Code: "not_ready", Message: fmt.Sprintf(format, args...)}
+// 4xx (400), here with the reason as its error message, and the answer's
+// own field beside it: {"ready": false, "error": ...} (and the model's
+// "name" for a model's readiness), so that a client that reads the body
+// and one that reads the status agree (CONTRACT.md oip.ready).
+func v2False(name, typ, format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusBadRequest, Type: typ, Code: "not_ready", Message: fmt.Sprintf(format, args...),
+		Err: notReady{name: name}}
 }
 
-// v2True answers a health question with 200 and an empty body.
-func v2True(w http.ResponseWriter) error {
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(http.StatusOK)
-	return nil
+// notReady marks a health answer's false (v2False): WriteError adds
+// "ready": false, and the model's name for a model's readiness.
+type notReady struct{ name string }
+
+func (n notReady) Error() string { return "not ready" }
+
+// LiveAnswer is the body of GET /v2/health/live.
+type LiveAnswer struct {
+	Live bool `json:"live"`
+}
+
+// ReadyAnswer is the body of GET /v2/health/ready and, with the model's
+// name, of GET /v2/models/{m}/ready.
+type ReadyAnswer struct {
+	Name  string `json:"name,omitempty"`
+	Ready bool   `json:"ready"`
 }
 
 // stopping reports whether a shutdown has begun (the server's or the
 // runtime's).
 func (p *Handlers) stopping() bool { return p.h.Stopping() || p.h.Runtime.ShuttingDown() }
 
-// Live answers GET /v2/health/live: 200 while the process serves HTTP,
-// during a shutdown's drain too (CONTRACT.md oip.live): a liveness probe
-// that failed during the drain would have the pod killed.
+// Live answers GET (and HEAD) /v2/health/live: 200 {"live": true} while
+// the process serves HTTP, during a shutdown's drain too (CONTRACT.md
+// oip.live): a liveness probe that failed during the drain would have the
+// pod killed.
 func (p *Handlers) Live(w http.ResponseWriter, r *http.Request) error {
-	return v2True(w)
+	return writeJSON(w, LiveAnswer{Live: true})
 }
 
-// Ready answers GET /v2/health/ready (CONTRACT.md oip.ready): 200 when the
-// server is not shutting down and every model of the startup config is
-// registered, wanted loaded and without a failed load since its last
-// success (loaded at startup or since; a pool the server retired itself,
-// idle or evicted, still counts: the next request reloads it). Otherwise
-// 400 with the reason; from the moment a shutdown begins, 400 at once,
-// while the listener still drains.
+// Ready answers GET (and HEAD) /v2/health/ready (CONTRACT.md oip.ready):
+// 200 {"ready": true} when the server is not shutting down and every model
+// of the startup config is registered, wanted loaded and without a failed
+// load since its last success (loaded at startup or since; a pool the
+// server retired itself, idle or evicted, still counts: the next request
+// reloads it). Otherwise 400 {"ready": false, "error": reason}; from the
+// moment a shutdown begins, 400 at once, while the listener still drains.
 func (p *Handlers) Ready(w http.ResponseWriter, r *http.Request) error {
 	if p.stopping() {
-		return v2False("shutting_down", "server is shutting down")
+		return v2False("", "shutting_down", "server is shutting down")
 	}
 	if id, why := p.notReady(); id != "" {
-		return v2False("not_ready", "model %q of the startup config is %s", id, why)
+		return v2False("", "not_ready", "model %q of the startup config is %s", id, why)
 	}
-	return v2True(w)
+	return writeJSON(w, ReadyAnswer{Ready: true})
 }
 
 // notReady returns the first startup model that keeps the server from
@@ -156,14 +172,40 @@ func (p *Handlers) statusOf(id string) (core.ModelStatus, error) {
 	return st, nil
 }
 
-// Model answers GET /v2/models/{m}: the model's inputs, outputs and
-// request parameters for its task (CONTRACT.md oip.metadata), or 404.
-func (p *Handlers) Model(w http.ResponseWriter, r *http.Request) error {
+// versionParam is the {version} of a versioned route
+// (/v2/models/{m}/versions/{v}/...), "" on an unversioned one.
+func versionParam(r *http.Request) string { return r.PathValue("version") }
+
+// checkVersion refuses a versioned route's version unless it is the one
+// the model's metadata advertises, its config_version (CONTRACT.md
+// oip.versions): 404 naming both.
+func checkVersion(id, want string, have uint64) error {
+	if want == "" || want == strconv.FormatUint(have, 10) {
+		return nil
+	}
+	return &httpapi.Error{Status: http.StatusNotFound, Type: "not_found_error", Code: "version_not_found", Param: "version",
+		Message: fmt.Sprintf("model %q has no version %.32q: its only version is %q (GET /v2/models/%s)", id, want, strconv.FormatUint(have, 10), id)}
+}
+
+// model is the validated {id} of a route and its status, with the
+// route's {version}, if any, checked against it.
+func (p *Handlers) model(r *http.Request) (string, core.ModelStatus, error) {
 	id, err := p.h.ModelID(r)
 	if err != nil {
-		return err
+		return "", core.ModelStatus{}, err
 	}
 	st, err := p.statusOf(id)
+	if err != nil {
+		return "", st, err
+	}
+	return id, st, checkVersion(id, versionParam(r), st.ConfigVersion)
+}
+
+// Model answers GET /v2/models/{m} and /v2/models/{m}/versions/{v}: the
+// model's inputs, outputs and request parameters for its task (CONTRACT.md
+// oip.metadata), or 404.
+func (p *Handlers) Model(w http.ResponseWriter, r *http.Request) error {
+	id, st, err := p.model(r)
 	if err != nil {
 		return err
 	}
@@ -175,33 +217,34 @@ func (p *Handlers) Model(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, md)
 }
 
-// ModelReady answers GET /v2/models/{m}/ready: 200 while M's pool is
-// published (loaded), 400 while it is not, 404 for an unknown ID.
+// ModelReady answers GET (and HEAD) /v2/models/{m}/ready and
+// /v2/models/{m}/versions/{v}/ready: 200 {"name", "ready": true} while M's
+// pool is published (loaded), 400 {"name", "ready": false, "error"} while
+// it is not, 404 for an unknown ID or version.
 func (p *Handlers) ModelReady(w http.ResponseWriter, r *http.Request) error {
-	id, err := p.h.ModelID(r)
-	if err != nil {
-		return err
-	}
-	st, err := p.statusOf(id)
+	id, st, err := p.model(r)
 	if err != nil {
 		return err
 	}
 	if p.stopping() {
-		return v2False("shutting_down", "server is shutting down")
+		return v2False(id, "shutting_down", "server is shutting down")
 	}
 	if !st.Loaded {
-		return v2False("not_ready", "model %q is %s", id, st.State)
+		return v2False(id, "not_ready", "model %q is %s", id, st.State)
 	}
-	return v2True(w)
+	return writeJSON(w, ReadyAnswer{Name: id, Ready: true})
 }
 
-// Infer answers POST /v2/models/{m}/infer (CONTRACT.md oip.infer): the
-// body is read and every tensor and parameter checked against the model's
-// task before a lease is taken (400 naming what is wrong); then the lease
-// is taken through the model's FIFO exactly as for /v1/models/{id}/infer
+// Infer answers POST /v2/models/{m}/infer and
+// /v2/models/{m}/versions/{v}/infer (CONTRACT.md oip.infer): the body is
+// read and every tensor and parameter checked against the model's task
+// before a lease is taken (400 naming what is wrong); then the lease is
+// taken through the model's FIFO exactly as for /v1/models/{id}/infer
 // (barriers, admission timeouts from the Sluice-Admission-Timeout-Ms
 // header, 503 server_busy), the engine runs, and the answer is written and
-// flushed before the lease is released.
+// flushed before the lease is released. A versioned request is answered
+// by that version only: one whose model was reconfigured while it waited
+// is 404, before the engine runs.
 func (p *Handlers) Infer(w http.ResponseWriter, r *http.Request) error {
 	id, err := p.h.ModelID(r)
 	if err != nil {
@@ -218,6 +261,10 @@ func (p *Handlers) Infer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	version := versionParam(r)
+	if err := checkVersion(id, version, st.ConfigVersion); err != nil {
+		return err
+	}
 	t, ok := v2Tasks[st.Task]
 	if !ok {
 		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task",
@@ -232,6 +279,9 @@ func (p *Handlers) Infer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer lease.Release(true) // a no-op once released
+	if err := checkVersion(id, version, lease.Version()); err != nil {
+		return err
+	}
 	breq.ID = p.h.RequestID(r.Context())
 	out, err := lease.Infer(r.Context(), breq, nil)
 	if err != nil {

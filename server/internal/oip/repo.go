@@ -29,13 +29,26 @@ func v2State(st core.ModelStatus) (state, reason string) {
 	return "UNAVAILABLE", "unloaded"
 }
 
+// decodeOptional decodes the optional body of a repository call (index,
+// load, unload): Triton's clients send these without a body and without a
+// Content-Type, so a request without one is read as JSON (CONTRACT.md
+// oip.repo-index, oip.repo-manage); a Content-Type that is not JSON is
+// still refused (415), as on every JSON route (err.content-type).
+func (p *Handlers) decodeOptional(r *http.Request, v any) error {
+	if r.Header.Get("Content-Type") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return p.h.DecodeOptional(r, v)
+}
+
 // Index answers POST /v2/repository/index with an optional body
 // {"ready": bool}: every registered model in registration order (or only
 // those ready now) as {"name","version","state","reason"}, from one status
 // snapshot.
 func (p *Handlers) Index(w http.ResponseWriter, r *http.Request) error {
 	var req V2RepositoryIndexRequest
-	if err := p.h.DecodeOptional(r, &req); err != nil {
+	if err := p.decodeOptional(r, &req); err != nil {
 		return err
 	}
 	out := []V2RepositoryModel{}
@@ -54,7 +67,7 @@ func (p *Handlers) Index(w http.ResponseWriter, r *http.Request) error {
 // loaded, which is PUT /v1/models/{id}'s job, so any is refused.
 func (p *Handlers) repositoryRequest(r *http.Request) error {
 	var req V2RepositoryRequest
-	if err := p.h.DecodeOptional(r, &req); err != nil {
+	if err := p.decodeOptional(r, &req); err != nil {
 		return err
 	}
 	if err := checkParams("repository", req.Parameters); err != nil {
@@ -76,7 +89,7 @@ func (p *Handlers) Load(w http.ResponseWriter, r *http.Request) error {
 	if err := p.h.Load(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
 		return err
 	}
-	return v2True(w)
+	return v2Empty(w)
 }
 
 // Unload answers POST /v2/repository/models/{m}/unload: POST
@@ -93,5 +106,12 @@ func (p *Handlers) Unload(w http.ResponseWriter, r *http.Request) error {
 	if err := p.h.Unload(r.Context(), id); err != nil { // durable before it returns (CONTRACT.md persist.durable-before-200)
 		return err
 	}
-	return v2True(w)
+	return v2Empty(w)
+}
+
+// v2Empty answers a repository call with 200 and an empty body.
+func v2Empty(w http.ResponseWriter) error {
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+	return nil
 }

@@ -178,8 +178,13 @@ func elements(in *V2InputTensor) (int, error) {
 	return int(n), nil
 }
 
-// decodeData decodes a tensor's data, flat or nested one level, into a
-// []T of exactly n elements.
+// decodeData decodes a tensor's data into a []T of exactly n elements
+// (n the product of its shape): flat, in row-major order, or nested as
+// its shape says, one array per row of a two-dimensional shape. Nested
+// data must have the shape's rows, each of the shape's length: ragged
+// rows, or rows against a one-dimensional shape, are a 400 naming the
+// data (CONTRACT.md oip.infer-invalid), not flattened into a count that
+// happens to match.
 func decodeData[T any](in *V2InputTensor, n int) ([]T, error) {
 	var flat []T
 	if err := json.Unmarshal(in.Data, &flat); err != nil {
@@ -187,8 +192,17 @@ func decodeData[T any](in *V2InputTensor, n int) ([]T, error) {
 		if err2 := json.Unmarshal(in.Data, &nested); err2 != nil {
 			return nil, v2Invalid("data", "input %q: data is not an array of %s values: %v", in.Name, in.Datatype, err)
 		}
-		flat = nil // the failed flat decode may have filled part of it
-		for _, row := range nested {
+		if len(in.Shape) != 2 {
+			return nil, v2Invalid("data", "input %q: nested data for shape %v: nested data needs a 2-dimensional shape, one array per row", in.Name, in.Shape)
+		}
+		if int64(len(nested)) != in.Shape[0] {
+			return nil, v2Invalid("data", "input %q: %d rows of data for shape %v (%d rows)", in.Name, len(nested), in.Shape, in.Shape[0])
+		}
+		flat = make([]T, 0, n)
+		for k, row := range nested {
+			if int64(len(row)) != in.Shape[1] {
+				return nil, v2Invalid("data", "input %q: data row %d has %d elements, shape %v wants %d in every row", in.Name, k, len(row), in.Shape, in.Shape[1])
+			}
 			flat = append(flat, row...)
 		}
 	}

@@ -74,6 +74,9 @@ func parseSnapshot(b []byte) (State, error) {
 	if err := checkModels(st.Models, true); err != nil {
 		return State{}, err
 	}
+	if err := checkModels(st.Intents, true); err != nil {
+		return State{}, fmt.Errorf("intents: %w", err)
+	}
 	if st.Models == nil {
 		st.Models = []Model{}
 	}
@@ -188,6 +191,14 @@ func parseJournal(b []byte) (gen uint64, recs []change, good int, torn bool, err
 		}
 		if err := checkModels(c.Models, true); err != nil {
 			return 0, nil, 0, false, fmt.Errorf("record %d at offset %d: %w", k, off, err)
+		}
+		if err := checkModels(c.Intents, true); err != nil {
+			return 0, nil, 0, false, fmt.Errorf("record %d at offset %d: intents: %w", k, off, err)
+		}
+		for _, id := range c.Settled {
+			if !validID(id) {
+				return 0, nil, 0, false, fmt.Errorf("record %d at offset %d: settled: model id %q must match [A-Za-z0-9._-]{1,128}", k, off, id)
+			}
 		}
 		recs = append(recs, c)
 		off += nl + 1 + n + 1

@@ -11,3 +11,10 @@ import (
 func lockDir(path string) (*os.File, error) {
 	return nil, errors.New("state dir lock " + path + ": --state-dir is supported on unix systems only")
 }
+
+// The open flags of the state files (files.go): --state-dir is refused
+// here before any file is opened.
+const (
+	oNoFollow = 0
+	oNonBlock = 0
+)

@@ -13,9 +13,19 @@ import (
 // the server's lifetime (CONTRACT.md persist.lock). The kernel drops it when
 // the process dies, kill -9 included, so a crash never leaves a stale lock.
 func lockDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow|oNonBlock, 0o600)
 	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("state dir lock %s is %s, not a regular file: remove it to start", path, kind(fi.Mode()))
+		}
 		return nil, fmt.Errorf("state dir lock %s: %w", path, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("state dir lock %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("state dir lock %s is %s, not a regular file: remove it to start", path, kind(fi.Mode()))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
@@ -26,3 +36,10 @@ func lockDir(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// The open flags of the state files (files.go): never follow a symlink,
+// never block on a named pipe.
+const (
+	oNoFollow = syscall.O_NOFOLLOW
+	oNonBlock = syscall.O_NONBLOCK
+)

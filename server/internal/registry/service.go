@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
@@ -23,11 +24,15 @@ type Registry struct {
 	rt    *runtime.Runtime
 	store *Store
 	log   *slog.Logger
+	// applying counts the Applies in flight per model ID (guarded by the
+	// store's mu): only one that overlaps no other is announced.
+	applying map[string]int
+	engines  backends.Registry // the served engines (SetEngines); nil: not checked
 }
 
 // New returns the registry of rt on store (nil: no --state-dir).
 func New(rt *runtime.Runtime, store *Store, log *slog.Logger) *Registry {
-	return &Registry{rt: rt, store: store, log: log}
+	return &Registry{rt: rt, store: store, log: log, applying: map[string]int{}}
 }
 
 // Store returns the registry's store (nil without a state dir).
@@ -60,17 +65,27 @@ func notDurable(err error) error {
 // Apply registers or reconfigures model id and loads it (runtime.Apply).
 // A refusal that came after the commit (the new config's load failed) is
 // recorded too, and returned as it is (CONTRACT.md persist.committed-only).
+//
+// A change that will commit a new config_version is announced first
+// (announce): its record at that version is written as an intent before
+// the runtime commits it, so that the version, once the runtime shows it,
+// is never given to another config, even when the record after the commit
+// cannot be written and the server restarts (a start rolls the intent
+// forward; CONTRACT.md persist.version-continues). An announcement that
+// cannot be written refuses the change before anything is live.
 func (g *Registry) Apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
+	intent, err := g.announce(id, spec)
+	if err != nil {
+		return core.ModelStatus{}, err
+	}
 	st, err := g.rt.Apply(ctx, id, spec)
 	if err != nil {
-		if runtime.Committed(err) {
-			if rerr := g.Record(id); rerr != nil {
-				g.log.Error("committed change not durable", "model", id, "err", rerr)
-			}
+		if rerr := g.settle(id, intent, runtime.Committed(err)); rerr != nil {
+			g.log.Error("committed change not durable", "model", id, "err", rerr)
 		}
 		return st, err
 	}
-	return st, notDurable(g.Record(id))
+	return st, notDurable(g.settle(id, intent, true))
 }
 
 // Load loads model id (runtime.Load) and records its desired state.
@@ -160,6 +175,19 @@ func (g *Registry) Record(ids ...string) error {
 	s := g.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c := g.recordChange(ids...)
+	if len(c.Models) == 0 {
+		return nil
+	}
+	return s.commit(c)
+}
+
+// recordChange is Record's change: the records of ids that differ from
+// what is recorded, and the settling of each one's intent that the record
+// covers (its version reached, and no Apply of it in flight). Call with
+// the store's mu held.
+func (g *Registry) recordChange(ids ...string) change {
+	s := g.store
 	var c change
 	for _, id := range ids {
 		cfg, status, err := g.rt.ConfigOf(id)
@@ -175,11 +203,11 @@ func (g *Registry) Record(ids ...string) error {
 			continue
 		}
 		c.Models = append(c.Models, m)
+		if in, ok := s.intents[id]; ok && in.ConfigVersion <= m.ConfigVersion && g.applying[id] == 0 {
+			c.Settled = append(c.Settled, id)
+		}
 	}
-	if len(c.Models) == 0 {
-		return nil
-	}
-	return s.commit(c)
+	return c
 }
 
 func containsID(ms []Model, id string) bool {

@@ -3,7 +3,9 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -58,5 +60,134 @@ func TestRecordNeverGoesBackwards(t *testing.T) {
 	}
 	if m, _ := s.State().Get("m"); m.ConfigVersion != 6 || m.MaxQueue != 6 {
 		t.Fatalf("the runtime's v6 not recorded: %+v", m)
+	}
+}
+
+// TestVersionNeverReused: a config_version the runtime has shown is never
+// given to another config, whatever fails (CONTRACT.md
+// persist.version-continues, persist.durable-before-200). With the disk
+// full, a reconfiguration is refused before it goes live; when only the
+// record after the commit fails, the change was announced first and a
+// restart brings it back at its version. On the old code the change went
+// live as version 2 with the disk full, the restart brought back version
+// 1, and the next change was version 2 again, for another config.
+func TestVersionNeverReused(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	spec := func(q int, opts string) runtime.ModelSpec {
+		return runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1, Options: json.RawMessage(opts), MaxQueue: q}
+	}
+	seen := map[uint64]int{} // config_version -> max_queue, as the runtime showed them
+	note := func(rt *runtime.Runtime, when string) {
+		t.Helper()
+		cfg, st, err := rt.ConfigOf("m")
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if q, ok := seen[st.ConfigVersion]; ok && q != cfg.MaxQueue {
+			t.Fatalf("%s: config_version %d given to max_queue %d, shown before with max_queue %d", when, st.ConfigVersion, cfg.MaxQueue, q)
+		}
+		seen[st.ConfigVersion] = cfg.MaxQueue
+	}
+	start := func() (*runtime.Runtime, *Store, *Registry) {
+		rt, err := runtime.New(runtime.Options{Engines: backends.Registry{fixture.Name: fixture.New()}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := openT(t, dir)
+		g := New(rt, s, slog.New(slog.DiscardHandler))
+		if _, err := g.Restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return rt, s, g
+	}
+	stop := func(rt *runtime.Runtime, s *Store) {
+		_ = s.Close()
+		_ = rt.Shutdown(ctx)
+	}
+
+	rt, s, g := start()
+	if _, err := g.Apply(ctx, "m", spec(1, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	note(rt, "v1")
+	full := errors.New("no space left on device")
+	s.SetWriteHook(func(*os.File, []byte) error { return full })
+	if _, err := g.Apply(ctx, "m", spec(2, `{}`)); err == nil {
+		t.Fatal("a change answered success with the disk full")
+	}
+	note(rt, "disk full")
+	if _, st, _ := rt.ConfigOf("m"); st.ConfigVersion != 1 {
+		t.Fatalf("with the disk full the change went live as version %d", st.ConfigVersion)
+	}
+	stop(rt, s)
+
+	rt, s, g = start()
+	note(rt, "restart 1")
+	if _, err := g.Apply(ctx, "m", spec(3, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	note(rt, "after restart 1")
+	// The disk fills after the announcement: the change commits (its load
+	// fails, so it is recorded unloaded), and that record fails.
+	writes := 0
+	s.SetWriteHook(func(f *os.File, b []byte) error {
+		if writes++; writes > 1 {
+			return full
+		}
+		return writeAll(f, b)
+	})
+	if _, err := g.Apply(ctx, "m", spec(4, `{"fail_load":true}`)); err == nil || !runtime.Committed(err) {
+		t.Fatalf("a failing load: %v", err)
+	}
+	note(rt, "record failed")
+	stop(rt, s)
+
+	rt, s, g = start()
+	defer stop(rt, s)
+	note(rt, "restart 2")
+	if _, err := g.Apply(ctx, "m", spec(5, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	note(rt, "after restart 2")
+	if _, st, _ := rt.ConfigOf("m"); st.ConfigVersion != 4 {
+		t.Fatalf("config_version %d after the last change, want 4 (1, 2, 3 and 4 each given once)", st.ConfigVersion)
+	}
+}
+
+// TestAnnouncedPutWritesOnce: a PUT that commits as announced costs one
+// durable write, its intent, as a PUT cost before intents; an identical
+// PUT writes nothing; a PUT the runtime refuses after its announcement
+// cancels it, and the state is unchanged.
+func TestAnnouncedPutWritesOnce(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Engines: backends.Registry{fixture.Name: fixture.New()}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer rt.Shutdown(ctx)
+	s, _ := openT(t, t.TempDir())
+	defer s.Close()
+	g := New(rt, s, slog.New(slog.DiscardHandler))
+	writes := 0
+	s.SetWriteHook(func(f *os.File, b []byte) error { writes++; return writeAll(f, b) })
+	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1, Options: json.RawMessage(`{"infer_ms":0, "chunks": 1}`)}
+	for k, want := range []int{1, 0, 1, 1} { // a registration, the same spec, two reconfigurations
+		writes = 0
+		spec.MaxQueue = max(0, k-1)
+		if _, err := g.Apply(ctx, "m", spec); err != nil {
+			t.Fatal(err)
+		}
+		if writes != want {
+			t.Errorf("PUT %d: %d writes, want %d", k, writes, want)
+		}
+	}
+	spec.Options = json.RawMessage(`{"no_such_option":1}`) // the fixture refuses it before any commit
+	writes = 0
+	if _, err := g.Apply(ctx, "m", spec); err == nil || runtime.Committed(err) {
+		t.Fatalf("a refused spec: %v", err)
+	}
+	if m, _ := s.State().Get("m"); m.ConfigVersion != 3 || len(s.intents) != 0 || writes > 2 {
+		t.Fatalf("after a refused PUT: %+v, %d intents, %d writes", m, len(s.intents), writes)
 	}
 }

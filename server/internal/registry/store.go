@@ -39,9 +39,17 @@
 // as they are (persist.corrupt). Format 1 snapshots (no journal) are read
 // as generation 0.
 //
+// A reconfiguration is written before the runtime commits it, as an
+// intent (a record's "intents": the record it will leave at the version it
+// will commit; announce.go), so that a version the runtime shows is never
+// given to another config after a failed write and a restart; a start
+// rolls an unsettled intent forward (persist.version-continues).
+//
 // Two servers never share a state dir: the first holds an exclusive flock
-// on <dir>/lock for its lifetime, and the second fails to start
-// (persist.lock).
+// on <dir>/lock for its lifetime, and the second fails to start; a lock
+// file removed or replaced under the first stops its writes (persist.lock).
+// Nothing planted in the dir is followed or blocked on (files.go,
+// persist.files).
 package registry
 
 import (
@@ -50,7 +58,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -113,6 +120,13 @@ type State struct {
 	ModelsRoot string  `json:"models_root,omitempty"` // "" until PUT /v1/settings/models-root
 	Journal    uint64  `json:"journal,omitempty"`     // the generation of the journal that continues it
 	Models     []Model `json:"models"`                // in registration order
+	// Intents are the announced reconfigurations not yet settled: each
+	// the record a PUT will leave at the config_version it will commit,
+	// written before the runtime commits it (Registry.Apply), so that a
+	// version the runtime showed is never given to another config
+	// (CONTRACT.md persist.version-continues). A start rolls one forward
+	// over an older record of its ID. Written only while one is pending.
+	Intents []Model `json:"intents,omitempty"`
 }
 
 // Get returns id's record.
@@ -125,10 +139,13 @@ func (st State) Get(id string) (Model, bool) {
 	return Model{}, false
 }
 
-// change is one journal record: models' new records and a new root.
+// change is one journal record: models' new records and a new root, and
+// the intents it announces (Intents) or settles (Settled: their IDs).
 type change struct {
-	ModelsRoot *string `json:"models_root,omitempty"`
-	Models     []Model `json:"models,omitempty"`
+	ModelsRoot *string  `json:"models_root,omitempty"`
+	Models     []Model  `json:"models,omitempty"`
+	Settled    []string `json:"settled,omitempty"`
+	Intents    []Model  `json:"intents,omitempty"`
 }
 
 // Store is an open state dir: its lock, the recorded state and the journal
@@ -145,9 +162,12 @@ type Store struct {
 	gen    uint64
 	models []Model
 	index  map[string]int
-	jf     *os.File // the journal, open for appending; nil: rewrite it before the next append
-	jsize  int64    // its bytes that are durable
-	snap   int64    // the snapshot's size
+	// intents are the announced, unsettled reconfigurations by ID
+	// (State.Intents).
+	intents map[string]Model
+	jf      *os.File // the journal, open for appending; nil: rewrite it before the next append
+	jsize   int64    // its bytes that are durable
+	snap    int64    // the snapshot's size
 	// write writes b to f (tests replace it to fail or tear a write).
 	write func(f *os.File, b []byte) error
 }
@@ -164,7 +184,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, log: log, lock: lock, index: map[string]int{}, write: writeAll}
+	s := &Store{dir: dir, log: log, lock: lock, index: map[string]int{}, intents: map[string]Model{}, write: writeAll}
 	if err := s.open(); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -179,10 +199,12 @@ func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 func (s *Store) open() error {
 	for _, name := range []string{snapshotName + tempSuffix, journalName + tempSuffix} {
 		tmp := s.path(name)
-		if err := os.Remove(tmp); err == nil {
+		removed, err := clearTemp(tmp)
+		if err != nil {
+			return err
+		}
+		if removed {
 			s.log.Warn("state dir: removed an unfinished snapshot left by a crash; the last complete one is kept", "file", tmp)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("state dir %s: %w", s.dir, err)
 		}
 	}
 	st, size, err := readSnapshot(s.path(snapshotName))
@@ -193,7 +215,36 @@ func (s *Store) open() error {
 	for _, m := range st.Models {
 		s.put(m)
 	}
-	return s.openJournal()
+	for _, m := range st.Intents {
+		s.intents[m.ID] = m
+	}
+	if err := s.openJournal(); err != nil {
+		return err
+	}
+	for _, m := range s.rollForward() {
+		s.log.Warn("state dir: a reconfiguration announced before a crash or a failed write is restored at the version it announced",
+			"model", m.ID, "config_version", m.ConfigVersion)
+	}
+	return nil
+}
+
+// rollForward replaces each record by its ID's intent where the intent is
+// newer (a change announced and then not recorded: the runtime may have
+// shown its version, which therefore stays its config's), drops every
+// intent, and returns the intents it adopted. The files keep the intents
+// until the next compaction; a later start adopts them again only over a
+// record older than they are, which is the same state.
+func (s *Store) rollForward() []Model {
+	var out []Model
+	for _, id := range slices.Sorted(maps.Keys(s.intents)) {
+		in := s.intents[id]
+		if old, ok := s.get(id); !ok || old.ConfigVersion < in.ConfigVersion {
+			s.put(in)
+			out = append(out, in)
+		}
+	}
+	clear(s.intents)
+	return out
 }
 
 // openJournal replays the journal of the snapshot's generation and opens
@@ -223,7 +274,7 @@ func (s *Store) openJournal() error {
 	for _, c := range recs {
 		s.adopt(c)
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openRegular(file, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", file, err)
 	}
@@ -240,22 +291,6 @@ func (s *Store) openJournal() error {
 	}
 	s.jf, s.jsize = f, int64(good)
 	return nil
-}
-
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxStateBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxStateBytes)
-	}
-	return b, nil
 }
 
 // put records m in memory, replacing the record of its ID or appending it.
@@ -275,6 +310,29 @@ func (s *Store) adopt(c change) {
 	for _, m := range c.Models {
 		s.put(m)
 	}
+	for _, id := range c.Settled {
+		delete(s.intents, id)
+	}
+	for _, m := range c.Intents {
+		// An intent still pending when the next one of its ID comes was
+		// neither cancelled nor recorded apart: it committed as announced
+		// (Registry.settle records such a change by its intent alone).
+		if in, ok := s.intents[m.ID]; ok {
+			if old, known := s.get(m.ID); !known || old.ConfigVersion < in.ConfigVersion {
+				s.put(in)
+			}
+		}
+		s.intents[m.ID] = m
+	}
+}
+
+// pending returns the unsettled intents in ID order. Call with mu held.
+func (s *Store) pending() []Model {
+	var out []Model
+	for _, id := range slices.Sorted(maps.Keys(s.intents)) {
+		out = append(out, s.intents[id])
+	}
+	return out
 }
 
 // State returns a copy of the recorded state.
@@ -297,6 +355,9 @@ func (s *Store) get(id string) (Model, bool) {
 // rewritten before the next append (what a failed write or fsync left in
 // it is never trusted). Call with mu held.
 func (s *Store) commit(c change) error {
+	if err := s.checkLock(); err != nil {
+		return err
+	}
 	rec, err := encodeRecord(c)
 	if err != nil {
 		return err
@@ -304,9 +365,9 @@ func (s *Store) commit(c change) error {
 	if s.jf == nil {
 		// The last append failed: the state with c becomes a snapshot
 		// and a new journal starts.
-		next := &Store{index: maps.Clone(s.index), models: slices.Clone(s.models), root: s.root}
+		next := &Store{index: maps.Clone(s.index), models: slices.Clone(s.models), root: s.root, intents: maps.Clone(s.intents)}
 		next.adopt(c)
-		if err := s.compactTo(State{ModelsRoot: next.root, Models: next.models}); err != nil {
+		if err := s.compactTo(State{ModelsRoot: next.root, Models: next.models, Intents: next.pending()}); err != nil {
 			return err
 		}
 		s.adopt(c)
@@ -327,7 +388,7 @@ func (s *Store) commit(c change) error {
 	s.jsize += int64(len(rec))
 	s.adopt(c)
 	if s.jsize > compactMin && s.jsize > s.snap {
-		if err := s.compactTo(State{ModelsRoot: s.root, Models: s.models}); err != nil {
+		if err := s.compactTo(State{ModelsRoot: s.root, Models: s.models, Intents: s.pending()}); err != nil {
 			// c is durable in the journal; the compaction is tried again
 			// at the next change.
 			s.log.Warn("state dir: compaction failed; the journal keeps growing until one succeeds", "err", err)
@@ -342,7 +403,10 @@ func (s *Store) commit(c change) error {
 func (s *Store) Compact() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.compactTo(State{ModelsRoot: s.root, Models: s.models})
+	if err := s.checkLock(); err != nil {
+		return err
+	}
+	return s.compactTo(State{ModelsRoot: s.root, Models: s.models, Intents: s.pending()})
 }
 
 // compactTo makes st durable as the snapshot of the next generation, then
@@ -371,7 +435,7 @@ func (s *Store) newJournal() error {
 	if err := s.replace(journalName, head); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(s.path(journalName), os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openRegular(s.path(journalName), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
@@ -383,7 +447,7 @@ func (s *Store) newJournal() error {
 // name, fsync of the folder. A crash leaves the old file or the new one.
 func (s *Store) replace(name string, b []byte) error {
 	file, tmp := s.path(name), s.path(name+tempSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := createTemp(tmp)
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
@@ -449,33 +513,39 @@ func (s *Store) Close() error {
 }
 
 // ReadState reads the state recorded in dir without taking its lock (for
-// tests and tools): the snapshot with its journal's records.
+// tests and tools): the snapshot with its journal's records, and the
+// intents a start would roll forward.
 func ReadState(dir string) (State, error) {
 	st, _, err := readSnapshot(filepath.Join(dir, snapshotName))
 	if err != nil {
 		return State{}, err
 	}
+	var recs []change
 	file := filepath.Join(dir, journalName)
 	b, err := readFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return State{}, fmt.Errorf("journal %s: %w", file, err)
+	default:
+		gen, rs, _, _, err := parseJournal(b)
+		if err != nil {
+			return State{}, fmt.Errorf("journal %s is corrupt (%w)", file, err)
+		}
+		if gen == st.Journal {
+			recs = rs
+		}
 	}
-	gen, recs, _, _, err := parseJournal(b)
-	if err != nil {
-		return State{}, fmt.Errorf("journal %s is corrupt (%w)", file, err)
-	}
-	if gen != st.Journal {
-		return st, nil
-	}
-	s := &Store{index: map[string]int{}, root: st.ModelsRoot}
+	s := &Store{index: map[string]int{}, root: st.ModelsRoot, intents: map[string]Model{}}
 	for _, m := range st.Models {
 		s.put(m)
+	}
+	for _, m := range st.Intents {
+		s.intents[m.ID] = m
 	}
 	for _, c := range recs {
 		s.adopt(c)
 	}
-	return State{ModelsRoot: s.root, Journal: gen, Models: s.models}, nil
+	s.rollForward()
+	return State{ModelsRoot: s.root, Journal: st.Journal, Models: s.models}, nil
 }

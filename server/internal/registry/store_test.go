@@ -280,3 +280,49 @@ func BenchmarkCommit(b *testing.B) {
 		})
 	}
 }
+
+// TestIntentsReplay: an intent is rolled forward at start over an older
+// record of its ID, never over a newer one; a settled (cancelled) one is
+// not; one still pending when the next of its ID comes committed as
+// announced, so replay rolls it forward first (CONTRACT.md
+// persist.version-continues).
+func TestIntentsReplay(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openT(t, dir)
+	commitT(t, s, model("a", 1), model("b", 1))
+	s.mu.Lock()
+	for _, c := range []change{
+		{Intents: []Model{model("a", 2)}},                        // committed as announced: no record follows
+		{Intents: []Model{model("a", 3)}},                        // refused: cancelled below
+		{Settled: []string{"a"}},                                 //
+		{Intents: []Model{model("b", 2)}},                        // recorded otherwise below
+		{Models: []Model{model("b", 2)}, Settled: []string{"b"}}, //
+		{Intents: []Model{model("c", 1)}},                        // a crash before its record
+	} {
+		if err := s.commit(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Unlock()
+	_ = s.Close()
+	want := "a@2 b@2 c@1"
+	if st, err := ReadState(dir); err != nil || versions(st) != want {
+		t.Fatalf("ReadState: %q %v, want %q", versions(st), err, want)
+	}
+	s, lb := openT(t, dir)
+	if got := versions(s.State()); got != want {
+		t.Fatalf("after reopen: %q, want %q", got, want)
+	}
+	if !strings.Contains(lb.String(), "announced") {
+		t.Fatalf("no WARN for the rolled-forward intent:\n%s", lb)
+	}
+	if err := s.Compact(); err != nil { // the snapshot keeps no intent
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	s, _ = openT(t, dir)
+	defer s.Close()
+	if got := versions(s.State()); got != want || len(s.intents) != 0 {
+		t.Fatalf("after compaction: %q, %d intents", got, len(s.intents))
+	}
+}
