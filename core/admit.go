@@ -126,7 +126,8 @@ func (m *Machine) next() *Effect {
 }
 
 // admit gives request i a slot. On a ready pool it is granted; otherwise it
-// waits for the pool, and an unloaded model starts its one cold load.
+// waits for the pool, and an unloaded model starts its one cold load
+// (CONTRACT.md phase.executing, phase.waiting-init, state.unloaded).
 func (m *Machine) admit(now int64, h Handle, i int32) {
 	md := &m.models[h]
 	t := &m.ts.t[i]
@@ -157,8 +158,8 @@ func (m *Machine) admit(now int64, h Handle, i int32) {
 }
 
 // effectiveTimeout applies the request override, the model's and the server's
-// default, and the server ceiling (CONTRACT.md, "Timeout, disconnect and
-// shutdown"). 0 means unbounded.
+// default, and the server ceiling (CONTRACT.md time.timeout-precedence,
+// time.zero-and-bulk). 0 means unbounded.
 func (m *Machine) effectiveTimeout(md *model, override int64) int64 {
 	d := override
 	if d < 0 {
@@ -185,7 +186,7 @@ func deadline(now, d int64) int64 {
 
 // allOverdue reports whether the model has occupied slots and every one of
 // them has been held at least d: waiting behind them is pointless, so a
-// bounded waiter fails fast.
+// bounded waiter fails fast (CONTRACT.md time.overdue-blockers).
 func (m *Machine) allOverdue(now int64, md *model, d int64) bool {
 	if md.active == 0 {
 		return false
@@ -202,7 +203,9 @@ func (m *Machine) allOverdue(now int64, md *model, d int64) bool {
 // pump admits from the head of a model's FIFO while the contract allows:
 // requests take spare slots in order; a manager at the head waits until the
 // model is settled (no leases, no backend step) and then runs exclusively;
-// nothing behind a waiting manager moves.
+// nothing behind a waiting manager moves (CONTRACT.md
+// order.request-then-request, order.request-then-manager,
+// order.manager-then-request, order.manager-then-manager).
 func (m *Machine) pump(now int64, h Handle) {
 	md := &m.models[h]
 	for md.head >= 0 {
@@ -312,7 +315,9 @@ func (m *Machine) releaseTwice(now int64, id Ticket) error {
 // the pool gives its slot back on disconnect; a timeout no longer applies to
 // it. A granted request or manager is not cancelled: the shell releases the
 // request, and the manager runs to completion. A disconnected bulk unload
-// withdraws its queued barriers; members already running finish.
+// withdraws its queued barriers; members already running finish
+// (CONTRACT.md time.disconnect-queued, time.disconnect-waiting-init,
+// time.manager-timeout, order.bulk-cancel).
 func (m *Machine) Cancel(now int64, id Ticket, r Reason) (bool, error) {
 	i := m.ts.lookup(id)
 	if i < 0 {
@@ -383,7 +388,8 @@ func (m *Machine) rejectUnknown(now int64) Ticket {
 // Tick is the action Tick: time passed. Queued tickets whose admission
 // deadline passed are rejected with server_busy, load backoffs that ended
 // are forgotten, and ready models idle and queue-free for
-// Options.IdleTimeout retire.
+// Options.IdleTimeout retire (CONTRACT.md time.admission-timeout,
+// fail.load-backoff, res.idle-retirement).
 func (m *Machine) Tick(now int64) {
 	m.begin(RejectTimeout)
 	for h := range m.models {

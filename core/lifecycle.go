@@ -3,7 +3,8 @@ package core
 import "math"
 
 // startLoad puts a model on the loader queue: it becomes Loading and starts
-// when the residency ledger and the cold-load guard allow.
+// when the residency ledger and the cold-load guard allow (CONTRACT.md
+// state.loading, res.loader-fifo, res.cold-guard).
 func (m *Machine) startLoad(h Handle) {
 	md := &m.models[h]
 	md.state = Loading
@@ -110,7 +111,8 @@ func (m *Machine) pumpLoaders(now int64) {
 
 // evictFor picks victims for loader h until it would fit once they are torn
 // down, and retires them. It retires nothing and reports false when even all
-// candidates would not make room.
+// candidates would not make room (CONTRACT.md res.victim-choice,
+// res.no-victim, fail.residency-refusal).
 func (m *Machine) evictFor(h Handle, mb int64) bool {
 	count, used := m.resCount, m.resMB
 	for x := range m.models {
@@ -211,7 +213,8 @@ func (m *Machine) nextClone(now int64, h Handle) {
 }
 
 // publish makes the complete pool serve: the waiting admitted requests are
-// granted and a managing load finishes.
+// granted and a managing load finishes (CONTRACT.md state.ready,
+// phase.waiting-init).
 func (m *Machine) publish(now int64, h Handle) {
 	md := &m.models[h]
 	m.loads--
@@ -243,7 +246,8 @@ func (m *Machine) publish(now int64, h Handle) {
 
 // failLoad ends a load that did not publish: the requests waiting for it and
 // its manager are rejected with code; private sessions (if any) are torn down
-// before the model is unloaded again. Queued requests then retry the load.
+// before the model is unloaded again. Queued requests then retry the load
+// (CONTRACT.md fail.initial-load, reg.first-load-failure).
 func (m *Machine) failLoad(now int64, h Handle, code Code, private int) {
 	md := &m.models[h]
 	if md.resident { // the load had started
@@ -326,7 +330,8 @@ func backingOff(md *model, now int64) (bool, int64) {
 
 // retire clears a published pool's logical residency (loaded=false, no
 // capacity) and starts its teardown. Memory stays charged until
-// TeardownDone: logical retirement is not free memory.
+// TeardownDone: logical retirement is not free memory (CONTRACT.md
+// res.retiring-counts, fail.slow-teardown).
 func (m *Machine) retire(h Handle, cause Cause) {
 	md := &m.models[h]
 	if cause == CauseEvict || cause == CauseIdle {
@@ -406,7 +411,9 @@ func (m *Machine) shutdownRetire(now int64, h Handle) {
 // BeginShutdown is the action BeginShutdown: stop admitting. Every queued
 // ticket is rejected with shutting_down at once; admitted requests, granted
 // managers and their loads finish; then every pool is torn down and
-// ShutdownComplete follows. Repeating it changes nothing.
+// ShutdownComplete follows. Repeating it changes nothing (CONTRACT.md
+// state.shutting-down, time.shutdown-queued, time.shutdown-manager,
+// time.shutdown-cold-load, time.shutdown-second-signal).
 func (m *Machine) BeginShutdown(now int64) {
 	if m.shutdown {
 		return

@@ -7,7 +7,9 @@ package core
 // the admission override as for SubmitRequest. The ticket ends with Done or
 // Reject.
 //
-// Decision tree (CONTRACT.md, "Operations crossed with model states"):
+// Decision tree (CONTRACT.md, "Operations crossed with model states";
+// reg.new, reg.invalid, reg.same-id, fail.invalid-spec, unreg.re-register,
+// time.shutdown-new-submission):
 //
 //	(1) invalid config: Reject invalid_request, nothing changes.
 //	(2) shutting down: Reject shutting_down.
@@ -66,7 +68,8 @@ func (m *Machine) SubmitManager(now int64, id string, op Op, cfg *Config, timeou
 // so overlapping bulks order identically on every shared model and never
 // wait on each other in a cycle. Ready-idle members are freed at once; busy
 // ones after their earlier work. Unknown IDs go to NotFound. Bulk waits are
-// unbounded. The ticket ends with Done carrying the BulkResult.
+// unbounded. The ticket ends with Done carrying the BulkResult (CONTRACT.md
+// order.bulk-then-bulk, order.bulk-and-single).
 func (m *Machine) SubmitBulkUnload(now int64, ids []string) Ticket {
 	p := m.ts.alloc()
 	pt := &m.ts.t[p]
@@ -148,7 +151,8 @@ func (m *Machine) cancelBulk(p int32, r Reason) {
 }
 
 // grantManager makes ticket i the exclusive owner of a settled model and
-// starts its operation.
+// starts its operation (CONTRACT.md order.manager-then-manager,
+// state.reconfiguring, state.unloading).
 func (m *Machine) grantManager(now int64, h Handle, i int32) {
 	md := &m.models[h]
 	t := &m.ts.t[i]
@@ -218,7 +222,9 @@ func (m *Machine) managedLoad(h Handle) {
 // apply reconfigures a model for the granted manager (CONTRACT.md,
 // "Failure boundaries"): validate before any teardown; an unchanged session
 // set reuses the live capacity, a changed multi-slot one is probed; failure
-// before commit keeps the old pool, count, metadata and residency.
+// before commit keeps the old pool, count, metadata and residency
+// (CONTRACT.md fail.capacity-probe, fail.unsupported-capacity,
+// fail.after-commit).
 func (m *Machine) apply(now int64, h Handle, cfg *Config) {
 	md := &m.models[h]
 	old := md.cfg
@@ -283,7 +289,8 @@ func (m *Machine) commit(h Handle, cfg *Config) {
 // ProbeDone is the action ProbeDone: the private probe of a replacement
 // config reports its capacity (or failed). Too small a capacity is
 // invalid_request (for example slots=5 on capacity 4); either failure keeps
-// the old state whole.
+// the old state whole (CONTRACT.md fail.capacity-probe,
+// fail.unsupported-capacity).
 func (m *Machine) ProbeDone(now int64, j Job, capacity int, failed bool) error {
 	md, h, err := m.jobModel(j, jobProbe)
 	if err != nil {
