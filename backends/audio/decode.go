@@ -45,8 +45,9 @@ type Want struct {
 
 // DecodeInput decodes a request's audio (req.Body when set, else
 // req.Data) to mono PCM16 at want.Rate. It refuses, with errors wrapping
-// backends.ErrInvalid: empty input, unrecognised formats (MP4, text, ...),
-// undecodable FLAC, Ogg or MP3 data, raw PCM without a declared rate, and audio whose stated duration
+// backends.ErrInvalid: empty input, unrecognised formats (AIFF, text, ...),
+// undecodable FLAC, Ogg, MP3, WebM, MP4 or ADTS data (or a codec in them
+// not decoded here), raw PCM without a declared rate, and audio whose stated duration
 // exceeds want.MaxSeconds, each before decoding anything. A data chunk
 // shorter than its size field decodes what is there. When ctx ends it stops
 // between chunks and returns an error wrapping ctx's.
@@ -63,6 +64,9 @@ func DecodeInput(ctx context.Context, req backends.Request, want Want) (Audio, e
 	}
 	if src.Size() == 0 {
 		return Audio{}, backends.Invalidf("audio: request has no audio data")
+	}
+	if c, name := containerOf(src, want.RawRate); c != 0 {
+		return decodeContainer(ctx, src, c, name, want.Rate, want.MaxSeconds)
 	}
 	if name := codecOf(src, want.RawRate); name != "" {
 		return decodeCodec(ctx, src, name, want.Rate, want.MaxSeconds)
@@ -128,7 +132,7 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 	}
 	if rawRate == 0 {
 		// audio.unknown-format / audio.raw-declared
-		return nil, invalid("%s is not supported: send WAV (PCM 8/16/24/32-bit or float32), FLAC, Ogg Vorbis/Opus or MP3, or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
+		return nil, invalid("%s is not supported: send WAV (PCM 8/16/24/32-bit or float32), FLAC, Ogg Vorbis/Opus, MP3, WebM (Opus, Vorbis), MP4/M4A or ADTS (AAC), or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
 	}
 	if err := checkUpload("raw PCM16", 1, rawRate); err != nil {
 		return nil, err
@@ -284,6 +288,9 @@ func (h *stream) decode(ctx context.Context, src io.ReaderAt, rate int) ([]int16
 // duration limit (ParseWAV, Decode: the bytes are already in memory).
 func decodeAll(b []byte, rawRate int) (Audio, error) {
 	src := bytes.NewReader(b)
+	if c, name := containerOf(src, rawRate); c != 0 {
+		return decodeContainer(context.Background(), src, c, name, 0, 0)
+	}
 	if name := codecOf(src, rawRate); name != "" {
 		return decodeCodec(context.Background(), src, name, 0, 0)
 	}

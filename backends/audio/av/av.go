@@ -116,7 +116,7 @@ var (
 	avStart    func(d unsafe.Pointer, outRate, maxChannels, maxRate, maxTotal int32) int32
 	avNext     func(d unsafe.Pointer) int64
 	avClose    func(d unsafe.Pointer)
-	avEncOpen  func(muxer, encoder unsafe.Pointer, rate, channels int32, bitrate, limit int64, streamable int32) unsafe.Pointer
+	avEncOpen  func(muxer, encoder unsafe.Pointer, rate, channels int32, bitrate, limit int64, streamable int32, opts unsafe.Pointer) unsafe.Pointer
 	avEncWrite func(e unsafe.Pointer, pcm unsafe.Pointer, frames int64) int32
 	avEncEnd   func(e unsafe.Pointer) int32
 	avEncClose func(e unsafe.Pointer)
@@ -183,6 +183,7 @@ type decPub struct {
 	outChannels, outInRate, _   int32
 	out                         unsafe.Pointer
 	outLen, packets             int64
+	codecName                   [32]byte
 	err                         [256]byte
 }
 

@@ -16,6 +16,7 @@ type Container int32
 const (
 	WebM Container = 1 // Matroska and WebM (EBML magic 1A 45 DF A3)
 	MP4  Container = 2 // MP4, M4A, MOV, 3GP ("ftyp" at offset 4)
+	ADTS Container = 3 // raw AAC in ADTS frames (sync FFF, layer 0)
 )
 
 // FFmpeg's codec IDs (libavcodec/codec_id.h, 5.1) of the audio decoded here.
@@ -27,7 +28,7 @@ const (
 
 // Info is what the header states about the audio track, before decoding.
 type Info struct {
-	Codec       string  // "opus", "vorbis", "aac", or FFmpeg's ID as "codec 0x..."
+	Codec       string  // "opus", "vorbis", "aac", or FFmpeg's name of another codec
 	Channels    int     // 0 when the header does not say
 	Rate        int     // 0 when the header does not say
 	Seconds     float64 // the stated duration; < 0 when unknown
@@ -86,7 +87,7 @@ func Open(ctx context.Context, src io.ReaderAt, size int64, c Container) (*Decod
 	case codecAAC:
 		d.info.Codec = "aac"
 	default:
-		d.info.Codec = fmt.Sprintf("codec 0x%x", p.codec)
+		d.info.Codec = cstr(p.codecName[:])
 	}
 	return d, nil
 }
@@ -155,10 +156,22 @@ func (d *Decoder) err(what string) error {
 	case p.kind == 3:
 		return fmt.Errorf("av: %w", ErrCodec)
 	case p.kind == 4:
-		return fmt.Errorf("av: %w: %d channel(s) at %d Hz", ErrBounds, p.outChannels, p.outInRate)
+		return &BoundsError{Channels: int(p.outChannels), Rate: int(p.outInRate)}
 	}
 	return fmt.Errorf("av: %s: %s", what, msg)
 }
+
+// BoundsError is a decoded frame beyond the Bounds; it wraps ErrBounds.
+type BoundsError struct {
+	Channels, Rate int // the frame's
+}
+
+func (e *BoundsError) Error() string {
+	return fmt.Sprintf("av: %v: %d channel(s) at %d Hz", ErrBounds, e.Channels, e.Rate)
+}
+
+// Unwrap returns ErrBounds.
+func (e *BoundsError) Unwrap() error { return ErrBounds }
 
 // Close releases the decoder.
 func (d *Decoder) Close() {

@@ -22,6 +22,8 @@ type EncodeOptions struct {
 	// Streamable writes as to a pipe, never seeking back (a WebM then
 	// states no duration, as browsers' MediaRecorder writes it).
 	Streamable bool
+	// Options are the muxer's, as "key=value:key=value".
+	Options string
 }
 
 // encodeChunk is the frames passed to the shim at a time.
@@ -37,14 +39,15 @@ func Encode(ctx context.Context, o EncodeOptions, pcm []int16) ([]byte, error) {
 	if len(pcm)%ch != 0 {
 		return nil, fmt.Errorf("av: %d samples are not whole frames of %d channels", len(pcm), ch)
 	}
-	mux, enc := native.CString(o.Muxer), native.CString(o.Encoder)
+	mux, enc, opts := native.CString(o.Muxer), native.CString(o.Encoder), native.CString(o.Options)
 	defer native.Free(mux)
 	defer native.Free(enc)
+	defer native.Free(opts)
 	streamable := int32(0)
 	if o.Streamable {
 		streamable = 1
 	}
-	e := avEncOpen(mux, enc, int32(o.Rate), int32(ch), o.Bitrate, o.Limit, streamable)
+	e := avEncOpen(mux, enc, int32(o.Rate), int32(ch), o.Bitrate, o.Limit, streamable, opts)
 	if e == nil {
 		return nil, fmt.Errorf("av: out of memory opening the encoder")
 	}

@@ -5,7 +5,7 @@
 //
 // Decoding: sluice_av_open parses a container from the caller's pread
 // callback (no file, no protocol: io_open is refused) with the demuxer the
-// caller names (matroska or mov, never probed), and reports the chosen
+// caller names (matroska, mov or ADTS, never probed), and reports the chosen
 // audio track's codec, channels, rate and stated duration before any
 // packet is decoded; sluice_av_start opens the decoder (opus, vorbis or
 // aac only, by name); each sluice_av_next reads at most one packet and
@@ -54,6 +54,7 @@ struct sluice_av_pub {
 	int16_t *out;         // after sluice_av_next: out_len samples
 	int64_t out_len;
 	int64_t packets;      // packets sent to the decoder
+	char codec_name[32];  // FFmpeg's name of the audio track's codec
 	char err[256];
 };
 
@@ -132,14 +133,14 @@ static int deny_io_open(struct AVFormatContext *s, AVIOContext **pb, const char 
 }
 
 // sluice_av_open parses the header of the size-byte file read through rd
-// with demuxer (1: matroska/webm, 2: mov/mp4/m4a). It returns NULL only
+// with demuxer (1: matroska/webm, 2: mov/mp4/m4a, 3: ADTS AAC). It returns NULL only
 // when out of memory; otherwise pub.kind says whether it failed.
 struct sluice_av_dec *sluice_av_open(sluice_av_pread rd, uint64_t user, int64_t size, int32_t demuxer) {
 	struct sluice_av_dec *d = av_mallocz(sizeof *d);
 	if (!d) return NULL;
 	d->rd = rd, d->user = user, d->size = size, d->stream = -1;
 	d->pub.duration_us = -1;
-	const char *name = demuxer == 1 ? "matroska" : demuxer == 2 ? "mov" : NULL;
+	const char *name = demuxer == 1 ? "matroska" : demuxer == 2 ? "mov" : demuxer == 3 ? "aac" : NULL;
 	const AVInputFormat *ifmt = name ? av_find_input_format(name) : NULL;
 	if (!ifmt) {
 		fail(&d->pub, SLUICE_AV_INTERNAL, "no such demuxer", 0);
@@ -159,7 +160,7 @@ struct sluice_av_dec *sluice_av_open(sluice_av_pread rd, uint64_t user, int64_t 
 	d->fmt->interrupt_callback.opaque = d;
 	d->fmt->io_open = deny_io_open;
 	d->fmt->max_streams = 64;
-	d->fmt->format_whitelist = av_strdup("matroska,webm,mov,mp4,m4a,3gp,3g2,mj2");
+	d->fmt->format_whitelist = av_strdup("matroska,webm,mov,mp4,m4a,3gp,3g2,mj2,aac");
 	d->fmt->codec_whitelist = av_strdup("opus,vorbis,aac");
 	int rc = avformat_open_input(&d->fmt, NULL, ifmt, NULL);
 	if (rc < 0) {
@@ -182,6 +183,7 @@ struct sluice_av_dec *sluice_av_open(sluice_av_pread rd, uint64_t user, int64_t 
 	AVStream *st = d->fmt->streams[d->stream];
 	st->discard = AVDISCARD_DEFAULT;
 	d->pub.codec = st->codecpar->codec_id;
+	snprintf(d->pub.codec_name, sizeof d->pub.codec_name, "%s", avcodec_get_name(st->codecpar->codec_id));
 	d->pub.channels = st->codecpar->ch_layout.nb_channels;
 	d->pub.rate = st->codecpar->sample_rate;
 	int64_t dur = -1;

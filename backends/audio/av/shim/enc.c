@@ -79,8 +79,11 @@ static int64_t wseek_cb(void *opaque, int64_t off, int whence) {
 // "adts", "ipod", "webm") at rate with channels, bitrate bits per second
 // (0: the encoder's default), output at most limit bytes. streamable != 0
 // writes as to a pipe (no seeking back: no duration in a WebM, as
-// browsers' MediaRecorder writes it). NULL only when out of memory.
-struct sluice_av_enc *sluice_av_enc_open(const char *muxer, const char *encoder, int32_t rate, int32_t channels, int64_t bitrate, int64_t limit, int32_t streamable) {
+// browsers' MediaRecorder writes it). opts are the muxer's options as
+// "key=value:key=value" (e.g. movflags=+frag_keyframe+empty_moov for a
+// fragmented MP4, as Safari's MediaRecorder writes). NULL only when out
+// of memory.
+struct sluice_av_enc *sluice_av_enc_open(const char *muxer, const char *encoder, int32_t rate, int32_t channels, int64_t bitrate, int64_t limit, int32_t streamable, const char *opts) {
 	struct sluice_av_enc *e = av_mallocz(sizeof *e);
 	if (!e) return NULL;
 	e->limit = limit, e->channels = channels;
@@ -135,7 +138,14 @@ struct sluice_av_enc *sluice_av_enc_open(const char *muxer, const char *encoder,
 		efail(e, "out of memory", 0);
 		return e;
 	}
-	rc = avformat_write_header(e->fmt, NULL);
+	AVDictionary *dict = NULL;
+	if (opts && *opts && (rc = av_dict_parse_string(&dict, opts, "=", ":", 0)) < 0) {
+		av_dict_free(&dict);
+		efail(e, "parsing the muxer's options", rc);
+		return e;
+	}
+	rc = avformat_write_header(e->fmt, &dict);
+	av_dict_free(&dict);
 	if (rc < 0) {
 		efail(e, "writing the header", rc);
 		return e;
