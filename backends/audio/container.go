@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -40,17 +39,8 @@ const (
 	maxPrealloc = 1 << 23
 )
 
-// containerOf names the FFmpeg container src starts with (0 and "" for
-// none, and always for declared raw PCM).
-func containerOf(src io.ReaderAt, rawRate int) (av.Container, string) {
-	if rawRate != 0 {
-		return 0, ""
-	}
-	var head [8]byte
-	n, _ := src.ReadAt(head[:], 0)
-	return containerName(head[:n])
-}
-
+// containerName names the FFmpeg container b starts with (0 and "" for
+// none).
 func containerName(b []byte) (av.Container, string) {
 	switch {
 	case len(b) >= 4 && string(b[:4]) == "\x1aE\xdf\xa3":

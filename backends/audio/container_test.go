@@ -225,3 +225,24 @@ func TestAACSpeechRoundTrip(t *testing.T) {
 		t.Fatalf("cancelled: %v, want context.Canceled", err)
 	}
 }
+
+// Containers are named from their first bytes; an MP3 frame (layer III)
+// is not taken for ADTS (layer 0).
+func TestContainerSniffing(t *testing.T) {
+	for head, want := range map[string]av.Container{
+		"\x1a\x45\xdf\xa3\x9f":     av.WebM,
+		"\x00\x00\x00\x1cftypM4A ": av.MP4,
+		"\x00\x00\x00\x18ftypmp42": av.MP4,
+		"\xff\xf1\x50\x80":         av.ADTS,
+		"\xff\xf9\x50\x80":         av.ADTS,
+		"\xff\xfb\x90\x64":         0,
+		"ID3\x04":                  0,
+		"RIFF\x00\x00\x00\x00WAVE": 0,
+		"\x1a\x45\xdf":             0,
+		"\x00\x00\x00\x1cftyp"[:7]: 0,
+	} {
+		if got, _ := containerName([]byte(head)); got != want {
+			t.Errorf("%q: %d, want %d", head, got, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio/av"
 )
 
 // Bounded decoding of request audio (CONTRACT.md audio.*): the header is parsed with
@@ -65,10 +66,10 @@ func DecodeInput(ctx context.Context, req backends.Request, want Want) (Audio, e
 	if src.Size() == 0 {
 		return Audio{}, backends.Invalidf("audio: request has no audio data")
 	}
-	if c, name := containerOf(src, want.RawRate); c != 0 {
+	switch c, name := formatOf(src, want.RawRate); {
+	case c != 0:
 		return decodeContainer(ctx, src, c, name, want.Rate, want.MaxSeconds)
-	}
-	if name := codecOf(src, want.RawRate); name != "" {
+	case name != "":
 		return decodeCodec(ctx, src, name, want.Rate, want.MaxSeconds)
 	}
 	h, err := probe(src, want.RawRate)
@@ -108,15 +109,30 @@ func (h *stream) statedSeconds() float64 {
 	return float64(n/h.frame()) / float64(h.rate)
 }
 
-// codecOf names the compressed format src starts with ("" for none, and
-// always for declared raw PCM).
-func codecOf(src io.ReaderAt, rawRate int) string {
+// formatOf names the container (FFmpeg's) or the compressed format
+// (libsndfile's) src starts with, from one read of its first bytes: a
+// Container and its name, or 0 and the codec's name, or 0 and "" for
+// neither (always for declared raw PCM).
+func formatOf(src io.ReaderAt, rawRate int) (av.Container, string) {
 	if rawRate != 0 {
+		return 0, ""
+	}
+	var head [8]byte
+	n, _ := src.ReadAt(head[:], 0)
+	if c, name := containerName(head[:n]); c != 0 {
+		return c, name
+	}
+	return 0, codecName(head[:n])
+}
+
+// codecOf names the libsndfile format src starts with ("" for none, for a
+// container and always for declared raw PCM).
+func codecOf(src io.ReaderAt, rawRate int) string {
+	c, name := formatOf(src, rawRate)
+	if c != 0 {
 		return ""
 	}
-	var head [4]byte
-	n, _ := src.ReadAt(head[:], 0)
-	return codecName(head[:n])
+	return name
 }
 
 // probe reads the header of src: WAV, or raw PCM16LE when rawRate is
@@ -288,10 +304,10 @@ func (h *stream) decode(ctx context.Context, src io.ReaderAt, rate int) ([]int16
 // duration limit (ParseWAV, Decode: the bytes are already in memory).
 func decodeAll(b []byte, rawRate int) (Audio, error) {
 	src := bytes.NewReader(b)
-	if c, name := containerOf(src, rawRate); c != 0 {
+	switch c, name := formatOf(src, rawRate); {
+	case c != 0:
 		return decodeContainer(context.Background(), src, c, name, 0, 0)
-	}
-	if name := codecOf(src, rawRate); name != "" {
+	case name != "":
 		return decodeCodec(context.Background(), src, name, 0, 0)
 	}
 	h, err := probe(src, rawRate)
