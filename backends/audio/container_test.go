@@ -246,3 +246,36 @@ func TestContainerSniffing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUploadDecode decodes the same speech (jfk.wav, 11 s, at 48 kHz
+// as browsers and phones record) to 16 kHz from WAV, Ogg/Opus (libsndfile),
+// WebM/Opus and M4A/AAC (FFmpeg), in one run: ms-per-audio-s is the decode
+// time per second of audio.
+func BenchmarkUploadDecode(b *testing.B) {
+	needSndfile(b)
+	needAV(b)
+	src := jfk(b).To(48000)
+	ogg, _, _, err := Encode(context.Background(), "opus", 48000, src.Samples)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{"wav", WAV(48000, src.Samples)},
+		{"ogg-opus", ogg},
+		{"webm-opus", containerFile(b, av.EncodeOptions{Muxer: "webm", Encoder: "libopus", Rate: 48000, Streamable: true}, src.Samples)},
+		{"m4a-aac", containerFile(b, av.EncodeOptions{Muxer: "ipod", Encoder: "aac", Rate: 48000}, src.Samples)},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := DecodeInput(context.Background(), backends.Request{Data: f.data}, Want{Rate: 16000, MaxSeconds: 60}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N)/src.Seconds(), "ms-per-audio-s")
+			b.ReportMetric(float64(len(f.data)), "bytes")
+		})
+	}
+}
