@@ -34,6 +34,9 @@ const (
 	// and Vorbis's are longer, so a file of packets that decode to nothing
 	// cannot make the work.
 	packetsPerSecond = 500
+	// maxUnboundedPackets bounds the packets of a decode with no duration
+	// limit (Decode of an in-memory payload): about 12 hours of AAC.
+	maxUnboundedPackets = 1 << 22
 	// maxPrealloc caps the samples preallocated from a stated duration
 	// when no limit applies (Decode of an in-memory payload).
 	maxPrealloc = 1 << 23
@@ -64,6 +67,20 @@ var containerCodecs = map[av.Container][]string{
 // mono PCM16 at rate (0: the header's rate). maxSeconds > 0 bounds the
 // duration, from the header before decoding and again while decoding.
 func decodeContainer(ctx context.Context, src backends.Blob, c av.Container, name string, rate int, maxSeconds float64) (Audio, error) {
+	maxPackets := int64(maxUnboundedPackets)
+	if maxSeconds > 0 {
+		maxPackets = int64(math.Ceil(maxSeconds*packetsPerSecond)) + 100
+	}
+	if c == av.MP4 {
+		// Before FFmpeg indexes them: see mp4walk.go.
+		n, err := mp4Samples(src, src.Size())
+		if err != nil {
+			return Audio{}, fileErr("%s could not be read: %v", name, err)
+		}
+		if n > maxPackets {
+			return Audio{}, fileErr("%s declares %d samples, more than the %d that %g s of audio may have", name, n, maxPackets, maxSeconds)
+		}
+	}
 	d, err := av.Open(ctx, src, src.Size(), c)
 	if err != nil {
 		return Audio{}, containerErr(ctx, name, err)
@@ -87,10 +104,9 @@ func decodeContainer(ctx context.Context, src backends.Blob, c av.Container, nam
 	if err := d.Start(rate, av.Bounds{Channels: MaxUploadChannels, Rate: MaxUploadRate, TotalPerSec: MaxUploadSampleRate}); err != nil {
 		return Audio{}, containerErr(ctx, name, err)
 	}
-	maxOut, maxPackets := int64(math.MaxInt64), int64(math.MaxInt64)
+	maxOut := int64(math.MaxInt64)
 	if maxSeconds > 0 {
 		maxOut = int64(math.Ceil(maxSeconds * float64(rate)))
-		maxPackets = int64(math.Ceil(maxSeconds*packetsPerSecond)) + 100
 	}
 	stated := int64(math.MaxInt64)
 	var out []int16
@@ -110,7 +126,7 @@ func decodeContainer(ctx context.Context, src backends.Blob, c av.Container, nam
 		case n > stated:
 			return Audio{}, fileErr("%s decodes to more than the %.1f s its header states", name, info.Seconds)
 		case d.Packets() > maxPackets:
-			return Audio{}, fileErr("%s has more than %d packets for at most %g s of audio", name, maxPackets, maxSeconds)
+			return Audio{}, fileErr("%s has more than the %d packets that %g s of audio may have", name, maxPackets, maxSeconds)
 		}
 		if done {
 			break

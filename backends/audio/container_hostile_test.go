@@ -141,6 +141,27 @@ func TestDecodeInputContainerHostile(t *testing.T) {
 		_, err := decode(b, want)
 		wantFileError(t, err, "carrying aac is not supported")
 	})
+	t.Run("mp4-declares-2G-samples", func(t *testing.T) {
+		// A fragment's trun declaring 2^31 default-sized samples in 4
+		// bytes: FFmpeg would index them all (48 GiB) before decoding one.
+		b := containerFile(t, av.EncodeOptions{Muxer: "mp4", Encoder: "aac", Rate: 16000, Options: "movflags=+frag_keyframe+empty_moov+default_base_moof"}, tone(16000, 1, 1))
+		i := bytes.Index(b, []byte("trun"))
+		if i < 0 {
+			t.Fatal("no trun")
+		}
+		binary.BigEndian.PutUint32(b[i+8:], 1<<31)
+		blob, err := decode(b, want)
+		wantFileError(t, err, "declares 2147483")
+		if blob.bytes.Load() > 4096 {
+			t.Fatalf("read %d bytes to refuse it", blob.bytes.Load())
+		}
+		// The sample table of a plain M4A too.
+		b = containerFile(t, m4a, tone(16000, 1, 1))
+		i = bytes.Index(b, []byte("stsz"))
+		binary.BigEndian.PutUint32(b[i+12:], 1<<30)
+		_, err = decode(b, want)
+		wantFileError(t, err, "declares 1073741")
+	})
 	t.Run("over-the-limit", func(t *testing.T) {
 		// From the header: a fraction of the file read, nothing decoded.
 		for _, o := range []av.EncodeOptions{opus, m4a} {
@@ -221,7 +242,7 @@ func TestDecodeInputMutatedContainers(t *testing.T) {
 			t.Fatalf("mutation %d: %.2f s accepted over a 1 s limit", i, a.Seconds())
 		}
 		outcome := "decoded"
-		for _, o := range []string{"could not be decoded", "is truncated", "decodes to more", "holds no samples", "has no audio track", "channel(s)", "longer than", "is not supported"} {
+		for _, o := range []string{"declares", "could not be decoded", "is truncated", "decodes to more", "holds no samples", "has no audio track", "channel(s)", "longer than", "is not supported"} {
 			if err != nil && strings.Contains(err.Error(), o) {
 				outcome = o
 			}
