@@ -142,9 +142,9 @@ func TestDecodeInputContainerHostile(t *testing.T) {
 		wantFileError(t, err, "carrying aac is not supported")
 	})
 	t.Run("mp4-declares-2G-samples", func(t *testing.T) {
-		// A fragment's trun declaring 2^31 default-sized samples in 4
-		// bytes: FFmpeg 5.1 allocates for every declared sample before reading
-		// them (4M declared in a 1 KB file raised its peak RSS by 34 MB).
+		// A fragment's trun declaring 2^31 samples in 4 bytes: FFmpeg 5.1
+		// allocates for every declared sample before reading them (4M
+		// declared in a 1 KB file raised its peak RSS by 34 MB).
 		b := containerFile(t, av.EncodeOptions{Muxer: "mp4", Encoder: "aac", Rate: 16000, Options: "movflags=+frag_keyframe+empty_moov+default_base_moof"}, tone(16000, 1, 1))
 		i := bytes.Index(b, []byte("trun"))
 		if i < 0 {
