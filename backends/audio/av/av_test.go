@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -118,6 +119,56 @@ func TestADTSHeader(t *testing.T) {
 	} {
 		if ch, rate := adtsHeader(bytes.NewReader([]byte(c.h))); ch != c.ch || rate != c.rate {
 			t.Errorf("% x: %d channels at %d Hz, want %d at %d", c.h, ch, rate, c.ch, c.rate)
+		}
+	}
+}
+
+// Decoders run concurrently, some stopped mid-way by their contexts.
+func TestConcurrentDecodes(t *testing.T) {
+	need(t)
+	b, err := Encode(context.Background(), EncodeOptions{Muxer: "webm", Encoder: "libopus", Rate: 48000, Limit: 1 << 24}, tone(48000, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			d, err := Open(ctx, bytes.NewReader(b), int64(len(b)), WebM)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer d.Close()
+			if err := d.Start(16000, Bounds{8, 192000, 192000}); err != nil {
+				errs <- err
+				return
+			}
+			var out []int16
+			for n := 0; ; n++ {
+				if i%2 == 1 && n == 20 {
+					cancel() // the odd ones stop after 20 packets
+				}
+				var done bool
+				out, done, err = d.Next(out)
+				if err != nil || done {
+					break
+				}
+			}
+			switch {
+			case i%2 == 1 && !errors.Is(err, context.Canceled):
+				errs <- fmt.Errorf("decoder %d: %v, want context.Canceled", i, err)
+			case i%2 == 0 && (err != nil || len(out) < 31000):
+				errs <- fmt.Errorf("decoder %d: %d samples, %v", i, len(out), err)
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
