@@ -137,7 +137,9 @@ func decodeContainer(ctx context.Context, src backends.Blob, c av.Container, nam
 	}
 	// A file that ends well before the duration its header states was cut
 	// short (an upload that broke off): refused rather than half heard.
-	if got := float64(len(out)) / float64(rate); info.Seconds > 0 && got < info.Seconds*(1-statedSlackFraction)-statedSlackSeconds {
+	// Only when the duration is the audio's own: a video's may run longer.
+	own := info.TrackSeconds || info.Streams == 1
+	if got := float64(len(out)) / float64(rate); own && info.Seconds > 0 && got < info.Seconds*(1-statedSlackFraction)-statedSlackSeconds {
 		return Audio{}, fileErr("%s is truncated: it decodes to %.1f s of the %.1f s its header states", name, got, info.Seconds)
 	}
 	return Audio{Rate: rate, Samples: out}, nil

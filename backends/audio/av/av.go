@@ -192,6 +192,7 @@ type decPub struct {
 	outChannels, outInRate, _   int32
 	out                         unsafe.Pointer
 	outLen, packets             int64
+	streams, trackDuration      int32
 	codecName                   [32]byte
 	err                         [256]byte
 }

@@ -28,11 +28,15 @@ const (
 
 // Info is what the header states about the audio track, before decoding.
 type Info struct {
-	Codec       string  // "opus", "vorbis", "aac", or FFmpeg's name of another codec
-	Channels    int     // 0 when the header does not say
-	Rate        int     // 0 when the header does not say
-	Seconds     float64 // the stated duration; < 0 when unknown
-	AudioTracks int
+	Codec    string  // "opus", "vorbis", "aac", or FFmpeg's name of another codec
+	Channels int     // 0 when the header does not say
+	Rate     int     // 0 when the header does not say
+	Seconds  float64 // the stated duration; < 0 when unknown
+	// TrackSeconds: Seconds is the audio track's own duration (an MP4's
+	// mdhd), not the file's (a Matroska segment's covers every track).
+	TrackSeconds bool
+	AudioTracks  int
+	Streams      int // tracks of any kind
 }
 
 // Decoder decodes one upload's audio track.
@@ -75,7 +79,7 @@ func Open(ctx context.Context, src io.ReaderAt, size int64, c Container) (*Decod
 		return nil, err
 	}
 	p := d.pub
-	d.info = Info{Channels: int(p.channels), Rate: int(p.rate), Seconds: -1, AudioTracks: int(p.audioTracks)}
+	d.info = Info{Channels: int(p.channels), Rate: int(p.rate), Seconds: -1, TrackSeconds: p.trackDuration != 0, AudioTracks: int(p.audioTracks), Streams: int(p.streams)}
 	if p.durationUS > 0 {
 		d.info.Seconds = float64(p.durationUS) / 1e6
 	}

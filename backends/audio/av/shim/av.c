@@ -54,6 +54,8 @@ struct sluice_av_pub {
 	int16_t *out;         // after sluice_av_next: out_len samples
 	int64_t out_len;
 	int64_t packets;      // packets sent to the decoder
+	int32_t streams;      // tracks of any kind in the file
+	int32_t track_duration; // duration_us is the audio track's own, not the file's
 	char codec_name[32];  // FFmpeg's name of the audio track's codec
 	char err[256];
 };
@@ -186,11 +188,15 @@ struct sluice_av_dec *sluice_av_open(sluice_av_pread rd, uint64_t user, int64_t 
 	snprintf(d->pub.codec_name, sizeof d->pub.codec_name, "%s", avcodec_get_name(st->codecpar->codec_id));
 	d->pub.channels = st->codecpar->ch_layout.nb_channels;
 	d->pub.rate = st->codecpar->sample_rate;
-	int64_t dur = -1;
-	if (st->duration != AV_NOPTS_VALUE && st->duration > 0 && st->time_base.num > 0 && st->time_base.den > 0)
-		dur = av_rescale_q(st->duration, st->time_base, AV_TIME_BASE_Q);
-	if (d->fmt->duration != AV_NOPTS_VALUE && d->fmt->duration > dur) dur = d->fmt->duration;
-	d->pub.duration_us = dur;
+	// The audio track's own duration (an MP4's mdhd), else the file's (a
+	// Matroska segment's, which covers every track).
+	d->pub.streams = (int32_t)d->fmt->nb_streams;
+	if (st->duration != AV_NOPTS_VALUE && st->duration > 0 && st->time_base.num > 0 && st->time_base.den > 0) {
+		d->pub.duration_us = av_rescale_q(st->duration, st->time_base, AV_TIME_BASE_Q);
+		d->pub.track_duration = 1;
+	} else if (d->fmt->duration != AV_NOPTS_VALUE && d->fmt->duration > 0) {
+		d->pub.duration_us = d->fmt->duration;
+	}
 	return d;
 }
 
