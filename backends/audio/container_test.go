@@ -221,6 +221,16 @@ func TestAACSpeechRoundTrip(t *testing.T) {
 	if d := a.Seconds() - src.Seconds(); d < 0 || d > 0.2 || env < 0.97 || s < 0.8 {
 		t.Fatal("not the source speech")
 	}
+	// Every TTS output rate: written at the nearest MPEG rate at or above.
+	for _, r := range []struct{ in, out int }{{8000, 8000}, {11025, 11025}, {12500, 16000}, {44100, 44100}, {48000, 48000}} {
+		b, _, got, err := Encode(context.Background(), "aac", r.in, sine(r.in, 300, 0.5, 8000))
+		if err != nil || got != r.out {
+			t.Fatalf("%d Hz: written at %d, %v", r.in, got, err)
+		}
+		if a, err := Decode(b, 0); err != nil || a.Rate != r.out || math.Abs(a.Seconds()-0.5) > 0.2 {
+			t.Fatalf("%d Hz: decoded %.3f s at %d Hz, %v", r.in, a.Seconds(), a.Rate, err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, _, err := Encode(ctx, "aac", 16000, src.Samples); !errors.Is(err, context.Canceled) {

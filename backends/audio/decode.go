@@ -165,10 +165,6 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 func sniff(b []byte) string {
 	has := func(off int, s string) bool { return len(b) >= off+len(s) && string(b[off:off+len(s)]) == s }
 	switch {
-	case has(4, "ftyp"):
-		return "MP4/M4A audio"
-	case has(0, "\x1aE\xdf\xa3"):
-		return "WebM/Matroska audio"
 	case has(0, "FORM"):
 		return "AIFF audio"
 	case has(0, "RIFF"):
