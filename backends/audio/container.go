@@ -169,7 +169,7 @@ func containerErr(ctx context.Context, name string, err error) error {
 	case errors.Is(err, av.ErrUnavailable):
 		return fileErr("%s cannot be decoded on this server (%v): send WAV, FLAC, Ogg or MP3", name, err)
 	case errors.Is(err, av.ErrNoAudio):
-		return fileErr("%s has no audio track", name)
+		return fileErr("%s: the file has no audio track", name)
 	case errors.Is(err, av.ErrBounds):
 		ch, r := 0, 0
 		var b *av.BoundsError
