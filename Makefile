@@ -181,7 +181,9 @@ ui-screenshot: ui-deps
 	SLUICE_UI_SCREENSHOT=docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardScreenshot$$' -v ./server/uitest/
 
 # deps installs the engines' native libraries (Debian) and npm packages
-# (ONNX Runtime, the Silero model, test audio) into .deps/npm, idempotently.
+# (ONNX Runtime, the Silero model, test audio) into .deps/npm, and builds
+# the shims (whisper, Silero, FFmpeg's libsluice_av into .deps/av-shim),
+# idempotently.
 deps:
 	SLUICE_NPM_PREFIX=$(NPM_PREFIX) bash scripts/engine-deps.sh
 

@@ -355,9 +355,11 @@ type HTTPStep struct {
 // cannot carry it): Seconds of a 300 Hz tone as mono PCM16 at Rate, in a
 // WAV file, or with Raw the bare PCM16LE samples. StatedSeconds, when set,
 // is the duration the WAV header's data size states instead of the real
-// one: a header claiming more than the body holds. Format "flac", "mp3"
-// or "opus" encodes the tone in that format instead (libsndfile; opus and
-// mp3 at a rate the codec takes, resampled from Rate).
+// one: a header claiming more than the body holds. Format "flac", "mp3",
+// "opus" or "aac" encodes the tone in that format instead (libsndfile, aac
+// FFmpeg's ADTS; opus, mp3 and aac at a rate the codec takes, resampled
+// from Rate); "webm" (Opus at 48 kHz with no duration, as MediaRecorder
+// writes) and "m4a" (AAC) in those containers, with FFmpeg.
 type AudioBody struct {
 	Rate          int     `yaml:"rate"`
 	Seconds       float64 `yaml:"seconds"`

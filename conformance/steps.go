@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/backends/audio/av"
 )
 
 // put sends PUT /v1/models/{id} with the step's spec.
@@ -123,6 +124,13 @@ func (r *caseRun) httpRequest(a *HTTPStep) (request, error) {
 	return rq, nil
 }
 
+// containerBodies are the AudioBody formats FFmpeg writes (Rate 0: the
+// body's own rate).
+var containerBodies = map[string]av.EncodeOptions{
+	"webm": {Muxer: "webm", Encoder: "libopus", Rate: 48000, Streamable: true},
+	"m4a":  {Muxer: "ipod", Encoder: "aac"},
+}
+
 // bytes generates the body an AudioBody describes.
 func (a *AudioBody) bytes() ([]byte, error) {
 	if a.Rate < 1 || a.Seconds < 0 || a.Seconds > 600 || a.StatedSeconds < 0 {
@@ -138,6 +146,19 @@ func (a *AudioBody) bytes() ([]byte, error) {
 	if a.Format != "" && a.Format != "wav" {
 		if a.Raw || a.StatedSeconds > 0 {
 			return nil, fmt.Errorf("audio body: format %q takes neither raw nor stated_seconds", a.Format)
+		}
+		if o, ok := containerBodies[a.Format]; ok {
+			// What browsers (WebM/Opus at 48 kHz, no duration) and phones
+			// (M4A/AAC) record, written by FFmpeg (backends/audio/av).
+			if o.Rate == 0 {
+				o.Rate = a.Rate
+			}
+			o.Limit = 1 << 26
+			b, err := av.Encode(context.Background(), o, audio.Resample(s, a.Rate, o.Rate))
+			if err != nil {
+				return nil, fmt.Errorf("audio body: %w", err)
+			}
+			return b, nil
 		}
 		b, _, _, err := audio.Encode(context.Background(), a.Format, a.Rate, s)
 		if err != nil {

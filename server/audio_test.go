@@ -169,8 +169,8 @@ func TestAudioEndpoints(t *testing.T) {
 	if code, b := upload("/v1/audio/transcriptions", "asr", "", []byte("not a wav file at all")); code != 400 || !strings.Contains(string(b), "invalid_request_error") {
 		t.Fatalf("unreadable audio: %d %s", code, b)
 	}
-	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"aac"}`)); code != 400 || !strings.Contains(string(b), "wav, mp3, opus, flac or pcm") {
-		t.Fatalf("aac: %d %s", code, b)
+	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"tts","input":"hi","response_format":"aiff"}`)); code != 400 || !strings.Contains(string(b), "wav, mp3, opus, aac, flac or pcm") {
+		t.Fatalf("aiff: %d %s", code, b)
 	}
 	if code, _, b := post("/v1/audio/speech", "application/json", []byte(`{"model":"nope","input":"hi"}`)); code != 404 {
 		t.Fatalf("unknown model: %d %s", code, b)

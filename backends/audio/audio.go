@@ -1,8 +1,11 @@
 // Package audio owns the audio formats the speech engines exchange with
 // clients: WAV parsing (PCM 8/16/24/32-bit and 32-bit float, any rate and
 // channel count, downmixed to mono PCM16), raw little-endian PCM16 at a
-// declared rate, WAV writing (whole files and streaming headers) and a
-// deterministic band-limited resampler to the engine's rate.
+// declared rate, FLAC, Ogg and MP3 through libsndfile (codec.go), WebM,
+// MP4/M4A and ADTS through FFmpeg's libraries (container.go, backends/audio/av),
+// WAV writing (whole files and streaming headers), compressed speech
+// (mp3, opus, flac, aac) and a deterministic band-limited resampler to the
+// engine's rate.
 //
 // Engines read request audio with DecodeInput, which bounds the work before
 // doing it (CONTRACT.md "Audio input and output"): the duration the header

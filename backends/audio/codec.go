@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio/av"
 	"github.com/sluice-dev/sluice/backends/internal/sndfile"
 )
 
@@ -126,7 +127,7 @@ const (
 	// another: OpenAI documents its pcm as 24 kHz s16le mono.
 	PCMRate = 24000
 	// SpeechFormats lists the formats, for error messages.
-	SpeechFormats = "wav, mp3, opus, flac or pcm"
+	SpeechFormats = "wav, mp3, opus, aac, flac or pcm"
 )
 
 // codec is how a compressed output format is written.
@@ -145,7 +146,7 @@ var codecs = map[string]codec{
 // ValidFormat reports whether f names a speech output format ("" is wav).
 func ValidFormat(f string) bool {
 	_, ok := codecs[f]
-	return ok || f == "" || f == "wav" || f == "pcm"
+	return ok || f == "" || f == "wav" || f == "pcm" || (f == "aac" && av.Load() == nil)
 }
 
 // codecRate returns the lowest rate of rates at or above rate (the highest
@@ -162,11 +163,15 @@ func codecRate(rates []int, rate int) int {
 	return rates[len(rates)-1]
 }
 
-// Encode writes mono PCM16 samples at rate as format ("mp3", "opus" or
-// "flac"), resampling first when the codec cannot take rate (Opus: 8, 12,
-// 16, 24 or 48 kHz; MP3: the MPEG rates), and returns the bytes, their
-// content type and the rate written. It stops when ctx ends.
+// Encode writes mono PCM16 samples at rate as format ("mp3", "opus",
+// "aac" or "flac"), resampling first when the codec cannot take rate
+// (Opus: 8, 12, 16, 24 or 48 kHz; MP3 and AAC: the MPEG rates), and
+// returns the bytes, their content type and the rate written. It stops
+// when ctx ends.
 func Encode(ctx context.Context, format string, rate int, samples []int16) ([]byte, string, int, error) {
+	if format == "aac" {
+		return encodeAAC(ctx, rate, samples)
+	}
 	c, ok := codecs[format]
 	if !ok {
 		return nil, "", 0, backends.Invalidf("audio: cannot encode %q (%s)", format, SpeechFormats)

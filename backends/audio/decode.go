@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/audio/av"
 )
 
 // Bounded decoding of request audio (CONTRACT.md audio.*): the header is parsed with
@@ -45,8 +46,9 @@ type Want struct {
 
 // DecodeInput decodes a request's audio (req.Body when set, else
 // req.Data) to mono PCM16 at want.Rate. It refuses, with errors wrapping
-// backends.ErrInvalid: empty input, unrecognised formats (MP4, text, ...),
-// undecodable FLAC, Ogg or MP3 data, raw PCM without a declared rate, and audio whose stated duration
+// backends.ErrInvalid: empty input, unrecognised formats (AIFF, text, ...),
+// undecodable FLAC, Ogg, MP3, WebM, MP4 or ADTS data (or a codec in them
+// not decoded here), raw PCM without a declared rate, and audio whose stated duration
 // exceeds want.MaxSeconds, each before decoding anything. A data chunk
 // shorter than its size field decodes what is there. When ctx ends it stops
 // between chunks and returns an error wrapping ctx's.
@@ -64,7 +66,10 @@ func DecodeInput(ctx context.Context, req backends.Request, want Want) (Audio, e
 	if src.Size() == 0 {
 		return Audio{}, backends.Invalidf("audio: request has no audio data")
 	}
-	if name := codecOf(src, want.RawRate); name != "" {
+	switch c, name := formatOf(src, want.RawRate); {
+	case c != 0:
+		return decodeContainer(ctx, src, c, name, want.Rate, want.MaxSeconds)
+	case name != "":
 		return decodeCodec(ctx, src, name, want.Rate, want.MaxSeconds)
 	}
 	h, err := probe(src, want.RawRate)
@@ -104,15 +109,30 @@ func (h *stream) statedSeconds() float64 {
 	return float64(n/h.frame()) / float64(h.rate)
 }
 
-// codecOf names the compressed format src starts with ("" for none, and
-// always for declared raw PCM).
-func codecOf(src io.ReaderAt, rawRate int) string {
+// formatOf names the container (FFmpeg's) or the compressed format
+// (libsndfile's) src starts with, from one read of its first bytes: a
+// Container and its name, or 0 and the codec's name, or 0 and "" for
+// neither (always for declared raw PCM).
+func formatOf(src io.ReaderAt, rawRate int) (av.Container, string) {
 	if rawRate != 0 {
+		return 0, ""
+	}
+	var head [8]byte
+	n, _ := src.ReadAt(head[:], 0)
+	if c, name := containerName(head[:n]); c != 0 {
+		return c, name
+	}
+	return 0, codecName(head[:n])
+}
+
+// codecOf names the libsndfile format src starts with ("" for none, for a
+// container and always for declared raw PCM).
+func codecOf(src io.ReaderAt, rawRate int) string {
+	c, name := formatOf(src, rawRate)
+	if c != 0 {
 		return ""
 	}
-	var head [4]byte
-	n, _ := src.ReadAt(head[:], 0)
-	return codecName(head[:n])
+	return name
 }
 
 // probe reads the header of src: WAV, or raw PCM16LE when rawRate is
@@ -128,7 +148,7 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 	}
 	if rawRate == 0 {
 		// audio.unknown-format / audio.raw-declared
-		return nil, invalid("%s is not supported: send WAV (PCM 8/16/24/32-bit or float32), FLAC, Ogg Vorbis/Opus or MP3, or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
+		return nil, invalid("%s is not supported: send WAV (PCM 8/16/24/32-bit or float32), FLAC, Ogg Vorbis/Opus, MP3, WebM (Opus, Vorbis), MP4/M4A or ADTS (AAC), or raw PCM16LE mono with its sample_rate (Content-Type: audio/L16; rate=N)", sniff(head[:n]))
 	}
 	if err := checkUpload("raw PCM16", 1, rawRate); err != nil {
 		return nil, err
@@ -145,10 +165,6 @@ func probe(src backends.Blob, rawRate int) (*stream, error) {
 func sniff(b []byte) string {
 	has := func(off int, s string) bool { return len(b) >= off+len(s) && string(b[off:off+len(s)]) == s }
 	switch {
-	case has(4, "ftyp"):
-		return "MP4/M4A audio"
-	case has(0, "\x1aE\xdf\xa3"):
-		return "WebM/Matroska audio"
 	case has(0, "FORM"):
 		return "AIFF audio"
 	case has(0, "RIFF"):
@@ -284,7 +300,10 @@ func (h *stream) decode(ctx context.Context, src io.ReaderAt, rate int) ([]int16
 // duration limit (ParseWAV, Decode: the bytes are already in memory).
 func decodeAll(b []byte, rawRate int) (Audio, error) {
 	src := bytes.NewReader(b)
-	if name := codecOf(src, rawRate); name != "" {
+	switch c, name := formatOf(src, rawRate); {
+	case c != 0:
+		return decodeContainer(context.Background(), src, c, name, 0, 0)
+	case name != "":
 		return decodeCodec(context.Background(), src, name, 0, 0)
 	}
 	h, err := probe(src, rawRate)

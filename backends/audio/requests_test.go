@@ -32,7 +32,7 @@ func TestTTSRequest(t *testing.T) {
 	if err != nil || r.Text != "hello" || r.SampleRate != PCMRate || r.Speed != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}
-	for _, bad := range []TTSRequest{{Text: ""}, {Text: "x", Format: "aac"}, {Text: "x", Speed: 9}, {Text: "x", SampleRate: 100}} {
+	for _, bad := range []TTSRequest{{Text: ""}, {Text: "x", Format: "aiff"}, {Text: "x", Speed: 9}, {Text: "x", SampleRate: 100}} {
 		if _, err := bad.Request(false); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
 		}

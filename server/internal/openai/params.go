@@ -22,14 +22,15 @@ type SpeechParams struct {
 	Input          string  `json:"input"`
 	Voice          string  `json:"voice,omitempty"`
 	Instructions   string  `json:"instructions,omitempty"`    // must be empty: no engine here takes instructions
-	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here), mp3, opus, flac or pcm (24 kHz)
+	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here), mp3, opus, aac, flac or pcm (24 kHz)
 	Speed          float64 `json:"speed,omitempty"`
 	StreamFormat   string  `json:"stream_format,omitempty"` // "audio": the bytes as synthesised; "sse": speech.audio.delta events
 	SampleRate     int     `json:"sample_rate,omitempty"`   // extension: output rate; OpenAI's pcm is 24000
 }
 
 // Request converts p into the engine request (Input is an audio.TTSRequest). A
-// format nothing here can encode (aac) is invalid, naming those that work.
+// format nothing here can encode (aiff, or aac without FFmpeg's libraries)
+// is invalid, naming those that work.
 func (p SpeechParams) Request() (backends.Request, error) {
 	if p.Instructions != "" {
 		// OpenAI's instructions steer gpt-4o-mini-tts; flite and espeak
@@ -43,7 +44,7 @@ func (p SpeechParams) Request() (backends.Request, error) {
 	case "":
 	case "audio", "sse":
 		// Streamed audio is PCM as it is synthesised (after a WAV header
-		// for wav); mp3, opus and flac are encoded whole.
+		// for wav); mp3, opus, aac and flac are encoded whole.
 		if f := p.ResponseFormat; f != "" && f != "wav" && f != "pcm" {
 			return backends.Request{}, backends.Invalidf("response_format %q cannot be streamed (stream_format %q streams wav or pcm; omit stream_format for %s)", f, p.StreamFormat, f)
 		}

@@ -19,7 +19,7 @@ func TestSpeechParams(t *testing.T) {
 	if err != nil || r.Text != "hello" || r.Format != "pcm" || r.SampleRate != 24000 || r.Speed != 1 {
 		t.Fatalf("%+v %v", r, err)
 	}
-	for _, p := range []SpeechParams{{Input: "x", ResponseFormat: "aac"}, {Input: "x", ResponseFormat: "mp3", StreamFormat: "audio"}, {Input: "x", ResponseFormat: "flac", StreamFormat: "sse"}, {Input: ""}, {Input: "x", Speed: 9}, {Input: "x", StreamFormat: "ws"}} {
+	for _, p := range []SpeechParams{{Input: "x", ResponseFormat: "aiff"}, {Input: "x", ResponseFormat: "aac", StreamFormat: "audio"}, {Input: "x", ResponseFormat: "mp3", StreamFormat: "audio"}, {Input: "x", ResponseFormat: "flac", StreamFormat: "sse"}, {Input: ""}, {Input: "x", Speed: 9}, {Input: "x", StreamFormat: "ws"}} {
 		if _, err := p.Request(); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("%+v: %v", p, err)
 		}

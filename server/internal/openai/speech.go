@@ -16,11 +16,11 @@ import (
 )
 
 // Speech serves POST /v1/audio/speech: JSON {model, input, voice,
-// instructions (empty only), response_format wav|mp3|opus|flac|pcm, speed,
+// instructions (empty only), response_format wav|mp3|opus|aac|flac|pcm, speed,
 // stream_format, sample_rate}; a field it cannot honour is 400 naming it
 // (SpeechParams.Request, before a lease; the engine checks the voice,
 // naming the model's); the answer is the audio with the engine's content
-// type (audio/wav, audio/mpeg, audio/ogg; codecs=opus, audio/flac, or
+// type (audio/wav, audio/mpeg, audio/ogg; codecs=opus, audio/aac, audio/flac, or
 // audio/pcm; rate=24000 unless sample_rate) or, with stream_format,
 // streamed (streamSpeech).
 func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
