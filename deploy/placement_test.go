@@ -120,6 +120,7 @@ func TestHAProxyPlacement(t *testing.T) {
 	for _, m := range placementModels {
 		for range placementRepeat {
 			send(t, ctx, front, "curl multipart: -F model -F file", "POST", "/v1/audio/transcriptions", multipartBody(t, m, audio))
+			send(t, ctx, front, "multipart: quoted boundary, file first, part headers", "POST", "/v1/audio/transcriptions", craftedBody(m, audio))
 			send(t, ctx, front, "query: raw body ?model=", "POST", "/v1/audio/transcriptions?model="+m, request{"audio/wav", audio})
 			send(t, ctx, front, "path: /v2/models/{m}/infer", "POST", "/v2/models/"+m+"/infer",
 				request{"application/json", []byte(`{"inputs":[{"name":"text","shape":[1],"datatype":"BYTES","data":["hi"]}]}`)})
@@ -191,8 +192,8 @@ func TestHAProxyPlacement(t *testing.T) {
 			t.Errorf("model %s is on more than one replica: s1/s2/s3 %d/%d/%d", m, c[0], c[1], c[2])
 		}
 	}
-	if len(kinds) < 9 {
-		t.Errorf("the replicas saw %d call shapes, want 9 or more: %v", len(kinds), kinds)
+	if len(kinds) < 12 {
+		t.Errorf("the replicas saw %d call shapes, want 12 or more: %v", len(kinds), kinds)
 	}
 }
 
@@ -245,6 +246,19 @@ func multipartBody(t *testing.T, model string, audio []byte) request {
 		t.Fatal(err)
 	}
 	return request{w.FormDataContentType(), b.Bytes()}
+}
+
+// craftedBody is a multipart body as other clients write it: a quoted
+// boundary with a space, the file first, a lower-case header name and a
+// Content-Type on the model part.
+func craftedBody(model string, audio []byte) request {
+	const bd = "b=1 x"
+	var b bytes.Buffer
+	b.WriteString("--" + bd + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\n")
+	b.Write(audio)
+	b.WriteString("\r\n--" + bd + "\r\ncontent-disposition: form-data; name=\"model\"\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + model)
+	b.WriteString("\r\n--" + bd + "--\r\n")
+	return request{`multipart/form-data; boundary="` + bd + `"`, b.Bytes()}
 }
 
 // wav is a mono 16 kHz 16-bit WAV of n samples, every byte pattern
