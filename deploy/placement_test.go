@@ -117,9 +117,14 @@ func TestHAProxyPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	long, err := os.ReadFile(large)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range placementModels {
 		for range placementRepeat {
 			send(t, ctx, front, "curl multipart: -F model -F file", "POST", "/v1/audio/transcriptions", multipartBody(t, m, audio))
+			send(t, ctx, front, "curl multipart: -F model -F file, 1.28 MB", "POST", "/v1/audio/transcriptions", multipartBody(t, m, long))
 			send(t, ctx, front, "multipart: quoted boundary, file first, part headers", "POST", "/v1/audio/transcriptions", craftedBody(m, audio))
 			send(t, ctx, front, "query: raw body ?model=", "POST", "/v1/audio/transcriptions?model="+m, request{"audio/wav", audio})
 			send(t, ctx, front, "path: /v2/models/{m}/infer", "POST", "/v2/models/"+m+"/infer",
@@ -192,8 +197,8 @@ func TestHAProxyPlacement(t *testing.T) {
 			t.Errorf("model %s is on more than one replica: s1/s2/s3 %d/%d/%d", m, c[0], c[1], c[2])
 		}
 	}
-	if len(kinds) < 12 {
-		t.Errorf("the replicas saw %d call shapes, want 12 or more: %v", len(kinds), kinds)
+	if len(kinds) < 13 {
+		t.Errorf("the replicas saw %d call shapes, want 13 or more: %v", len(kinds), kinds)
 	}
 }
 

@@ -5,8 +5,8 @@
 -- to the replica its model lives on, as it does for JSON, query and path
 -- requests.
 --
--- Only the part of the body HAProxy has buffered is read (option
--- http-buffer-request; at most tune.bufsize less tune.maxrewrite bytes):
+-- Only the part of the body HAProxy has buffered is read (http-request
+-- wait-for-body; at most tune.bufsize less tune.maxrewrite bytes):
 -- a model field after a file larger than that is not seen, and the
 -- request falls back to the client's X-Sluice-Model header, else to
 -- round-robin (haproxy.cfg says more). Lua and not a regex: the body is
