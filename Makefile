@@ -77,7 +77,9 @@ cover:
 # strictly, the references between them checked, and the built sluice
 # started with the manifests' own arguments (probes, Host names, the
 # autoscalers' metrics), and deploy/haproxy/haproxy.cfg checked by Debian's
-# haproxy (installed here). Compiling its dependencies on a cold cache takes
+# haproxy (installed here) and run in front of three loopback replicas
+# with the openai SDK's own calls (node and .deps/npm: models runs deps),
+# printing where each model's requests landed (go test -v). Compiling its dependencies on a cold cache takes
 # about 140 s of CPU; running it about 15 s.
 deploy-test: models
 	bash scripts/replicas/haproxy-deps.sh

@@ -19,7 +19,8 @@ func TestHAProxyConfig(t *testing.T) {
 	for _, v := range []struct{ balance, retries string }{{"hdr(X-Sluice-Model)", "3"}, {"hdr(X-Sluice-Model)", "0"}, {"roundrobin", "3"}} {
 		cmd := exec.Command(bin, "-c", "-f", "haproxy/haproxy.cfg")
 		cmd.Env = append(os.Environ(), "SLUICE_FRONT=127.0.0.1:1", "SLUICE_STATS=127.0.0.1:2", "SLUICE_S1=127.0.0.1:3",
-			"SLUICE_S2=127.0.0.1:4", "SLUICE_S3=127.0.0.1:5", "SLUICE_BALANCE="+v.balance, "SLUICE_RETRIES="+v.retries)
+			"SLUICE_S2=127.0.0.1:4", "SLUICE_S3=127.0.0.1:5", "SLUICE_BALANCE="+v.balance, "SLUICE_RETRIES="+v.retries,
+			"SLUICE_HAPROXY_DIR=haproxy")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("haproxy -c with balance %s, retries %s: %v (make deploy-test installs haproxy)\n%s", v.balance, v.retries, err, out)
 		}

@@ -132,6 +132,7 @@ func (s *Server) oipHandlers() *oip.Handlers {
 		Version:        BuildInfo().Version,
 		Stopping:       s.stopping.Load,
 		StartupModels:  s.startupModels,
+		StartupFailure: s.startupFailure,
 		ModelID:        modelID,
 		Decode:         decodeStrict,
 		DecodeOptional: decodeOptional,

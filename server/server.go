@@ -79,6 +79,9 @@ type Server struct {
 
 	startupMu sync.Mutex
 	startup   []string // the startup config's model IDs (RegisterModels): /v2/health/ready waits for them
+	// failedAtStart holds the startup models whose load at start failed,
+	// until readiness sees them loaded or acted on (CONTRACT.md oip.ready).
+	failedAtStart map[string]bool
 
 	// reg runs the management operations with their durability
 	// (server/internal/registry); store is its --state-dir, nil without
@@ -286,6 +289,7 @@ func (s *Server) LoadRestored(ctx context.Context) error {
 			return fmt.Errorf("server: model %q: %w", id, err)
 		default:
 			s.log.Warn("restored model not loaded", "model", id, "err", err)
+			s.noteFailedAtStart(id)
 		}
 	}
 	return nil
@@ -326,6 +330,7 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		default:
 			s.log.Warn("model registered but not loaded", "model", m.ID, "err", err)
+			s.noteFailedAtStart(m.ID)
 		}
 	}
 	return nil
@@ -337,6 +342,30 @@ func (s *Server) startupModels() []string {
 	s.startupMu.Lock()
 	defer s.startupMu.Unlock()
 	return s.startup
+}
+
+// noteFailedAtStart records that the load at start of id failed: it holds
+// /v2/health/ready back until it loads or an operator acts on it
+// (CONTRACT.md oip.ready).
+func (s *Server) noteFailedAtStart(id string) {
+	s.startupMu.Lock()
+	defer s.startupMu.Unlock()
+	if s.failedAtStart == nil {
+		s.failedAtStart = map[string]bool{}
+	}
+	s.failedAtStart[id] = true
+}
+
+// startupFailure reports whether id failed its load at start and has not
+// been seen resolved since; resolved forgets the failure for good.
+func (s *Server) startupFailure(id string, resolved bool) bool {
+	s.startupMu.Lock()
+	defer s.startupMu.Unlock()
+	if resolved {
+		delete(s.failedAtStart, id)
+		return false
+	}
+	return s.failedAtStart[id]
 }
 
 // noteStartupModels records the startup config's IDs for readiness.

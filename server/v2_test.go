@@ -13,9 +13,11 @@ import (
 
 // TestV2ReadyStartupModels: /v2/health/ready waits for the startup
 // config's models (CONTRACT.md oip.ready): one whose first load fails
-// keeps the server not ready until a load succeeds; an explicit unload of
-// one makes it not ready, a load ready again; models registered at run
-// time do not count.
+// keeps the server not ready until a load succeeds (or an operator's
+// unload settles it); an operator's unload of a startup model that had
+// loaded keeps the server ready, /readyz too, so a proxy's health check
+// keeps the replica in rotation; models registered at run time do not
+// count.
 func TestV2ReadyStartupModels(t *testing.T) {
 	ts := newServer(t, nil)
 	spec := func(opts string) ModelSpec {
@@ -47,8 +49,31 @@ func TestV2ReadyStartupModels(t *testing.T) {
 	ts.must(500, "PUT", "/v1/models/extra", `{"engine":"fixture","task":"asr","slots":1,"options":{"fail_load":true}}`) // registered, not loaded
 	ts.must(200, "GET", "/v2/health/ready", "")
 	ts.must(200, "POST", "/v2/repository/models/good/unload", "{}")
-	notReady(`"good"`)
+	ts.must(200, "GET", "/v2/health/ready", "")
+	ts.must(200, "GET", "/readyz", "")
 	ts.must(200, "POST", "/v2/repository/models/good/load", "")
+	ts.must(200, "GET", "/v2/health/ready", "")
+	// The fixed model's later failed load (its spec broken by a PUT) is
+	// no readiness failure: only a failure at start is.
+	ts.must(500, "PUT", "/v1/models/bad", `{"engine":"fixture","task":"asr","slots":1,"options":{"fail_load":true}}`)
+	ts.must(200, "GET", "/v2/health/ready", "")
+}
+
+// TestV2ReadyStartupFailureUnloaded: a startup model whose first load
+// failed holds readiness back until an operator acts on it; an unload is
+// such an act (CONTRACT.md oip.ready).
+func TestV2ReadyStartupFailureUnloaded(t *testing.T) {
+	ts := newServer(t, nil)
+	var m ModelSpec
+	if err := json.Unmarshal([]byte(`{"engine":"fixture","task":"asr","slots":1,"options":{"fail_load":true}}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.s.RegisterModels(context.Background(), []ModelEntry{{ID: "bad", Spec: m}}); err != nil {
+		t.Fatal(err)
+	}
+	ts.serve()
+	ts.must(400, "GET", "/v2/health/ready", "")
+	ts.must(200, "POST", "/v2/repository/models/bad/unload", "{}")
 	ts.must(200, "GET", "/v2/health/ready", "")
 }
 

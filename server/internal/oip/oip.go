@@ -41,6 +41,10 @@ type Host struct {
 	// StartupModels returns the IDs of the startup config's models, which
 	// readiness waits for.
 	StartupModels func() []string
+	// StartupFailure reports whether a startup model's load at start
+	// failed and has not been seen resolved; with resolved true it
+	// forgets that failure for good.
+	StartupFailure func(id string, resolved bool) bool
 	// ModelID is the validated {id} of a route.
 	ModelID func(r *http.Request) (string, error)
 	// Decode reads the whole JSON body under the edge's limits and decodes
@@ -114,10 +118,12 @@ func (p *Handlers) Live(w http.ResponseWriter, r *http.Request) error {
 
 // Ready answers GET (and HEAD) /v2/health/ready (CONTRACT.md oip.ready):
 // 200 {"ready": true} when the server is not shutting down and every model
-// of the startup config is registered, wanted loaded and without a failed
-// load since its last success (loaded at startup or since; a pool the
-// server retired itself, idle or evicted, still counts: the next request
-// reloads it). Otherwise 400 {"ready": false, "error": reason}; from the
+// of the startup config was registered (or deleted since), none holding a
+// failed load at start that nothing has resolved yet. What the operator
+// does later (an unload, a reconfigure, a failed load of a model that had
+// loaded) never takes the replica out of rotation: the replica still
+// serves its other models, and a proxy's health check would take them
+// all away. Otherwise 400 {"ready": false, "error": reason}; from the
 // moment a shutdown begins, 400 at once, while the listener still drains.
 func (p *Handlers) Ready(w http.ResponseWriter, r *http.Request) error {
 	if p.stopping() {
@@ -148,10 +154,14 @@ func (p *Handlers) notReady() (string, string) {
 			continue // deleted on purpose (DELETE /v1/models/{id}): no longer waited for
 		case !ok:
 			return id, "not registered"
-		case st.LoadFailures > 0:
-			return id, fmt.Sprintf("not loaded: %d failed load(s) since its last success", st.LoadFailures)
-		case !st.WantLoaded && !st.Loaded:
-			return id, "unloaded"
+		case !p.h.StartupFailure(id, false):
+			continue // loaded at start: whatever happened since, the replica serves
+		case st.Loaded || st.LoadFailures == 0:
+			// Loaded since, or a granted manager (load, unload, PUT)
+			// cleared its failures: the operator acted on it.
+			p.h.StartupFailure(id, true)
+		default:
+			return id, fmt.Sprintf("not loaded: its load at start failed (%d failed load(s)) and no load or manager has succeeded since", st.LoadFailures)
 		}
 	}
 	return "", ""
