@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,17 +20,23 @@ import (
 // at startup keeps the root for checkpoint resolution and reports why it has
 // no catalogue.
 //
-// Threading rule: mu guards root, cat, err and scanned; swap serialises
-// scans and swaps, and is never taken while mu is held, so a long scan
-// blocks no reader.
+// Threading rule: mu guards root, cat, err and scanned and is never held
+// across a scan; swap (a one-token semaphore, so a waiter can give up with
+// its context) serialises changes, and first serialises the first scan of
+// the configured root. Readers take neither: while a change scans, they
+// answer from the last completed scan.
 type modelsRoot struct {
 	engines backends.Registry // immutable
 	// commit, when set, makes a new root durable (--state-dir) after its
 	// scan and before the swap; its failure keeps the old pair (CONTRACT.md
 	// persist.models-root). Set once before serving.
 	commit func(root string) error
+	// scan scans a root (scanModelsRoot; tests wrap it). Set once before
+	// serving.
+	scan func(ctx context.Context, root string) (*catalogue.Catalogue, error)
 
-	swap sync.Mutex
+	swap  chan struct{}
+	first sync.Mutex
 
 	mu      sync.RWMutex
 	root    string
@@ -39,7 +46,11 @@ type modelsRoot struct {
 }
 
 func newModelsRoot(root string, engines backends.Registry) *modelsRoot {
-	return &modelsRoot{root: root, engines: engines}
+	m := &modelsRoot{root: root, engines: engines, swap: make(chan struct{}, 1)}
+	m.scan = func(ctx context.Context, root string) (*catalogue.Catalogue, error) {
+		return scanModelsRoot(ctx, root, engines)
+	}
+	return m
 }
 
 // path returns the current models root.
@@ -50,23 +61,31 @@ func (m *modelsRoot) path() string {
 }
 
 // current returns the root and its catalogue (nil with the reason when the
-// root failed its scan), scanning the configured root on first use.
-func (m *modelsRoot) current() (string, *catalogue.Catalogue, error) {
+// root failed its scan), scanning the configured root on first use. A
+// change of root in progress does not hold it up: it answers from the last
+// completed scan. Only ctx ending during the first scan returns ctx's error
+// (that scan is then done again by the next caller).
+func (m *modelsRoot) current(ctx context.Context) (string, *catalogue.Catalogue, error) {
 	m.mu.RLock()
 	root, cat, err, scanned := m.root, m.cat, m.err, m.scanned
 	m.mu.RUnlock()
 	if scanned {
 		return root, cat, err
 	}
-	m.swap.Lock()
-	defer m.swap.Unlock()
+	m.first.Lock()
+	defer m.first.Unlock()
 	m.mu.RLock()
 	root, scanned = m.root, m.scanned
 	m.mu.RUnlock()
 	if !scanned {
-		cat, err = scanModelsRoot(root, m.engines)
+		cat, err = m.scan(ctx, root)
+		if ctx.Err() != nil && err != nil {
+			return root, nil, ctx.Err()
+		}
 		m.mu.Lock()
-		m.cat, m.err, m.scanned = cat, err, true
+		if !m.scanned { // else a change completed meanwhile, and wins
+			m.cat, m.err, m.scanned = cat, err, true
+		}
 		m.mu.Unlock()
 	}
 	m.mu.RLock()
@@ -75,11 +94,16 @@ func (m *modelsRoot) current() (string, *catalogue.Catalogue, error) {
 }
 
 // set scans root completely and only then swaps root and catalogue
-// together; on any failure the old pair stays as it was.
-func (m *modelsRoot) set(root string) (*catalogue.Catalogue, error) {
-	m.swap.Lock()
-	defer m.swap.Unlock()
-	cat, err := scanModelsRoot(root, m.engines)
+// together; on any failure, ctx ending included (the scan stops then), the
+// old pair stays as it was.
+func (m *modelsRoot) set(ctx context.Context, root string) (*catalogue.Catalogue, error) {
+	select {
+	case m.swap <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-m.swap }()
+	cat, err := m.scan(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +124,12 @@ func (m *modelsRoot) set(root string) (*catalogue.Catalogue, error) {
 // backends/engines.ScanRoot does for the real engines, here for the
 // server's own registry, the fixture included). Errors wrapping
 // backends.ErrInvalid are the folder's fault; an engine panic is an
-// internal fault.
-func scanModelsRoot(root string, engines backends.Registry) (cat *catalogue.Catalogue, err error) {
+// internal fault. The scan stops when ctx ends (the client left).
+func scanModelsRoot(ctx context.Context, root string, engines backends.Registry) (cat *catalogue.Catalogue, err error) {
 	if root == "" {
 		return nil, backends.Invalidf("models root must not be empty")
 	}
-	return catalogue.Scan(root, catalogue.ScanOptions{Check: func(cp *catalogue.Checkpoint) (err error) {
+	return catalogue.ScanContext(ctx, root, catalogue.ScanOptions{Check: func(cp *catalogue.Checkpoint) (err error) {
 		eng, err := engines.Get(cp.Engine)
 		if err != nil {
 			return fmt.Errorf("engine %q is not served by this server: %w", cp.Engine, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -178,7 +179,7 @@ func TestModelsRootSwapConsistent(t *testing.T) {
 					return
 				default:
 				}
-				root, cat, err := ts.s.roots.current()
+				root, cat, err := ts.s.roots.current(context.Background())
 				if err != nil || cat == nil {
 					t.Errorf("no catalogue: %v", err)
 					return

@@ -2,12 +2,17 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/sluice-dev/sluice/core"
 )
 
 // handleCatalogue answers GET /v1/catalogue: the checkpoints under the
 // models root with their manifests and parallel admission.
 func (s *Server) handleCatalogue(w http.ResponseWriter, r *http.Request) error {
-	root, cat, err := s.roots.current()
+	root, cat, err := s.roots.current(r.Context())
+	if r.Context().Err() != nil && err == r.Context().Err() {
+		return scanStopped(err)
+	}
 	if err != nil { // the answer says only what is wrong; the reasons, once, for the operator
 		s.scanLogged.Do(func() { s.log.Warn("models root failed its scan", "models_root", root, "err", err) })
 	}
@@ -33,7 +38,10 @@ func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) err
 	if body.ModelsRoot == "" {
 		return InvalidParam("models_root", "models_root is required")
 	}
-	cat, err := s.roots.set(body.ModelsRoot)
+	cat, err := s.roots.set(r.Context(), body.ModelsRoot)
+	if err != nil && r.Context().Err() != nil {
+		return scanStopped(err) // the client left: the scan stopped, nothing changed
+	}
 	if err != nil {
 		e := scanError(body.ModelsRoot, err)
 		if e.Status < 500 { // the reasons, for the operator only
@@ -43,4 +51,9 @@ func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) err
 	}
 	logger(r.Context()).Info("models root changed", "models_root", cat.Root, "checkpoints", len(cat.Names()))
 	return writeJSON(w, catalogueList(cat.Root, cat, nil))
+}
+
+// scanStopped is a scan that stopped because its client went away.
+func scanStopped(err error) *Error {
+	return FromCode(core.CodeCancelled, "the client went away; the scan stopped and nothing changed", err)
 }

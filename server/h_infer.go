@@ -30,9 +30,10 @@ const AdmissionTimeoutHeader = "Sluice-Admission-Timeout-Ms"
 //	    client that disconnects leaves the queue at once (CONTRACT.md
 //	    phase.queued), a refusal is 503 server_busy with Retry-After;
 //	(3) the engine call on the leased session under the request's context;
-//	(4) the answer is written and flushed, and only then is the lease
-//	    released (CONTRACT.md phase.executing: the lease lasts until the
-//	    answer is fully written or fails). Streams: see stream.
+//	(4) the answer is encoded whole, all but its last byte written and
+//	    flushed, then the lease released and the last byte written
+//	    (CONTRACT.md phase.executing: a client that has its answer never
+//	    finds the lease still held). Streams: see stream.
 func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	id, err := modelID(r) // (1)
 	if err != nil {
@@ -73,12 +74,7 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header() // (4)
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	_, werr := w.Write(b)
-	if werr == nil {
-		werr = http.NewResponseController(w).Flush()
-	}
-	lease.Release(werr != nil)
-	if werr != nil {
+	if werr := writeReleasing(w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
 		logger(ctx).Debug("answer not delivered", "err", werr)
 	}
 	return nil

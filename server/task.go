@@ -13,7 +13,7 @@ import (
 // server/internal/openai; the inference protocol's, server/internal/oip;
 // the realtime sessions): they go through the same scheduler as
 // /v1/models/{id}/infer, one lease per request, held until the answer is
-// flushed.
+// in memory and all but its last byte flushed.
 
 // taskLease acquires a lease on model id with the header's admission
 // timeout (these bodies have no admission_timeout_ms field). The model's
@@ -48,17 +48,14 @@ func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, er
 	return lease, nil
 }
 
-// writeTask writes a finished task answer and releases the lease once the
-// bytes are flushed (or the write failed).
+// writeTask writes a finished task answer and releases the lease before
+// its last byte (writeReleasing: a client's next request never finds this
+// one's lease, CONTRACT.md phase.executing).
 func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	_, werr := w.Write(body)
-	if werr == nil {
-		werr = http.NewResponseController(w).Flush()
-	}
-	lease.Release(werr != nil)
+	werr := writeReleasing(w, body, func(failed bool) { lease.Release(failed) })
 	if werr != nil {
 		logger(r.Context()).Debug("answer not delivered", "err", werr)
 	}

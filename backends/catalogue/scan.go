@@ -1,6 +1,7 @@
 package catalogue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,13 @@ type Catalogue struct {
 // manifest names it. Every fault is collected and returned together, and a
 // failed scan returns no catalogue. Errors wrap backends.ErrInvalid.
 func Scan(root string, opts ScanOptions) (*Catalogue, error) {
+	return ScanContext(context.Background(), root, opts)
+}
+
+// ScanContext is Scan that stops when ctx ends: between entries, and
+// between blocks while hashing a file (LoadContext). The error then wraps
+// ctx.Err() alone, not backends.ErrInvalid.
+func ScanContext(ctx context.Context, root string, opts ScanOptions) (*Catalogue, error) {
 	real, err := realDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("models root: %w", err)
@@ -46,7 +54,10 @@ func Scan(root string, opts ScanOptions) (*Catalogue, error) {
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		cp, err := scanOne(real, name)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("models root %s: scan stopped: %w", real, err)
+		}
+		cp, err := scanOne(ctx, real, name)
 		if err == nil && opts.Check != nil {
 			err = opts.Check(cp)
 			if err != nil {
@@ -54,6 +65,9 @@ func Scan(root string, opts ScanOptions) (*Catalogue, error) {
 			}
 		}
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, fmt.Errorf("models root %s: scan stopped: %w", real, cerr)
+			}
 			errs = append(errs, err)
 			continue
 		}
@@ -67,7 +81,7 @@ func Scan(root string, opts ScanOptions) (*Catalogue, error) {
 	return c, nil
 }
 
-func scanOne(root, name string) (*Checkpoint, error) {
+func scanOne(ctx context.Context, root, name string) (*Checkpoint, error) {
 	if !ValidName(name) {
 		return nil, backends.Invalidf("entry %q: not a valid checkpoint name", name)
 	}
@@ -82,7 +96,7 @@ func scanOne(root, name string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("entry %q: %w", name, err)
 	}
-	cp, err := Load(dir)
+	cp, err := LoadContext(ctx, dir)
 	if err != nil {
 		return nil, err
 	}

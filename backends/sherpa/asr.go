@@ -55,6 +55,12 @@ func (m *model) transcribe(ctx context.Context, req backends.Request, pick func(
 		}
 	}
 	dur := math.Round(a.Seconds()*1000) / 1000
+	if len(a.Samples) < minOfflineSamples {
+		// Too short to hold a word; sherpa-onnx's Whisper front end
+		// crashes the process on a few samples (no feature frame), so no
+		// recognizer is given less than this.
+		return marshalASR(audio.ASRResult{Duration: dur, Language: lang})
+	}
 	samples := floatSamples(a.Samples)
 	defer native.Free(samples)
 	st := m.offlineStream(hw)
@@ -88,7 +94,15 @@ func (m *model) transcribe(ctx context.Context, req backends.Request, pick func(
 	if m.cfg.fam.name == FamilyParaformer {
 		words = paraformerWords(toks, times, dur)
 	}
-	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
+	return marshalASR(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
+}
+
+// minOfflineSamples is the shortest audio (0.1 s) an offline recognizer
+// decodes; shorter audio is the empty transcript.
+const minOfflineSamples = SampleRate / 10
+
+func marshalASR(r audio.ASRResult) (backends.Output, error) {
+	b, err := json.Marshal(r)
 	if err != nil {
 		return backends.Output{}, err
 	}

@@ -139,10 +139,25 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 // a streaming test can tell that a delta arrived while whisper decoded.
 var decoding atomic.Int32
 
+// minDetectSamples is the shortest audio (0.1 s) whisper is asked to
+// detect a language in.
+const minDetectSamples = SampleRate / 10
+
 // transcribe runs whisper_full_with_state on samples. The request's
 // context ending sets the abort flag the shim's callback reads. With
 // sink, each segment goes to it as whisper produces it (stream.go).
 func (s *session) transcribe(ctx context.Context, samples []int16, d decodeReq, dur float64, sink func(audio.TranscriptDelta) error) (audio.ASRResult, error) {
+	if d.lang == "" && len(samples) < minDetectSamples {
+		// Too short to hold a word or to detect a language from:
+		// whisper_full fails on it (no mel frame) or reports a
+		// meaningless probability, so the answer is the empty
+		// transcript, with no language, as with a language named.
+		res := audio.ASRResult{Duration: dur}
+		if d.translate {
+			res.Task = audio.TaskTranslate
+		}
+		return res, nil
+	}
 	l := s.m.lib
 	pcm := native.Malloc(4 * max(1, len(samples)))
 	defer native.Free(pcm)

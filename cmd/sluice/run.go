@@ -21,9 +21,12 @@ import (
 // builds a runtime with the fixture engine and the real engines
 // (realEngines), registers MODEL from --spec (a model spec as JSON, the body
 // of PUT /v1/models/{id}) or from the models file (--config, default the
-// embedded default models), runs INPUT (JSON; anything else is taken as a
-// JSON string) and prints the output. With --stream each chunk is printed
-// on its own line as it comes.
+// embedded default models), runs INPUT and prints the output. INPUT is
+// the request's JSON input (anything that is not JSON is taken as a JSON
+// string); for a tts model, plain text (or a JSON string) is the text to
+// speak, {"text": INPUT}. An asr, vad or diarization model takes its audio
+// from --audio FILE, and INPUT, then optional, holds the request's other
+// fields. With --stream each chunk is printed on its own line as it comes.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	configFile := fs.String("config", "", "YAML models file holding MODEL (default: the embedded default models)")
@@ -31,24 +34,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := fs.String("models-root", server.DefaultConfig().ModelsRoot, "folder of checkpoints")
 	stream := fs.Bool("stream", false, "stream the answer: print each chunk as it comes")
 	out := fs.String("out", "", "write a binary result (for example audio) to this file")
+	audioFile := fs.String("audio", "", "the audio (WAV, FLAC, Ogg, MP3) of an asr, vad or diarization MODEL; INPUT is then optional")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound of the whole run")
 	verbose := fs.Bool("v", false, "log the runtime's steps to stderr")
 	if err := parseFlags(fs, args, stderr, func(w io.Writer) {
-		fmt.Fprintln(w, "usage: sluice run [flags] MODEL INPUT\n\nrun runs one inference of MODEL on INPUT (JSON, else taken as a JSON string) without a server.\n\nFlags:")
+		fmt.Fprintln(w, "usage: sluice run [flags] MODEL INPUT\n       sluice run [flags] --audio FILE MODEL [INPUT]\n\n"+
+			"run runs one inference of MODEL without a server. INPUT is the request's JSON input (anything else is\n"+
+			"taken as a JSON string); for a tts model, plain text is the text to speak. An asr, vad or diarization\n"+
+			"model takes its audio from --audio FILE, and INPUT, then optional, holds its other fields\n"+
+			"(for example '{\"language\":\"en\"}').\n\nFlags:")
 		printFlags(w, fs, nil)
 	}); err != nil {
 		return err
 	}
-	if fs.NArg() != 2 {
-		return &usageError{cmd: "run", err: fmt.Errorf("want MODEL and INPUT, got %d arguments", fs.NArg())}
+	if n := fs.NArg(); n != 2 && (*audioFile == "" || n != 1) {
+		return &usageError{cmd: "run", err: fmt.Errorf("want MODEL and INPUT (or --audio FILE MODEL), got %d arguments", n)}
 	}
-	id, input := fs.Arg(0), json.RawMessage(fs.Arg(1))
-	if !json.Valid(input) {
-		input, _ = json.Marshal(fs.Arg(1))
-	}
+	id := fs.Arg(0)
 	spec, err := runSpec(id, *specJSON, *configFile, *root)
 	if err != nil {
 		return err
+	}
+	input := runInput(spec.Task, fs.Arg(1))
+	var data []byte
+	switch {
+	case *audioFile != "":
+		if data, err = os.ReadFile(*audioFile); err != nil {
+			return fmt.Errorf("run: --audio: %w", err)
+		}
+	case audioTask(spec.Task):
+		return &usageError{cmd: "run", err: fmt.Errorf("model %q serves %s: give its audio with --audio FILE (INPUT then holds its other fields, if any)", id, spec.Task)}
 	}
 	engines := backends.Registry{fixture.Name: fixture.New()}
 	for name, e := range realEngines() {
@@ -64,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, ierr := runOnce(ctx, rt, id, spec, input, *stream, stdout)
+	res, ierr := runOnce(ctx, rt, id, spec, backends.Request{ID: "run", Input: input, Data: data, Stream: *stream}, stdout)
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	if err := rt.Shutdown(sctx); err != nil && ierr == nil {
@@ -112,19 +127,19 @@ func runSpec(id, specJSON, configFile, root string) (runtime.ModelSpec, error) {
 }
 
 // runOnce registers the model, loads it and runs one request.
-func runOnce(ctx context.Context, rt *runtime.Runtime, id string, spec runtime.ModelSpec, input json.RawMessage,
-	stream bool, stdout io.Writer) (runtime.Result, error) {
+func runOnce(ctx context.Context, rt *runtime.Runtime, id string, spec runtime.ModelSpec, req backends.Request,
+	stdout io.Writer) (runtime.Result, error) {
 	if _, err := rt.Apply(ctx, id, spec); err != nil {
 		return runtime.Result{}, fmt.Errorf("run: loading %s: %w", id, err)
 	}
 	o := runtime.InferOptions{}
-	if stream {
+	if req.Stream {
 		o.Emit = func(chunk json.RawMessage) error {
 			_, err := fmt.Fprintf(stdout, "%s\n", chunk)
 			return err
 		}
 	}
-	res, err := rt.Infer(ctx, id, backends.Request{ID: "run", Input: input, Stream: stream}, o)
+	res, err := rt.Infer(ctx, id, req, o)
 	if err != nil {
 		code := runtime.CodeOf(err)
 		if code == core.CodeCancelled && ctx.Err() != nil {
@@ -133,6 +148,33 @@ func runOnce(ctx context.Context, rt *runtime.Runtime, id string, spec runtime.M
 		return res, fmt.Errorf("run: %s: %w", id, err)
 	}
 	return res, nil
+}
+
+// runInput is the request input of the INPUT argument arg for a model of
+// task: JSON as it is, anything else as a JSON string, except that for tts
+// a string (plain or JSON) is the text to speak. No INPUT: no input.
+func runInput(task, arg string) json.RawMessage {
+	if arg == "" {
+		return nil
+	}
+	in := json.RawMessage(arg)
+	if task == "tts" {
+		text := arg
+		if json.Valid(in) && json.Unmarshal(in, &text) != nil {
+			return in // JSON, not a string: the request as it is
+		}
+		in, _ = json.Marshal(map[string]string{"text": text})
+		return in
+	}
+	if !json.Valid(in) {
+		in, _ = json.Marshal(arg)
+	}
+	return in
+}
+
+// audioTask reports whether a model of task takes its request from audio.
+func audioTask(task string) bool {
+	return task == "asr" || task == "vad" || task == "diarization"
 }
 
 // printResult prints the JSON output (unless it was streamed) and writes a

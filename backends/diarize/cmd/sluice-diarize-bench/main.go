@@ -5,6 +5,9 @@
 // speaker for every speech region), then the real-time factor at 1, 2 and
 // 4 slots with as many concurrent clients.
 //
+// -example FILE.wav writes one generated two-speaker recording and its
+// reference (FILE.rttm) for trying the diarization endpoint (README).
+//
 // -split dev scores the dev split instead (evalset.DevSeed), and
 // -thresholds a,b,c sweeps the clustering threshold there: that is how
 // diarize.DefaultThreshold was chosen; the test split is never tuned on.
@@ -44,7 +47,15 @@ func main() {
 	nDialogs := flag.Int("dialogs", 0, "score this many generated dialogs (evalset.Dialogs) instead of the standard sets")
 	dialogSeed := flag.Uint64("dialog-seed", evalset.DialogSeed, "seed of the dialogs")
 	dialogOpts := flag.String("dialog-options", "{}", "engine option sets for the dialogs, separated by ';' (each scored in the same run)")
+	example := flag.String("example", "", "write one generated 30-s meeting of two flite voices to this WAV file, its reference RTTM beside it, and exit")
 	flag.Parse()
+	if *example != "" {
+		if err := writeExample(context.Background(), *example); err != nil {
+			slog.Error("example", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *nDialogs > 0 {
 		if err := dialogs(*nDialogs, *dialogSeed, *models, strings.Split(*dialogOpts, ";"), *oracle); err != nil {
 			slog.Error("bench-dialogs", "err", err)
