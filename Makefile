@@ -214,10 +214,12 @@ validate-engines: models
 malformed-engines: models
 	SLUICE_MALFORMED_ALL=1 SLUICE_MODELS_ROOT=$(abspath $(MODELS_ROOT)) $(GO) test -count=1 -timeout 40m -run '^TestMalformedCheckpoints$$' -v ./backends/engines/
 
-# soak-engines (contract E5): for every checkpoint of the root and whisper's synthetic
-# model, one at a time, 200 load/unload cycles (open a one-slot pool, answer one request,
-# close it); prints RSS after 10 and after 200 cycles and fails above 1.2x. Size: 1,200
-# cycles in all, about 15 minutes on 2 cores (pocketsphinx's model load dominates).
+# soak-engines (CONTRACT.md engine.native-memory): for every checkpoint of the root and
+# whisper's synthetic model, one at a time, 200 load/unload cycles (open a one-slot pool,
+# answer one request, close it); prints RSS after 10 and after 200 cycles and fails above
+# 1.2x. Size: 1,200 cycles in all, about 15 minutes on 2 cores (pocketsphinx's model load
+# dominates). The conformance case is its short form (25 and 5 cycles, in a child
+# process: engines.ShortChurn; add -child here for that layout).
 soak-engines: models
 	$(GO) run ./backends/engines/cmd/sluice-soak-engines -models $(MODELS_ROOT) -npm $(NPM_PREFIX) -cycles 200 -early 10 -max-ratio 1.2
 

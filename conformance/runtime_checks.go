@@ -35,6 +35,7 @@ var runtimeChecks = map[string]func(ctx context.Context, rr *runtimeRun) error{
 	"engine-cost":      checkEngineCost,
 	"engine-history":   checkEngineHistory,
 	"engine-load":      checkEngineLoadSafety,
+	"engine-memory":    checkEngineMemory,
 	"sherpa-malformed": checkSherpaMalformed,
 	"sherpa-matched":   checkSherpaMatched,
 	"sherpa-cancel":    checkSherpaCancel,

@@ -115,3 +115,23 @@ func checkEngineLoadSafety(ctx context.Context, rr *runtimeRun) error {
 	}
 	return err
 }
+
+// checkEngineMemory (engine.native-memory): engines.ShortChurn: in a
+// child process (this executable re-executed, so the resident set is the
+// churn's, not this runner's with its other cases), every checkpoint of
+// the models root in turn runs engines.ShortChurnCycles load/unload
+// cycles (open a one-slot pool, answer one standard request, close it);
+// the resident set after them is at most engines.MaxChurnRatio times the
+// one after engines.ShortChurnEarly. `make soak-engines` runs the long
+// form.
+func checkEngineMemory(ctx context.Context, rr *runtimeRun) error {
+	cat, _, in, err := engineRoot(ctx, rr)
+	if err != nil {
+		return err
+	}
+	rows, err := engines.ShortChurn(ctx, cat, in)
+	if err == nil && len(rows) != len(cat.Names()) {
+		err = fmt.Errorf("%d of %d checkpoints churned", len(rows), len(cat.Names()))
+	}
+	return err
+}

@@ -196,9 +196,13 @@ func TestUploadDeclaredL16(t *testing.T) {
 	if v := eng.last(t); v.input != "" {
 		t.Fatalf("input %q for a WAV", v.input)
 	}
-	for _, bad := range []string{"audio/L16", "audio/L16; rate=12", "audio/L16; rate=16000; channels=2"} {
+	// A rate past the upload bound (192 kHz, engine.upload-bounds) is
+	// refused here, naming the header, not handed to the engine.
+	for _, bad := range []string{"audio/L16", "audio/L16; rate=12", "audio/L16; rate=192001", "audio/L16; rate=16000; channels=2"} {
 		r := ts.must(http.StatusBadRequest, "POST", "/v1/audio/transcriptions?model=asr", string(pcm), "Content-Type", bad)
-		if r.errType(t) != "invalid_request_error" {
+		var e struct{ Error struct{ Param string } }
+		r.json(t, &e)
+		if r.errType(t) != "invalid_request_error" || e.Error.Param != "Content-Type" {
 			t.Fatalf("%s: %s", bad, r.body)
 		}
 	}

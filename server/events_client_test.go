@@ -11,18 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/server/internal/events"
 )
 
 // Helpers of the event-stream tests: an SSE client of GET /v1/events and
 // waits on the hub.
-
-// Event is an event of the stream as a client decodes it: its status is
-// the model object.
-type Event struct {
-	events.Event
-	Status *Model `json:"status,omitempty"`
-}
 
 // sseFrame is one server-sent event as a client reads it.
 type sseFrame struct {

@@ -6,8 +6,17 @@ package server
 
 import (
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/events"
 	"github.com/sluice-dev/sluice/server/internal/metrics"
 )
+
+// Event is an event of GET /v1/events as a client decodes it: the
+// stream's fields (server/internal/events) with its status as the model
+// object of GET /v1/models/{id}.
+type Event struct {
+	events.Event
+	Status *Model `json:"status,omitempty"`
+}
 
 // Build describes the running binary (metrics.BuildInfo).
 type Build = metrics.Build

@@ -2,9 +2,7 @@ package espeak
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -23,45 +21,24 @@ import (
 // size and modification time) is not probed again.
 var prober = &childload.Prober{Env: "SLUICE_ESPEAK_LOAD_CHILD", Timeout: time.Minute}
 
-func init() { prober.Serve(childMain) }
-
-// childMain is a child's whole life: open the spec, speak once, close.
-func childMain(payload string) int {
-	var spec backends.Spec
-	if err := json.Unmarshal([]byte(payload), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "espeak child: spec:", err)
-		return 2
-	}
-	ctx := context.Background()
-	s, _, err := New().Open(ctx, spec)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "espeak child: open:", err)
-		return 3
-	}
-	if _, err := s.Infer(ctx, backends.Request{Input: []byte(`{"text":"Hello, this is a test."}`)}, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "espeak child: request:", err)
-		return 4
-	}
-	if err := s.Close(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "espeak child: close:", err)
-		return 5
-	}
-	return 0
+// loader is a child's whole life: open the spec, speak once, close.
+var loader = childload.Loader{
+	Name: "espeak",
+	Open: func(ctx context.Context, spec backends.Spec) (backends.Session, error) {
+		s, _, err := New().Open(ctx, spec)
+		return s, err
+	},
+	Request: func(backends.Session) backends.Request {
+		return backends.Request{Input: []byte(`{"text":"Hello, this is a test."}`)}
+	},
 }
+
+func init() { prober.Serve(loader.Main) }
 
 // childCheck probes spec's load in a child unless this process is a
 // child, or an identical load passed before.
 func childCheck(ctx context.Context, spec backends.Spec, c config) error {
-	if prober.InChild() {
-		return nil
-	}
-	spec.Slots = 1
-	payload, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	key := childload.Key(payload, c.data)
-	if err := prober.Check(ctx, key, string(payload), "espeak: checkpoint "+c.name); err != nil {
+	if err := prober.CheckSpec(ctx, spec, "checkpoint "+c.name, childload.FilesKey(c.data)); err != nil {
 		return fmt.Errorf("espeak: %w", err)
 	}
 	return nil

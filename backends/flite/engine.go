@@ -261,6 +261,9 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		if err := ctx.Err(); err != nil {
 			return backends.Output{}, err
 		}
+		if unitHook != nil {
+			unitHook(text)
+		}
 		samples, sr, err := s.lib.synth(s.voice, text)
 		if cerr := ctx.Err(); cerr != nil {
 			return backends.Output{}, cerr // the vocoder stopped (no wave) or the sentence ended

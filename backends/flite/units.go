@@ -13,6 +13,10 @@ import "strings"
 // under it, so that part costs about half a second at most; a sentence
 // under the bound is left as it is (same bytes as before).
 
+// unitHook, when set (tests), is called with each unit before its
+// synthesis call: what the request's native work is made of.
+var unitHook func(unit string)
+
 // maxUnitWords is the most estimated spoken words one synthesis call gets.
 const maxUnitWords = 80
 

@@ -2,9 +2,7 @@ package pocketsphinx
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -25,45 +23,24 @@ import (
 // costs a second decoder load in the child.
 var prober = &childload.Prober{Env: "SLUICE_POCKETSPHINX_LOAD_CHILD", Timeout: 2 * time.Minute}
 
-func init() { prober.Serve(childMain) }
-
-// childMain is a child's whole life: open the spec, decode once, close.
-func childMain(payload string) int {
-	var spec backends.Spec
-	if err := json.Unmarshal([]byte(payload), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "pocketsphinx child: spec:", err)
-		return 2
-	}
-	ctx := context.Background()
-	s, _, err := New().Open(ctx, spec)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pocketsphinx child: open:", err)
-		return 3
-	}
-	if _, err := s.Infer(ctx, backends.Request{Data: audio.WAV(SampleRate, make([]int16, SampleRate))}, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "pocketsphinx child: request:", err)
-		return 4
-	}
-	if err := s.Close(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "pocketsphinx child: close:", err)
-		return 5
-	}
-	return 0
+// loader is a child's whole life: open the spec, decode once, close.
+var loader = childload.Loader{
+	Name: "pocketsphinx",
+	Open: func(ctx context.Context, spec backends.Spec) (backends.Session, error) {
+		s, _, err := New().Open(ctx, spec)
+		return s, err
+	},
+	Request: func(backends.Session) backends.Request {
+		return backends.Request{Data: audio.WAV(SampleRate, make([]int16, SampleRate))}
+	},
 }
+
+func init() { prober.Serve(loader.Main) }
 
 // childCheck probes spec's load in a child unless this process is a
 // child, or an identical load passed before.
 func childCheck(ctx context.Context, spec backends.Spec, c config) error {
-	if prober.InChild() {
-		return nil
-	}
-	spec.Slots = 1
-	payload, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	key := childload.Key(payload, c.hmm, c.lm, c.dict)
-	if err := prober.Check(ctx, key, string(payload), "pocketsphinx: checkpoint "+c.name); err != nil {
+	if err := prober.CheckSpec(ctx, spec, "checkpoint "+c.name, childload.FilesKey(c.hmm, c.lm, c.dict)); err != nil {
 		return fmt.Errorf("pocketsphinx: %w", err)
 	}
 	return nil

@@ -167,7 +167,7 @@ func BenchmarkLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 			for range b.N {
-				childPassed.Clear()
+				prober.Forget()
 				if err := childCheck(context.Background(), spec, c); err != nil {
 					b.Fatal(err)
 				}

@@ -6,4 +6,4 @@ package sherpa
 var TestRoot = testRoot
 
 // ChildLoads returns the child processes started so far.
-func ChildLoads() int64 { return childLoads.Load() }
+func ChildLoads() int64 { return prober.Runs() }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -192,8 +191,3 @@ func cAlloc[T any]() *T {
 }
 
 func freeMem(p unsafe.Pointer) { native.Free(p) }
-
-type atomicCounter struct{ n atomic.Int64 }
-
-func (c *atomicCounter) Add(d int64) { c.n.Add(d) }
-func (c *atomicCounter) Load() int64 { return c.n.Load() }

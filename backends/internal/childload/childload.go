@@ -6,7 +6,10 @@
 // 0. A child that ends otherwise, or runs past its timeout, fails the
 // load as invalid with its stderr's head and tail, and the parent never
 // hands the files to the library (CONTRACT.md engine.load-safety).
-// backends/sherpa has its own copy of this scheme (it came first).
+// eSpeak NG, pocketsphinx and sherpa-onnx share it: each has a Prober
+// (its own environment variable), a Loader (how its child opens a spec
+// and which request it answers) and its own key of what a load depends
+// on.
 //
 // Each engine calls Prober.Serve from its package's init, so any binary
 // that links the engine (the server, test binaries) serves children
@@ -20,12 +23,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -36,7 +42,15 @@ type Prober struct {
 	Env     string        // the environment variable carrying a child's payload
 	Timeout time.Duration // one child's limit
 	passed  sync.Map      // key -> true: loads that passed (an identical one is not repeated)
+	runs    atomic.Int64  // children started
 }
+
+// Runs returns how many children p started (tests and benchmarks).
+func (p *Prober) Runs() int64 { return p.runs.Load() }
+
+// Forget drops what p remembers of passed loads, so the next Check of
+// each starts a child again (benchmarks of the child load).
+func (p *Prober) Forget() { p.passed.Clear() }
 
 // Serve, called from init, runs child (with its payload) and exits with
 // its status when this process is one of p's children; otherwise it
@@ -65,39 +79,104 @@ func (p *Prober) Check(ctx context.Context, key, payload, what string) error {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, exe)
 	cmd.Env = append(os.Environ(), p.Env+"="+payload)
-	out := &headTail{max: 1024}
+	out := &HeadTail{Max: 1024}
 	cmd.Stderr = out
 	cmd.Stdout = out
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	err = cmd.Run()
+	p.runs.Add(1)
+	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return backends.Invalidf("%s failed to load in a child process (%v), so it is not loaded here: %s", what, err, out)
 	}
+	slog.Debug("child load", slog.String("checkpoint", what), slog.Duration("took", time.Since(start)))
 	p.passed.Store(key, true)
 	return nil
 }
 
-// headTail keeps the first and the last max bytes written to it (a
-// crash's first lines name the signal, its last ones the frames).
-type headTail struct {
+// CheckSpec loads spec at one slot in a child (its JSON is the payload)
+// unless this process is one of p's children or a load with the same key
+// passed before. key maps the payload to what the load depends on
+// (FilesKey, or an engine's own); what names the checkpoint in the error.
+func (p *Prober) CheckSpec(ctx context.Context, spec backends.Spec, what string, key func(payload []byte) string) error {
+	if p.InChild() {
+		return nil
+	}
+	spec.Slots = 1
+	payload, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("childload: %s: %w", what, err)
+	}
+	return p.Check(ctx, key(payload), string(payload), what)
+}
+
+// FilesKey is the key of a load that depends on the spec's bytes and the
+// files under paths (Key).
+func FilesKey(paths ...string) func(payload []byte) string {
+	return func(payload []byte) string { return Key(payload, paths...) }
+}
+
+// Loader is what one engine's child does with the spec it is given.
+type Loader struct {
+	Name string // the engine, in the child's messages
+	// Open opens the spec in the child (an engine that would probe
+	// again in a child is told not to).
+	Open func(ctx context.Context, spec backends.Spec) (backends.Session, error)
+	// Request is the child's one small request to the session it opened.
+	Request func(s backends.Session) backends.Request
+}
+
+// Main is a child's whole life, for Prober.Serve: decode the spec, open
+// it, answer one request (its chunks discarded), close. The status says
+// which step failed: 2 the spec, 3 the open, 4 the request, 5 the close.
+func (l Loader) Main(payload string) int {
+	var spec backends.Spec
+	if err := json.Unmarshal([]byte(payload), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "%s child: spec: %v\n", l.Name, err)
+		return 2
+	}
+	ctx := context.Background()
+	s, err := l.Open(ctx, spec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s child: open: %v\n", l.Name, err)
+		return 3
+	}
+	discard := func(json.RawMessage) error { return nil }
+	if _, err := s.Infer(ctx, l.Request(s), discard); err != nil {
+		fmt.Fprintf(os.Stderr, "%s child: request: %v\n", l.Name, err)
+		return 4
+	}
+	if err := s.Close(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "%s child: close: %v\n", l.Name, err)
+		return 5
+	}
+	return 0
+}
+
+// HeadTail keeps the first and the last Max bytes written to it (a
+// crash's first lines name the signal, its last ones the frames): a
+// child's output, bounded. It is safe for concurrent use.
+type HeadTail struct {
+	Max        int
 	mu         sync.Mutex
-	max        int
 	head, tail bytes.Buffer
 	cut        bool
 }
 
-func (t *headTail) Write(p []byte) (int, error) {
+// Write keeps p's bytes that fall in the head or the tail.
+func (t *HeadTail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(p)
-	if room := t.max - t.head.Len(); room > 0 {
+	if room := t.Max - t.head.Len(); room > 0 {
 		k := min(room, len(p))
 		t.head.Write(p[:k])
 		p = p[k:]
 	}
 	t.tail.Write(p)
-	if over := t.tail.Len() - t.max; over > 0 {
+	if over := t.tail.Len() - t.Max; over > 0 {
 		t.tail.Next(over)
 		t.cut = true
 	}
@@ -105,7 +184,7 @@ func (t *headTail) Write(p []byte) (int, error) {
 }
 
 // String returns what was kept, trimmed.
-func (t *headTail) String() string {
+func (t *HeadTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	sep := ""

@@ -53,7 +53,7 @@ const (
 )
 
 var audioInput = V2TensorMetadata{Name: "audio", Datatype: "INT16", Shape: []int64{-1},
-	Parameters: map[string]string{"sample_rate": "the rate of the PCM samples, 1000..384000 (required here or in the request's parameters); FP32 samples in [-1, 1] are accepted too"}}
+	Parameters: map[string]string{"sample_rate": "the rate of the PCM samples, 1000..192000 (required here or in the request's parameters); FP32 samples in [-1, 1] are accepted too"}}
 
 var v2Tasks = map[string]v2Task{
 	"tts": {
@@ -332,11 +332,11 @@ func pcmInput(req *V2InferRequest) ([]byte, int, error) {
 		return nil, 0, v2Invalid("data", "input audio is empty")
 	}
 	rate := 0
-	if err := paramInt(in.Parameters, "sample_rate", audio.MinRate, audio.MaxRate, &rate); err != nil {
+	if err := paramInt(in.Parameters, "sample_rate", audio.MinRate, audio.MaxUploadRate, &rate); err != nil {
 		return nil, 0, err
 	}
 	reqRate := 0
-	if err := paramInt(req.Parameters, "sample_rate", audio.MinRate, audio.MaxRate, &reqRate); err != nil {
+	if err := paramInt(req.Parameters, "sample_rate", audio.MinRate, audio.MaxUploadRate, &reqRate); err != nil {
 		return nil, 0, err
 	}
 	switch {

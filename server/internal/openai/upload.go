@@ -151,15 +151,18 @@ func (h *Handlers) readUpload(r *http.Request) (*upload, error) {
 }
 
 // declaredRate returns the engine input of a payload's Content-Type:
-// {"sample_rate":N} for audio/L16;rate=N, nil for anything else.
+// {"sample_rate":N} for audio/L16;rate=N, nil for anything else. N is
+// bounded by the upload bound (audio.MaxUploadRate, CONTRACT.md
+// engine.upload-bounds), so a rate no engine would take is refused here,
+// naming the header that set it.
 func declaredRate(contentType string) (json.RawMessage, error) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "audio/l16" {
 		return nil, nil
 	}
 	rate, err := strconv.Atoi(params["rate"])
-	if err != nil || rate < audio.MinRate || rate > audio.MaxRate {
-		return nil, httpapi.InvalidParam("Content-Type", "audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxRate)
+	if err != nil || rate < audio.MinRate || rate > audio.MaxUploadRate {
+		return nil, httpapi.InvalidParam("Content-Type", "audio/L16 needs rate=N with N in %d..%d", audio.MinRate, audio.MaxUploadRate)
 	}
 	if ch, ok := params["channels"]; ok && ch != "1" {
 		return nil, httpapi.InvalidParam("Content-Type", "audio/L16 must be mono (channels=1), got channels=%s", ch)

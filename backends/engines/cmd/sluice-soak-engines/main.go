@@ -1,21 +1,21 @@
 // Command sluice-soak-engines is the bounded-native-memory check of the
-// engine contract (CONTRACT.md E5, `make soak-engines`): for each
+// engine contract (CONTRACT.md engine.native-memory, `make soak-engines`): for each
 // checkpoint of a models root (and whisper's synthetic model), one engine
 // at a time, it runs -cycles load/unload cycles (open a one-slot pool,
 // answer one standard request, close it) and prints the process's resident
 // set after -early cycles and after the last, and their ratio, which must
 // be at most -max-ratio. The exit status is 1 when a ratio is over it.
+// All engines share one process, as they share a server's; the
+// conformance case runs a shorter churn in a child (engines.ShortChurn,
+// -child here).
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -31,34 +31,15 @@ func main() {
 	early := flag.Int("early", 10, "cycles after which the first RSS is taken")
 	maxRatio := flag.Float64("max-ratio", 1.2, "largest allowed RSS(cycles)/RSS(early)")
 	only := flag.String("only", "", "comma-separated checkpoints to soak (default: all, then whisper)")
+	child := flag.Bool("child", false, "churn in a child process, as the conformance case does (engine.native-memory): its resident set holds the churn alone, not this process's inputs")
 	flag.Parse()
-	if err := run(*root, *npm, *cycles, *early, *maxRatio, *only); err != nil {
+	if err := run(*root, *npm, *cycles, *early, *maxRatio, *only, *child); err != nil {
 		slog.Error("soak-engines", "err", err)
 		os.Exit(1)
 	}
 }
 
-// rssMB is the process's resident set (VmRSS) in MB.
-func rssMB() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
-func run(root, npm string, cycles, early int, maxRatio float64, only string) error {
-	if early < 1 || cycles <= early {
-		return errors.New("need 1 <= early < cycles")
-	}
+func run(root, npm string, cycles, early int, maxRatio float64, only string, child bool) error {
 	ctx := context.Background()
 	reg := engines.Registry(engines.Config{})
 	cat, err := engines.ScanRoot(root, reg)
@@ -98,31 +79,33 @@ func run(root, npm string, cycles, early int, maxRatio float64, only string) err
 		ts = append(ts, target{engines.WhisperCheckpoint, whisper.New(), spec, inputs["asr"][0]})
 	}
 	fmt.Printf("%-24s %10s %12s %12s %7s\n", "checkpoint", "cycles", fmt.Sprintf("rss@%d MB", early), fmt.Sprintf("rss@%d MB", cycles), "ratio")
-	bad := 0
-	for _, t := range ts {
-		var first float64
-		for i := 1; i <= cycles; i++ {
-			p, err := engines.OpenPool(ctx, t.eng, t.spec)
-			if err != nil {
-				return fmt.Errorf("%s cycle %d: %w", t.name, i, err)
-			}
-			_, err = p.Serve(ctx, []backends.Request{t.req}, []int{0})
-			p.Close(ctx)
-			if err != nil {
-				return fmt.Errorf("%s cycle %d: %w", t.name, i, err)
-			}
-			if i == early {
-				first = rssMB()
-			}
+	var rows []engines.ChurnRow
+	if child {
+		job := engines.ChurnJob{Early: early, Cycles: cycles}
+		for _, t := range ts {
+			job.Targets = append(job.Targets, engines.ChurnTarget{Checkpoint: t.name, Spec: t.spec, Input: t.req.Input, Data: t.req.Data})
 		}
-		last := rssMB()
-		ratio := last / first
+		var err error
+		if rows, err = engines.ChurnInChild(ctx, job); err != nil {
+			return err
+		}
+	} else {
+		for _, t := range ts {
+			row, err := engines.Churn(ctx, t.name, t.eng, t.spec, t.req, early, cycles)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+		}
+	}
+	bad := 0
+	for _, row := range rows {
 		flag := ""
-		if ratio > maxRatio {
+		if row.Ratio() > maxRatio {
 			bad++
 			flag = " OVER"
 		}
-		fmt.Printf("%-24s %10d %12.0f %12.0f %7.2f%s\n", t.name, cycles, first, last, ratio, flag)
+		fmt.Printf("%-24s %10d %12.0f %12.0f %7.2f%s\n", row.Checkpoint, cycles, row.EarlyMB, row.LastMB, row.Ratio(), flag)
 	}
 	if bad > 0 {
 		return fmt.Errorf("%d engine(s) grew more than %.2fx", bad, maxRatio)
