@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // Helpers of the event-stream tests: an SSE client of GET /v1/events and
