@@ -42,6 +42,7 @@ type grant struct {
 	version uint64
 	sess    backends.Session
 	task    string // the task of the config the granted pool was built from
+	model   string // the model's ID (the request may have named an alias)
 }
 
 // coreTimeout converts an admission timeout override into the core's form.
@@ -72,12 +73,12 @@ func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o 
 	}
 	failed := true
 	defer func() { r.release(g.tk, failed) }()
-	out, err := r.runInfer(ctx, id, &g, req, o.Emit)
+	out, err := r.runInfer(ctx, g.model, &g, req, o.Emit)
 	if err != nil {
 		return Result{}, err
 	}
 	failed = false
-	return Result{Output: out, Model: id, Version: g.version, Slot: g.slot}, nil
+	return Result{Output: out, Model: g.model, Version: g.version, Slot: g.slot}, nil
 }
 
 // Acquire admits one request on model id and returns its lease, for
@@ -94,7 +95,7 @@ func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration
 	if err != nil {
 		return nil, err
 	}
-	l.g = g
+	l.g, l.model = g, g.model
 	return l, nil
 }
 
@@ -112,7 +113,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 	}
 	r.mu.Lock()
 	have, known := "", false
-	if h, ok := r.m.Lookup(id); ok {
+	if h, _, ok := r.resolveLocked(id); ok {
 		have, known = r.m.Config(h).Task, true
 	}
 	r.mu.Unlock()
@@ -128,7 +129,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 		r.release(g.tk, false)
 		return nil, taskError(id, g.task, task)
 	}
-	l.g = g
+	l.g, l.model = g, g.model
 	return l, nil
 }
 
@@ -160,7 +161,7 @@ type Lease struct {
 	released atomic.Bool
 }
 
-// Model returns the model ID.
+// Model returns the model ID (the one the request's name resolved to).
 func (l *Lease) Model() string { return l.model }
 
 // Slot returns the slot (session index) the lease holds.
@@ -198,14 +199,16 @@ func (l *Lease) Release(failed bool) bool {
 // critical section with no channel and no allocation. reqID, when set, is
 // remembered for Busy.
 func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, error) {
-	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID, cell)
+	ev := core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}
+	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &ev, reqID, cell)
 	if err != nil {
 		return grant{}, err
 	}
 	if o.kind != core.EfGrant {
 		return grant{}, refused(id, o)
 	}
-	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task}, nil
+	// ev.Model is the ID the name resolved to in the submission (names.go).
+	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, model: ev.Model}, nil
 }
 
 // release ends the lease of tk as one critical section.

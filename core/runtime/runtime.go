@@ -84,6 +84,8 @@ type Runtime struct {
 	subs      []*observer
 	tickAt    int64          // when the idle timer fires; 0: not armed
 	unknown   admissionStats // refusals of IDs never registered
+	claims    map[core.Ticket]nameClaim // the aliases of live Apply tickets (names.go)
+	hints     map[string]string         // alias -> model ID, verified on use (names.go)
 
 	tmu    sync.Mutex // serialises trace writes, in machine order
 	tspare []byte
