@@ -56,6 +56,9 @@ func (s *Server) handleRealtime(w http.ResponseWriter, r *http.Request) error {
 	if err := validModelID(id); err != nil {
 		return err
 	}
+	if canon, ok := s.rt.Resolve(id); ok {
+		id = canon // an alias names its model for the whole session (CONTRACT.md names.alias-resolve)
+	}
 	st, err := s.rt.StatusOf(id)
 	if err != nil {
 		return fromRuntime(err)
