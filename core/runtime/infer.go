@@ -199,16 +199,42 @@ func (l *Lease) Release(failed bool) bool {
 // critical section with no channel and no allocation. reqID, when set, is
 // remembered for Busy.
 func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, error) {
-	ev := core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}
-	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &ev, reqID, cell)
-	if err != nil {
-		return grant{}, err
+	for try := 1; ; try++ {
+		ev := core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}
+		tk, o, err := r.submitAndWait(ctx, id, kindRequest, &ev, reqID, cell)
+		if err != nil {
+			return grant{}, err
+		}
+		if o.kind != core.EfGrant {
+			return grant{}, refused(id, o)
+		}
+		// ev.Model is the ID the name resolved to in the submission (names.go).
+		g := grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, model: ev.Model}
+		if ev.Model == id || r.stillNames(&g, id) {
+			return g, nil
+		}
+		// The alias was taken off the model by a PUT the request queued
+		// behind: it runs where the name leads now (CONTRACT.md
+		// names.alias-resolve).
+		r.release(g.tk, false)
+		if try == maxAliasTries {
+			return grant{}, &Error{Code: core.CodeServerBusy, Msg: fmt.Sprintf("model %q: the alias moved %d times while the request waited", id, try)}
+		}
 	}
-	if o.kind != core.EfGrant {
-		return grant{}, refused(id, o)
-	}
-	// ev.Model is the ID the name resolved to in the submission (names.go).
-	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, model: ev.Model}, nil
+}
+
+// maxAliasTries bounds how many times a request whose alias moved while
+// it queued is submitted again.
+const maxAliasTries = 3
+
+// stillNames reports whether the granted model's committed config still
+// has alias name: while the lease is held no manager runs on the model,
+// so that config is the lease's.
+func (r *Runtime) stillNames(g *grant, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.aliasOfLocked(g.model, name)
+	return ok
 }
 
 // release ends the lease of tk as one critical section.

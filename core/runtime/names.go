@@ -11,8 +11,10 @@ import (
 // live in its committed config (core.Config.Aliases) and so change,
 // version and persist with it. Every request names a model by either;
 // the runtime resolves the name in the critical section that submits the
-// request, so a lease is always on the model the name meant at that
-// instant, whatever a concurrent PUT moves (CONTRACT.md
+// request and checks it again under the granted lease (acquire): a
+// request that queued behind a PUT taking the alias off its model is
+// submitted again where the name leads now, so a lease is always on a
+// model the name names while the lease is held (CONTRACT.md
 // names.alias-resolve). Conflicts are decided in the critical section
 // that submits the Apply (names.alias-conflict): a name is taken when it
 // is a registered ID, a committed alias, or an alias a live Apply

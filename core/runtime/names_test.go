@@ -181,3 +181,63 @@ func TestAliasClaimedInFlight(t *testing.T) {
 	}
 	e.apply("b", aliased("tts", "z"))
 }
+
+// A PUT that moves an alias between models of different tasks never
+// gives a request a lease on the wrong model: every lease a request for
+// alias x of task tts gets is on the tts model, however the alias moves
+// while it is admitted (names.alias-resolve).
+func TestAliasMoveNeverLeasesTheWrongModel(t *testing.T) {
+	e := newEnv(t, core.Options{})
+	e.apply("a", aliased("tts", "x"))
+	e.apply("b", aliased("asr"))
+	ctx := context.Background()
+	const moves, requesters = 30, 4
+	done := make(chan struct{})
+	errs := make(chan error, requesters)
+	for range requesters {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				l, err := e.rt.AcquireTask(ctx, "x", "tts", nil)
+				if err == nil {
+					m := l.Model()
+					l.Release(false)
+					if m != "a" {
+						errs <- errors.New("a tts lease on " + m)
+						return
+					}
+				}
+				// Without a task: the lease is on a model whose committed
+				// config has x while the lease is held (a reconfigure
+				// that drops x waits for it).
+				l, err = e.rt.Acquire(ctx, "x", nil)
+				if err != nil {
+					continue // x is nowhere for a moment
+				}
+				cfg, _, cerr := e.rt.ConfigOf(l.Model())
+				l.Release(false)
+				if cerr != nil || !hasAlias(cfg.Aliases, "x") {
+					errs <- errors.New("a lease for x on " + l.Model() + ", whose aliases are " + cfg.Aliases)
+					return
+				}
+			}
+		}()
+	}
+	for range moves {
+		e.apply("a", aliased("tts"))
+		e.apply("b", aliased("asr", "x"))
+		e.apply("b", aliased("asr"))
+		e.apply("a", aliased("tts", "x"))
+	}
+	close(done)
+	for range requesters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
