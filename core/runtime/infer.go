@@ -56,7 +56,8 @@ func coreTimeout(id string, d *time.Duration) (int64, error) {
 	return int64(*d), nil
 }
 
-// Infer runs one request on model id: admission through the model's FIFO,
+// Infer runs one request on model id (a model ID or one of its aliases,
+// names.go): admission through the model's FIFO,
 // then the engine call on the granted session, then the release. The lease
 // is held until Infer returns, so a stream holds it until its last chunk was
 // emitted or an emit failed (CONTRACT.md phase.stream-deferred).
@@ -81,7 +82,8 @@ func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o 
 	return Result{Output: out, Model: g.model, Version: g.version, Slot: g.slot}, nil
 }
 
-// Acquire admits one request on model id and returns its lease, for
+// Acquire admits one request on model id (a model ID or one of its
+// aliases: Lease.Model says which model) and returns its lease, for
 // responses deferred beyond one call. timeout is as InferOptions.Timeout.
 // The caller must Release the lease exactly once it is finished with it
 // (further Releases do nothing); Shutdown waits for every lease.
