@@ -26,7 +26,8 @@ import (
 //   - claims: the aliases of every live Apply ticket, dropped when its
 //     Done or Reject is routed;
 //   - hints: alias -> model ID, recomputed for a model from its committed
-//     config when one of its claims is dropped.
+//     config when one of its claims is dropped (hinted: the aliases
+//     hinted per model, so that costs the model's aliases only).
 //
 // A committed alias is in hints or in a live claim of its model, so
 // those are the candidates of a lookup; each candidate is verified
@@ -187,21 +188,27 @@ func (r *Runtime) dropClaimLocked(tk core.Ticket) {
 		return
 	}
 	delete(r.claims, tk)
-	for a, id := range r.hints {
-		if id == c.id {
+	for _, a := range r.hinted[c.id] {
+		if r.hints[a] == c.id {
 			delete(r.hints, a)
 		}
 	}
+	delete(r.hinted, c.id)
 	h, ok := r.m.Lookup(c.id)
 	if !ok {
 		return
 	}
-	for _, a := range splitAliases(r.m.Config(h).Aliases) {
-		if r.hints == nil {
-			r.hints = map[string]string{}
-		}
+	aliases := splitAliases(r.m.Config(h).Aliases)
+	if len(aliases) == 0 {
+		return
+	}
+	if r.hints == nil {
+		r.hints, r.hinted = map[string]string{}, map[string][]string{}
+	}
+	for _, a := range aliases {
 		r.hints[a] = c.id
 	}
+	r.hinted[c.id] = aliases
 }
 
 // resolveName is resolveLocked keeping name when it resolves to nothing

@@ -86,6 +86,7 @@ type Runtime struct {
 	unknown   admissionStats            // refusals of IDs never registered
 	claims    map[core.Ticket]nameClaim // the aliases of live Apply tickets (names.go)
 	hints     map[string]string         // alias -> model ID, verified on use (names.go)
+	hinted    map[string][]string       // model ID -> the aliases hints has for it (names.go)
 
 	tmu    sync.Mutex // serialises trace writes, in machine order
 	tspare []byte
