@@ -164,6 +164,19 @@ func TestOpenAIRoutes400NameTheirField(t *testing.T) {
 		add("field twice", "model", wav, "model", model, "model", model)
 		add("wrong task", "model", wav, "model", "tts")
 	}
+	for _, route := range []string{"/v1/audio/diarization", "/v1/audio/speech/embedding"} {
+		add := func(name, param string, file []byte, fields ...string) {
+			body, hdr := form(file, fields...)
+			cases = append(cases, c{route + ": " + name, route, body, hdr, param})
+		}
+		add("no model", "model", wav)
+		add("no file", "file", nil, "model", "asr")
+		add("unknown field", "colour", wav, "model", "asr", "colour", "red")
+		add("field twice", "model", wav, "model", "asr", "model", "asr")
+		add("wrong task", "model", wav, "model", "asr")
+	}
+	body, hdr := form(wav, "model", "asr", "response_format", "docx")
+	cases = append(cases, c{"diarization: response_format", "/v1/audio/diarization", body, hdr, "response_format"})
 	for _, k := range cases {
 		r := ts.do("POST", k.path, k.body, k.hdr...)
 		if r.status != 400 {
