@@ -48,7 +48,9 @@ func aliasEntry(m Model, a string) Model {
 	return m
 }
 
-// handleGetModel answers GET /v1/models/{id}, or 404.
+// handleGetModel answers GET /v1/models/{id}, or 404; an alias answers
+// its entry of the list (the model's object under the alias, alias_of
+// naming the model: CONTRACT.md names.alias-list).
 func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
 	id, err := modelID(r)
 	if err != nil {
