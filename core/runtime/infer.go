@@ -42,7 +42,6 @@ type grant struct {
 	version uint64
 	sess    backends.Session
 	task    string // the task of the config the granted pool was built from
-	model   string // the model's ID (the request may have named an alias)
 }
 
 // coreTimeout converts an admission timeout override into the core's form.
@@ -68,18 +67,18 @@ func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o 
 	if err != nil {
 		return Result{}, err
 	}
-	g, err := r.acquire(ctx, id, timeout, req.ID, nil)
+	g, model, err := r.acquire(ctx, id, timeout, req.ID, nil)
 	if err != nil {
 		return Result{}, err
 	}
 	failed := true
 	defer func() { r.release(g.tk, failed) }()
-	out, err := r.runInfer(ctx, g.model, &g, req, o.Emit)
+	out, err := r.runInfer(ctx, model, &g, req, o.Emit)
 	if err != nil {
 		return Result{}, err
 	}
 	failed = false
-	return Result{Output: out, Model: g.model, Version: g.version, Slot: g.slot}, nil
+	return Result{Output: out, Model: model, Version: g.version, Slot: g.slot}, nil
 }
 
 // Acquire admits one request on model id (a model ID or one of its
@@ -93,11 +92,11 @@ func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration
 		return nil, err
 	}
 	l := &Lease{r: r, model: id}
-	g, err := r.acquire(ctx, id, d, "", &l.id)
+	g, model, err := r.acquire(ctx, id, d, "", &l.id)
 	if err != nil {
 		return nil, err
 	}
-	l.g, l.model = g, g.model
+	l.g, l.model = g, model
 	return l, nil
 }
 
@@ -123,7 +122,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 		return nil, taskError(id, have, task)
 	}
 	l := &Lease{r: r, model: id}
-	g, err := r.acquire(ctx, id, d, "", &l.id)
+	g, model, err := r.acquire(ctx, id, d, "", &l.id)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +130,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 		r.release(g.tk, false)
 		return nil, taskError(id, g.task, task)
 	}
-	l.g, l.model = g, g.model
+	l.g, l.model = g, model
 	return l, nil
 }
 
@@ -200,27 +199,27 @@ func (l *Lease) Release(failed bool) bool {
 // hot path (a warm model with a spare slot and nothing queued) is one
 // critical section with no channel and no allocation. reqID, when set, is
 // remembered for Busy.
-func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, error) {
+func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, string, error) {
 	for try := 1; ; try++ {
 		ev := core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}
 		tk, o, err := r.submitAndWait(ctx, id, kindRequest, &ev, reqID, cell)
 		if err != nil {
-			return grant{}, err
+			return grant{}, "", err
 		}
 		if o.kind != core.EfGrant {
-			return grant{}, refused(id, o)
+			return grant{}, "", refused(id, o)
 		}
 		// ev.Model is the ID the name resolved to in the submission (names.go).
-		g := grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, model: ev.Model}
-		if ev.Model == id || r.stillNames(&g, id) {
-			return g, nil
+		g := grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task}
+		if ev.Model == id || r.stillNames(ev.Model, id) {
+			return g, ev.Model, nil
 		}
 		// The alias was taken off the model by a PUT the request queued
 		// behind: it runs where the name leads now (CONTRACT.md
 		// names.alias-resolve).
 		r.release(g.tk, false)
 		if try == maxAliasTries {
-			return grant{}, &Error{Code: core.CodeServerBusy, Msg: fmt.Sprintf("model %q: the alias moved %d times while the request waited", id, try)}
+			return grant{}, "", &Error{Code: core.CodeServerBusy, Msg: fmt.Sprintf("model %q: the alias moved %d times while the request waited", id, try)}
 		}
 	}
 }
@@ -232,10 +231,10 @@ const maxAliasTries = 3
 // stillNames reports whether the granted model's committed config still
 // has alias name: while the lease is held no manager runs on the model,
 // so that config is the lease's.
-func (r *Runtime) stillNames(g *grant, name string) bool {
+func (r *Runtime) stillNames(model, name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.aliasOfLocked(g.model, name)
+	_, ok := r.aliasOfLocked(model, name)
 	return ok
 }
 
