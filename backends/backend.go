@@ -144,6 +144,15 @@ func InvalidParam(param, format string, args ...any) error {
 	return &invalidError{err: fmt.Errorf(format, args...), param: param}
 }
 
+// WithParam names the request field at fault of an ErrInvalid that names
+// none (its message unchanged); any other error is returned as it is.
+func WithParam(param string, err error) error {
+	if !errors.Is(err, ErrInvalid) || ParamOf(err) != "" {
+		return err
+	}
+	return &invalidError{err: err, param: param}
+}
+
 // ParamOf returns the request field an ErrInvalid from InvalidParam names
 // ("" when none does).
 func ParamOf(err error) string {

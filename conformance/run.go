@@ -78,6 +78,9 @@ func (r *caseRun) collectSymbols() {
 		switch a := st.Arg.(type) {
 		case *PutStep:
 			r.models[a.Model] = true
+			for _, sym := range a.Aliases {
+				r.models[sym] = true
+			}
 			if g, ok := a.Options["gates"].(map[string]any); ok {
 				for _, v := range g {
 					if s, ok := v.(string); ok {

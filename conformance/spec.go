@@ -301,6 +301,9 @@ type PutStep struct {
 	Options            map[string]any `yaml:"options"`
 	AdmissionTimeoutMS *int64         `yaml:"admission_timeout_ms"`
 	MaxQueue           *int           `yaml:"max_queue"`
+	// Aliases are model symbols, mapped like the model's own (nil: none
+	// sent; an empty list is sent empty).
+	Aliases []string `yaml:"aliases"`
 	// Raw replaces the JSON body (symbols written $NAME are mapped).
 	Raw  string `yaml:"raw"`
 	Call `yaml:",inline"`

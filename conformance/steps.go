@@ -56,6 +56,13 @@ func (r *caseRun) put(a *PutStep) error {
 		if a.MaxQueue != nil {
 			spec["max_queue"] = *a.MaxQueue
 		}
+		if a.Aliases != nil {
+			names := make([]string, len(a.Aliases))
+			for i, sym := range a.Aliases {
+				names[i] = r.model(sym)
+			}
+			spec["aliases"] = names
+		}
 		var err error
 		if body, err = json.Marshal(spec); err != nil {
 			return err

@@ -34,6 +34,9 @@ type ModelStatus struct {
 	// nothing and is listed nowhere; only its ID and ConfigVersion (the
 	// last one it had) still mean something (CONTRACT.md unreg.tombstone).
 	Unregistered bool
+	// Aliases are the committed config's other names of the model
+	// (Config.Aliases), in the same snapshot as the rest.
+	Aliases string
 }
 
 // Status returns the status of one model.
@@ -44,7 +47,7 @@ func (m *Machine) Status(h Handle) ModelStatus {
 		Slots: md.cfg.Slots, ActiveSlots: md.active, QueuedRequests: md.nReq, QueuedManagers: md.nMgr,
 		MaxParallelSlots: md.capacity * b2i(md.published), ConfigVersion: md.version,
 		MemoryMB: md.cfg.MemoryMB, ResidentMB: md.resMB, LoadFailures: md.loadFails, BackoffUntil: md.backoffUntil,
-		WantLoaded: md.wantLoaded, Unregistered: md.gone,
+		WantLoaded: md.wantLoaded, Unregistered: md.gone, Aliases: md.cfg.Aliases,
 	}
 }
 

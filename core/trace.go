@@ -49,6 +49,7 @@ type TraceConfig struct {
 	MemoryMB         int64  `json:"memory_mb,omitempty"`
 	BaseVersion      uint64 `json:"base_version,omitempty"`
 	RegisterOnly     bool   `json:"register_only,omitempty"`
+	Aliases          string `json:"aliases,omitempty"`
 }
 
 func traceConfig(c *Config) *TraceConfig {
@@ -57,7 +58,7 @@ func traceConfig(c *Config) *TraceConfig {
 	}
 	return &TraceConfig{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
 		AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB,
-		BaseVersion: c.BaseVersion, RegisterOnly: c.RegisterOnly}
+		BaseVersion: c.BaseVersion, RegisterOnly: c.RegisterOnly, Aliases: c.Aliases}
 }
 
 func (tc *TraceConfig) config() *Config {
@@ -66,7 +67,7 @@ func (tc *TraceConfig) config() *Config {
 	}
 	return &Config{Task: tc.Task, Engine: tc.Engine, Checkpoint: tc.Checkpoint, Options: tc.Options, Slots: tc.Slots,
 		AdmissionTimeout: tc.AdmissionTimeout, MaxQueue: tc.MaxQueue, MemoryMB: tc.MemoryMB,
-		BaseVersion: tc.BaseVersion, RegisterOnly: tc.RegisterOnly}
+		BaseVersion: tc.BaseVersion, RegisterOnly: tc.RegisterOnly, Aliases: tc.Aliases}
 }
 
 // EventRecord returns the trace record of ev; ticket is what a submission

@@ -166,6 +166,11 @@ type Config struct {
 	// pool, charged against Options.MemoryBudgetMB from load start until
 	// teardown completes.
 	MemoryMB int64
+	// Aliases are the model's other names, sorted and comma-separated
+	// (core/runtime's names.go checks and resolves them): metadata the
+	// machine only carries, so a change of aliases alone commits a new
+	// version without rebuilding the pool.
+	Aliases string
 
 	// BaseVersion and RegisterOnly matter only to an OpApply that registers
 	// an unknown ID, which is how the server's persistent registry restores

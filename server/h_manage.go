@@ -143,6 +143,11 @@ func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec,
 	if errors.As(err, &ce) {
 		return st, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models", Message: ce.Error(), Err: err}
 	}
+	var ne *runtime.NameError
+	if errors.As(err, &ne) { // a name another model holds (CONTRACT.md names.alias-conflict)
+		return st, &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "alias_conflict", Param: ne.Field,
+			Message: ne.Error(), Err: err}
+	}
 	if err != nil {
 		return st, manageErr(err)
 	}

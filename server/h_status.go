@@ -33,18 +33,39 @@ func (s *Server) handleListModels(w http.ResponseWriter, r *http.Request) error 
 	for i := range st {
 		list.Data[i] = s.model(st[i])
 	}
+	for i := range st { // the aliases, from the same snapshot (CONTRACT.md names.alias-list)
+		for _, a := range list.Data[i].Aliases {
+			list.Data = append(list.Data, aliasEntry(list.Data[i], a))
+		}
+	}
 	return writeJSON(w, list)
 }
 
-// handleGetModel answers GET /v1/models/{id}, or 404.
+// aliasEntry is the list entry of alias a of model m: m's object under
+// the alias's name, saying which model it names.
+func aliasEntry(m Model, a string) Model {
+	m.AliasOf, m.ID, m.Aliases = m.ID, a, []string{}
+	return m
+}
+
+// handleGetModel answers GET /v1/models/{id}, or 404; an alias answers
+// its entry of the list (the model's object under the alias, alias_of
+// naming the model: CONTRACT.md names.alias-list).
 func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
 	id, err := modelID(r)
 	if err != nil {
 		return err
 	}
-	st, err := s.rt.StatusOf(id)
+	canon, alias := id, false
+	if c, ok := s.rt.Resolve(id); ok && c != id {
+		canon, alias = c, true
+	}
+	st, err := s.rt.StatusOf(canon)
 	if err != nil {
 		return fromRuntime(err)
+	}
+	if alias { // an OpenAI client's models.retrieve("whisper-1")
+		return writeJSON(w, aliasEntry(s.model(st), id))
 	}
 	return writeJSON(w, s.model(st))
 }

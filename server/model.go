@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,16 @@ type Model struct {
 	// events, so the events stream carries them exactly.
 	LoadFailures int  `json:"load_failures"`
 	BackingOff   bool `json:"backing_off"`
+	// Aliases are the model's other names (its committed spec's aliases,
+	// sorted): requests may name the model by any of them (CONTRACT.md
+	// names.alias-resolve). Always a list.
+	Aliases []string `json:"aliases"`
+	// AliasOf is set on the entries GET /v1/models adds for aliases: one
+	// per alias, after the models, with the alias as id and the model
+	// it names here, the rest of the object being that model's. So an
+	// OpenAI client's models.list() shows every name it may send; a
+	// client that counts models skips the entries that have alias_of.
+	AliasOf string `json:"alias_of,omitempty"`
 }
 
 // ModelList is the answer of GET /v1/models.
@@ -56,7 +67,10 @@ func modelOf(s core.ModelStatus) Model {
 		ID: s.ID, Object: "model", OwnedBy: OwnedBy, Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
 		Slots: s.Slots, ActiveSlots: s.ActiveSlots, QueuedRequests: s.QueuedRequests,
 		QueuedManagers: s.QueuedManagers, ConfigVersion: s.ConfigVersion, LoadFailures: s.LoadFailures,
-		BackingOff: s.BackoffUntil != 0,
+		BackingOff: s.BackoffUntil != 0, Aliases: []string{},
+	}
+	if s.Aliases != "" {
+		m.Aliases = strings.Split(s.Aliases, ",")
 	}
 	if s.Loaded && s.MaxParallelSlots > 0 {
 		n := s.MaxParallelSlots

@@ -97,7 +97,7 @@ func TestInvalidMessageSaysItOnce(t *testing.T) {
 	}
 	ts.put("a", `{"engine":"flite","task":"tts","checkpoint":"slt","slots":1}`)
 	e = rawError(t, ts.must(400, "POST", "/v1/audio/speech", `{"model":"a","input":"hi","voice":"nope"}`))
-	if msg := e["message"].(string); !strings.HasPrefix(msg, `model "a": flite: voice "nope" is not this model's voice`) || e["type"] != "invalid_request_error" {
+	if msg := e["message"].(string); !strings.HasPrefix(msg, `model "a": flite: voice "nope" not in checkpoint`) || e["type"] != "invalid_request_error" || e["param"] != "voice" {
 		t.Fatalf("%q", msg)
 	}
 }

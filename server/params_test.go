@@ -140,7 +140,7 @@ func TestSpeechSpeedAndVoiceTakeEffect(t *testing.T) {
 	}
 	e := rawError(t, ts.must(http.StatusBadRequest, "POST", "/v1/audio/speech", `{"model":"a","input":"hi","voice":"zira"}`,
 		"Content-Type", "application/json"))
-	if msg := e["message"].(string); !strings.Contains(msg, `"zira"`) || !strings.Contains(msg, "its voices: slt") {
+	if msg := e["message"].(string); !strings.Contains(msg, `"zira"`) || !strings.Contains(msg, "have slt") || e["param"] != "voice" {
 		t.Fatalf("%q", msg)
 	}
 }

@@ -28,6 +28,9 @@ type ModelSpec struct {
 	AdmissionTimeoutMS *int64 `json:"admission_timeout_ms,omitempty"`
 	// MaxQueue: 0 or absent for unlimited.
 	MaxQueue int `json:"max_queue,omitempty"`
+	// Aliases are other names requests may use for the model (OpenAI's
+	// whisper-1, tts-1, ...; runtime.ModelSpec.Aliases). Absent: none.
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 // maxTimeoutMS bounds every admission timeout in milliseconds (one year,
@@ -57,7 +60,7 @@ func msDuration(ms int64) time.Duration {
 // single-session server has no slots.
 func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 	out := runtime.ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Slots: 1,
-		Options: s.Options, MaxQueue: s.MaxQueue}
+		Options: s.Options, MaxQueue: s.MaxQueue, Aliases: s.Aliases}
 	if s.Slots != nil {
 		if !parallel {
 			return out, InvalidParam(runtime.FieldSlots, "slots needs --parallel-jobs: the legacy server runs one session per model")
@@ -79,7 +82,8 @@ func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 // of toRuntime): nil admission timeout and 0 max queue are left out,
 // slots too in the legacy mode.
 func specJSON(s *runtime.ModelSpec, parallel bool) ModelSpec {
-	out := ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Options: s.Options, MaxQueue: s.MaxQueue}
+	out := ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Options: s.Options, MaxQueue: s.MaxQueue,
+		Aliases: s.Aliases}
 	if parallel {
 		out.Slots = json.RawMessage(strconv.Itoa(s.Slots))
 	}

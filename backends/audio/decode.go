@@ -53,6 +53,12 @@ type Want struct {
 // shorter than its size field decodes what is there. When ctx ends it stops
 // between chunks and returns an error wrapping ctx's.
 func DecodeInput(ctx context.Context, req backends.Request, want Want) (Audio, error) {
+	a, err := decodeInput(ctx, req, want)
+	// The audio is the upload's file: a refusal of it names that field.
+	return a, backends.WithParam("file", err)
+}
+
+func decodeInput(ctx context.Context, req backends.Request, want Want) (Audio, error) {
 	if err := checkRate(want.Rate); err != nil {
 		return Audio{}, fmt.Errorf("audio: engine rate: %w", err)
 	}

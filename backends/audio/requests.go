@@ -56,6 +56,34 @@ type TTSRequest struct {
 	SampleRate int     `json:"sample_rate,omitempty"` // resample the output to this rate; 0 = engine rate
 }
 
+// StockVoices are OpenAI's voice names, as its SDK lists them. Every
+// speech model takes each of them as its default voice (the voice a
+// request without one gets), so an app written for OpenAI runs unchanged
+// (IsDefaultVoice); the model's own voices are GET /v1/audio/voices'.
+var StockVoices = []string{"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse", "marin", "cedar"}
+
+// IsDefaultVoice reports whether a request's voice asks for the model's
+// default voice: none, "default" or one of StockVoices, in any case.
+func IsDefaultVoice(v string) bool {
+	if v == "" || strings.EqualFold(v, "default") {
+		return true
+	}
+	for _, s := range StockVoices {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// UnknownVoice is the refusal of a voice that is neither stock
+// (IsDefaultVoice) nor one of the model's: invalid, naming voice and the
+// voices the model has.
+func UnknownVoice(engine, voice, checkpoint string, have []string) error {
+	return backends.InvalidParam("voice", "%s: voice %.80q not in checkpoint %s (have %s; OpenAI's stock names %s mean the model's default voice)",
+		engine, voice, checkpoint, strings.Join(have, ", "), strings.Join(StockVoices, ", "))
+}
+
 // AudioRequest is the optional Input of an ASR request.
 type AudioRequest struct {
 	SampleRate int    `json:"sample_rate,omitempty"` // declares raw PCM16LE Data at this rate; ignored for WAV

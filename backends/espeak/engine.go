@@ -392,13 +392,12 @@ func (s *session) espeakVoice(v string) string {
 // voiceFor maps a request's voice to an espeak voice of this checkpoint:
 // "" and OpenAI's stock names mean the model's voice.
 func (s *session) voiceFor(v string) (string, error) {
-	v = strings.ToLower(v)
-	switch v {
-	case "", "default", "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse":
+	if audio.IsDefaultVoice(v) {
 		return s.cfg.voice, nil
 	}
+	v = strings.ToLower(v)
 	if !s.cfg.voices[v] {
-		return "", backends.Invalidf("espeak: voice %q not in checkpoint %s (have %s)", v, s.cfg.name, strings.Join(s.cfg.voiceList(), ", "))
+		return "", audio.UnknownVoice("espeak", v, s.cfg.name, s.cfg.voiceList())
 	}
 	return v, nil
 }

@@ -241,7 +241,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, err
 	}
 	if !voiceMatches(r.Voice, s.cfg.opts.Voice) {
-		return backends.Output{}, backends.Invalidf("flite: voice %q is not this model's voice %q (its voices: %s, or one of OpenAI's stock names for it; GET /v1/audio/voices lists them)", r.Voice, s.cfg.opts.Voice, s.cfg.opts.Voice)
+		return backends.Output{}, audio.UnknownVoice("flite", r.Voice, s.cfg.opts.Voice, []string{s.cfg.opts.Voice})
 	}
 	s.lib.setStretch(s.voice, s.cfg.opts.DurationStretch/r.Speed)
 	s.stream.begin(ctx)
@@ -289,9 +289,11 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 // voiceMatches accepts the model's own voice, "" and OpenAI's stock voice
 // names (which clients always send) as the model's voice.
 func voiceMatches(asked, own string) bool {
+	if audio.IsDefaultVoice(asked) {
+		return true
+	}
 	switch strings.ToLower(asked) {
-	case "", "default", own, "cmu_us_" + own,
-		"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse":
+	case own, "cmu_us_" + own:
 		return true
 	}
 	return false

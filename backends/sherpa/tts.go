@@ -83,8 +83,7 @@ func (m *model) speak(ctx context.Context, req backends.Request, emit backends.E
 // speakerID maps a request's voice to a speaker: "" and OpenAI's stock
 // names mean speaker 0.
 func (c *config) speakerID(v string) (int, error) {
-	switch strings.ToLower(v) {
-	case "", "default", "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse":
+	if audio.IsDefaultVoice(v) {
 		return 0, nil
 	}
 	var names []string
@@ -95,7 +94,7 @@ func (c *config) speakerID(v string) (int, error) {
 		}
 		names = append(names, n)
 	}
-	return 0, backends.Invalidf("sherpa: voice %q not in checkpoint %s (have %s)", v, c.name, strings.Join(names, ", "))
+	return 0, audio.UnknownVoice("sherpa", v, c.name, names)
 }
 
 func toPCM16(p []float32) []int16 {

@@ -79,6 +79,9 @@ func printModels(w io.Writer, ms []server.Model) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tLOADED\tSLOTS\tACTIVE\tQUEUED\tMANAGERS\tMAX PARALLEL\tVERSION\tENGINE\tTASK")
 	for _, m := range ms {
+		if m.AliasOf != "" {
+			continue // an alias's entry, not a model
+		}
 		maxPar := "-"
 		if m.MaxParallelSlots != nil {
 			maxPar = strconv.Itoa(*m.MaxParallelSlots)

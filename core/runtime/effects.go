@@ -156,6 +156,9 @@ func (r *Runtime) routeLocked(s *sect, e *core.Effect, cause error) {
 	if e.Kind == core.EfGrant || e.Kind == core.EfReject {
 		r.countRoutedLocked(s, e)
 	}
+	if len(r.claims) > 0 && (e.Kind == core.EfDone || e.Kind == core.EfReject) {
+		r.dropClaimLocked(e.Ticket) // an Apply ended: its aliases are committed or not (names.go)
+	}
 	switch e.Kind {
 	case core.EfStartLoad, core.EfStartClone, core.EfStartProbe, core.EfStartTeardown:
 		r.models[e.Model].jobSince = r.last

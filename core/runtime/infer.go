@@ -56,7 +56,8 @@ func coreTimeout(id string, d *time.Duration) (int64, error) {
 	return int64(*d), nil
 }
 
-// Infer runs one request on model id: admission through the model's FIFO,
+// Infer runs one request on model id (a model ID or one of its aliases,
+// names.go): admission through the model's FIFO,
 // then the engine call on the granted session, then the release. The lease
 // is held until Infer returns, so a stream holds it until its last chunk was
 // emitted or an emit failed (CONTRACT.md phase.stream-deferred).
@@ -67,21 +68,22 @@ func (r *Runtime) Infer(ctx context.Context, id string, req backends.Request, o 
 	if err != nil {
 		return Result{}, err
 	}
-	g, err := r.acquire(ctx, id, timeout, req.ID, nil)
+	g, model, err := r.acquire(ctx, id, timeout, req.ID, nil)
 	if err != nil {
 		return Result{}, err
 	}
 	failed := true
 	defer func() { r.release(g.tk, failed) }()
-	out, err := r.runInfer(ctx, id, &g, req, o.Emit)
+	out, err := r.runInfer(ctx, model, &g, req, o.Emit)
 	if err != nil {
 		return Result{}, err
 	}
 	failed = false
-	return Result{Output: out, Model: id, Version: g.version, Slot: g.slot}, nil
+	return Result{Output: out, Model: model, Version: g.version, Slot: g.slot}, nil
 }
 
-// Acquire admits one request on model id and returns its lease, for
+// Acquire admits one request on model id (a model ID or one of its
+// aliases: Lease.Model says which model) and returns its lease, for
 // responses deferred beyond one call. timeout is as InferOptions.Timeout.
 // The caller must Release the lease exactly once it is finished with it
 // (further Releases do nothing); Shutdown waits for every lease.
@@ -91,11 +93,11 @@ func (r *Runtime) Acquire(ctx context.Context, id string, timeout *time.Duration
 		return nil, err
 	}
 	l := &Lease{r: r, model: id}
-	g, err := r.acquire(ctx, id, d, "", &l.id)
+	g, model, err := r.acquire(ctx, id, d, "", &l.id)
 	if err != nil {
 		return nil, err
 	}
-	l.g = g
+	l.g, l.model = g, model
 	return l, nil
 }
 
@@ -113,7 +115,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 	}
 	r.mu.Lock()
 	have, known := "", false
-	if h, ok := r.m.Lookup(id); ok {
+	if h, _, ok := r.resolveLocked(id); ok {
 		have, known = r.m.Config(h).Task, true
 	}
 	r.mu.Unlock()
@@ -121,7 +123,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 		return nil, taskError(id, have, task)
 	}
 	l := &Lease{r: r, model: id}
-	g, err := r.acquire(ctx, id, d, "", &l.id)
+	g, model, err := r.acquire(ctx, id, d, "", &l.id)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +131,7 @@ func (r *Runtime) AcquireTask(ctx context.Context, id, task string, timeout *tim
 		r.release(g.tk, false)
 		return nil, taskError(id, g.task, task)
 	}
-	l.g = g
+	l.g, l.model = g, model
 	return l, nil
 }
 
@@ -161,7 +163,7 @@ type Lease struct {
 	released atomic.Bool
 }
 
-// Model returns the model ID.
+// Model returns the model ID (the one the request's name resolved to).
 func (l *Lease) Model() string { return l.model }
 
 // Slot returns the slot (session index) the lease holds.
@@ -204,15 +206,43 @@ func (l *Lease) Release(failed bool) bool {
 // hot path (a warm model with a spare slot and nothing queued) is one
 // critical section with no channel and no allocation. reqID, when set, is
 // remembered for Busy.
-func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, error) {
-	tk, o, err := r.submitAndWait(ctx, id, kindRequest, &core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}, reqID, cell)
-	if err != nil {
-		return grant{}, err
+func (r *Runtime) acquire(ctx context.Context, id string, timeout int64, reqID string, cell *idCell) (grant, string, error) {
+	for try := 1; ; try++ {
+		ev := core.Event{Kind: core.EvSubmitRequest, Model: id, Timeout: timeout}
+		tk, o, err := r.submitAndWait(ctx, id, kindRequest, &ev, reqID, cell)
+		if err != nil {
+			return grant{}, "", err
+		}
+		if o.kind != core.EfGrant {
+			return grant{}, "", refused(id, o)
+		}
+		// ev.Model is the ID the name resolved to in the submission (names.go).
+		g := grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, engine: o.engine}
+		if ev.Model == id || r.stillNames(ev.Model, id) {
+			return g, ev.Model, nil
+		}
+		// The alias was taken off the model by a PUT the request queued
+		// behind: it runs where the name leads now (CONTRACT.md
+		// names.alias-resolve).
+		r.release(g.tk, false)
+		if try == maxAliasTries {
+			return grant{}, "", &Error{Code: core.CodeServerBusy, Msg: fmt.Sprintf("model %q: the alias moved %d times while the request waited", id, try)}
+		}
 	}
-	if o.kind != core.EfGrant {
-		return grant{}, refused(id, o)
-	}
-	return grant{tk: tk, slot: o.slot, version: o.version, sess: o.session, task: o.task, engine: o.engine}, nil
+}
+
+// maxAliasTries bounds how many times a request whose alias moved while
+// it queued is submitted again.
+const maxAliasTries = 3
+
+// stillNames reports whether the granted model's committed config still
+// has alias name: while the lease is held no manager runs on the model,
+// so that config is the lease's.
+func (r *Runtime) stillNames(model, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.aliasOfLocked(model, name)
+	return ok
 }
 
 // release ends the lease of tk as one critical section.

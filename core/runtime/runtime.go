@@ -82,8 +82,11 @@ type Runtime struct {
 	obsStatus bool        // an observer wants the touched models' statuses
 	tbuf      []byte      // trace lines not yet written
 	subs      []*observer
-	tickAt    int64          // when the idle timer fires; 0: not armed
-	unknown   admissionStats // refusals of IDs never registered
+	tickAt    int64                     // when the idle timer fires; 0: not armed
+	unknown   admissionStats            // refusals of IDs never registered
+	claims    map[core.Ticket]nameClaim // the aliases of live Apply tickets (names.go)
+	hints     map[string]string         // alias -> model ID, verified on use (names.go)
+	hinted    map[string][]string       // model ID -> the aliases hints has for it (names.go)
 
 	tmu    sync.Mutex // serialises trace writes, in machine order
 	tspare []byte

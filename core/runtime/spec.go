@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -32,6 +34,11 @@ type ModelSpec struct {
 	// MaxQueue limits queued requests, 0..core.MaxQueueLimit; 0 means
 	// unlimited.
 	MaxQueue int
+	// Aliases are other names of the model that requests may use instead
+	// of its ID (OpenAI's whisper-1, tts-1, ...): at most MaxAliases, each
+	// a valid model ID, none the model's own ID, another model's ID or
+	// another model's alias (names.go). Their order does not matter.
+	Aliases []string
 	// BaseVersion and RegisterOnly restore a model from a persistent
 	// registry (core.Config.BaseVersion): when Apply registers an unknown
 	// ID, it starts at config version BaseVersion (0: 1) and, with
@@ -80,7 +87,11 @@ const (
 	FieldAdmissionTimeout = "admission_timeout_ms"
 	FieldMaxQueue         = "max_queue"
 	FieldConfigVersion    = "config_version"
+	FieldAliases          = "aliases"
 )
+
+// MaxAliases bounds a model's aliases.
+const MaxAliases = 16
 
 // MaxTimeoutMS is core.MaxTimeout in milliseconds, the unit of
 // admission_timeout_ms.
@@ -119,6 +130,9 @@ func (s *ModelSpec) Validate() error {
 
 // checkFields is Validate, returning the canonical options.
 func checkFields(s *ModelSpec) (string, error) {
+	if _, err := CanonicalAliases(s.Aliases); err != nil {
+		return "", err
+	}
 	if s.Engine == "" {
 		return "", specErrorf(FieldEngine, nil, "engine is required")
 	}
@@ -146,6 +160,49 @@ func checkFields(s *ModelSpec) (string, error) {
 	return opts, nil
 }
 
+// ValidName reports whether s is a valid model ID or alias:
+// [A-Za-z0-9._-]{1,128}, not "." or "..".
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 128 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CanonicalAliases checks a spec's aliases (at most MaxAliases valid
+// names, none twice) and returns them in core.Config's form: sorted,
+// comma-separated ("" for none). A refusal is a *SpecError naming aliases.
+func CanonicalAliases(aliases []string) (string, error) {
+	if len(aliases) > MaxAliases {
+		return "", specErrorf(FieldAliases, nil, "aliases: at most %d, got %d", MaxAliases, len(aliases))
+	}
+	sorted := slices.Clone(aliases)
+	slices.Sort(sorted)
+	for i, a := range sorted {
+		if !ValidName(a) {
+			return "", specErrorf(FieldAliases, nil, "aliases: %.140q must match [A-Za-z0-9._-]{1,128} (a model ID)", a)
+		}
+		if i > 0 && sorted[i-1] == a {
+			return "", specErrorf(FieldAliases, nil, "aliases: %q is listed twice", a)
+		}
+	}
+	return strings.Join(sorted, ","), nil
+}
+
+// splitAliases is CanonicalAliases's inverse (nil for none).
+func splitAliases(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
 // checkMemory bounds the engine's estimate of the pool's memory.
 func checkMemory(engine string, mb int64) error {
 	if mb < 0 || mb > core.MaxMemoryMB {
@@ -167,6 +224,9 @@ func (r *Runtime) configWith(id string, spec ModelSpec, check func(*ModelSpec) (
 	opts, err := check(&spec)
 	if err != nil {
 		return nil, invalidf(err, "model %q", id)
+	}
+	if slices.Contains(spec.Aliases, id) {
+		return nil, invalidf(specErrorf(FieldAliases, nil, "aliases: %q is the model's own ID", id), "model %q", id)
 	}
 	eng, err := r.engines.Get(spec.Engine)
 	if err != nil {
@@ -193,6 +253,7 @@ func (r *Runtime) configWith(id string, spec ModelSpec, check func(*ModelSpec) (
 		return nil, invalidf(err, "model %q", id)
 	}
 	cfg := spec.coreConfig(opts, mb)
+	cfg.Aliases, _ = CanonicalAliases(spec.Aliases) // checked above
 	if err := cfg.Validate(); err != nil {
 		return nil, r.specDisagrees(id, cfg, err)
 	}
@@ -233,7 +294,7 @@ func (s *ModelSpec) coreConfig(opts string, mb int64) *core.Config {
 // (its memory estimate aside, which the engine makes again).
 func SpecOf(c *core.Config) ModelSpec {
 	s := ModelSpec{Engine: c.Engine, Checkpoint: c.Checkpoint, Task: c.Task, Slots: c.Slots,
-		Options: json.RawMessage(c.Options), MaxQueue: c.MaxQueue}
+		Options: json.RawMessage(c.Options), MaxQueue: c.MaxQueue, Aliases: splitAliases(c.Aliases)}
 	if c.AdmissionTimeout != core.NoTimeout {
 		d := time.Duration(c.AdmissionTimeout)
 		s.AdmissionTimeout = &d

@@ -169,7 +169,7 @@ func TestHotPathAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := testing.AllocsPerRun(1000, func() {
-		g, err := rt.acquire(bg, "a", core.NoTimeout, "", nil)
+		g, _, err := rt.acquire(bg, "a", core.NoTimeout, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,12 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 	now := r.stampLocked(t)
 	ev.Now = now
 	var tk core.Ticket
-	if h, known := r.m.Lookup(ev.Model); known && ev.Kind == core.EvSubmitRequest {
+	var h core.Handle
+	known := false
+	if ev.Kind == core.EvSubmitRequest { // the name resolves here, in the request's own submission (names.go)
+		h, ev.Model, known = r.resolveName(ev.Model)
+	}
+	if known {
 		tk = r.m.SubmitRequest(now, h, ev.Timeout)
 		r.noteReqIDLocked(tk, reqID, cell)
 		if effs := r.m.Effects(); !r.obs && len(effs) == 1 && effs[0].Kind == core.EfGrant && effs[0].Ticket == tk {
@@ -49,9 +54,14 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 			r.mu.Unlock()
 			return 0, outcome{}, err
 		}
+		if err := r.namesLocked(ev); err != nil {
+			r.mu.Unlock()
+			return 0, outcome{}, err
+		}
 		// Unknown IDs go through the core too, so a trace replays exactly.
 		tk, _ = r.m.Step(*ev)
 		r.growLocked()
+		r.claimLocked(ev, tk)
 	}
 	s := sect{own: tk, ownKind: kind}
 	r.afterLocked(now, &s, ev, tk, nil)

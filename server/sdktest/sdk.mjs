@@ -226,6 +226,51 @@ async function main() {
     }
     return [ok && ['tts', 'tts-espeak', 'asr', 'vad'].every((id) => ids.includes(id)), `${ids.length} models, each with created and owned_by: ${ids.join(', ')}`];
   });
+  // OpenAI's own names: aliases of the served models (CONTRACT.md
+  // names.*), and every stock voice, marin and cedar included, also in
+  // the SDK's {id} form.
+  await run('names.list', 'models.list() has whisper-1 and tts-1', async () => {
+    const byId = {};
+    for await (const m of client.models.list()) byId[m.id] = m;
+    const ok = byId['whisper-1']?.alias_of === 'asr' && byId['tts-1']?.alias_of === 'tts' && byId['gpt-4o-mini-tts']?.alias_of === 'tts';
+    return [ok, `whisper-1 -> ${byId['whisper-1']?.alias_of}, tts-1 -> ${byId['tts-1']?.alias_of}`];
+  });
+  await run('names.retrieve', "models.retrieve('whisper-1')", async () => {
+    const m = await client.models.retrieve('whisper-1');
+    return [m.id === 'whisper-1' && m.alias_of === 'asr', JSON.stringify({ id: m.id, alias_of: m.alias_of })];
+  });
+  await run('names.speech', "audio.speech.create({model:'tts-1', voice:'marin'}), voice cedar, voice {id:'verse'}", async () => {
+    const out = [];
+    for (const voice of ['marin', 'cedar', { id: 'verse' }]) {
+      const res = await client.audio.speech.create({ model: 'tts-1', voice, input: SENTENCE, response_format: 'wav' });
+      const b = Buffer.from(await res.arrayBuffer());
+      out.push(b.equals(wav));
+    }
+    return [out.every(Boolean), `the model's default voice each time: ${out.join(', ')}`];
+  });
+  await run('names.speech.bad_voice', "audio.speech.create({voice:'klingon'})", async () => {
+    try {
+      await client.audio.speech.create({ model: 'tts-1', voice: 'klingon', input: SENTENCE });
+      return [false, '200 (want 400)'];
+    } catch (e) {
+      const ok = e instanceof BadRequestError && e.param === 'voice' && e.code != null && /slt/.test(e.message);
+      return [ok, `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`];
+    }
+  });
+  await run('names.transcribe', "audio.transcriptions.create({model:'whisper-1'}) and gpt-4o-transcribe", async () => {
+    const a = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(wav, 'speech.wav') });
+    const b = await client.audio.transcriptions.create({ model: 'gpt-4o-transcribe', file: await toFile(wav, 'speech.wav') });
+    return [heard(a.text) >= 3 && a.text === b.text, `"${a.text}"`];
+  });
+  await run('names.bad_request.param', "audio.transcriptions.create({response_format:'docx'})", async () => {
+    try {
+      await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(wav, 'speech.wav'), response_format: 'docx' });
+      return [false, '200 (want 400)'];
+    } catch (e) {
+      const ok = e instanceof BadRequestError && e.param === 'response_format' && e.code != null;
+      return [ok, `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`];
+    }
+  });
   // models.delete needs the management key (CONTRACT.md unreg.delete).
   const admin = new OpenAI({ baseURL, apiKey: process.env.SLUICE_SDK_MANAGEMENT_KEY, maxRetries: 0, timeout: 60_000 });
   await run('models.delete', "models.delete('tts-delete')", async () => {

@@ -246,6 +246,7 @@
     const list = await api("GET", "/v1/models");
     const seen = new Set();
     for (const m of list.data) {
+      if (m.alias_of) continue; // an alias's entry: its model has its own row
       seen.add(m.id);
       setModel(m);
     }

@@ -82,6 +82,9 @@ type Config struct {
 	AdmissionTimeout                  int64
 	MaxQueue                          int
 	MemoryMB                          int64
+	// Aliases are core.Config.Aliases: metadata like MaxQueue (a change
+	// of them alone commits a version and keeps the pool).
+	Aliases string
 
 	id int // intern number, 0 for a config not interned
 }
@@ -96,7 +99,7 @@ func (c *Config) sameSessions(o *Config) bool {
 func (c *Config) equal(o *Config) bool {
 	return c.Task == o.Task && c.Engine == o.Engine && c.Checkpoint == o.Checkpoint && c.Options == o.Options &&
 		c.Slots == o.Slots && c.AdmissionTimeout == o.AdmissionTimeout && c.MaxQueue == o.MaxQueue &&
-		c.MemoryMB == o.MemoryMB
+		c.MemoryMB == o.MemoryMB && c.Aliases == o.Aliases
 }
 
 func (c *Config) valid() bool {
@@ -169,7 +172,7 @@ func (t *ConfigTable) FromCore(c *core.Config) *Config {
 		p = x.(*Config)
 	} else {
 		p = t.Intern(Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
-			AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB})
+			AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB, Aliases: c.Aliases})
 		t.byCore.Store(c, p)
 	}
 	next := []corePair{{c: c, p: p}}

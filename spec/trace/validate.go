@@ -345,7 +345,7 @@ func traceCfg(c *core.TraceConfig) *abstract.Config {
 		return nil
 	}
 	return &abstract.Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options,
-		Slots: c.Slots, AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB}
+		Slots: c.Slots, AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB, Aliases: c.Aliases}
 }
 
 func cfgString(c *abstract.Config) string {

@@ -28,6 +28,8 @@ import (
 type Runtime interface {
 	Status() []core.ModelStatus
 	StatusOf(id string) (core.ModelStatus, error)
+	// Resolve is the model ID a name means now (an ID or an alias).
+	Resolve(name string) (string, bool)
 	Unregistered(id string) bool
 	ShuttingDown() bool
 }
@@ -173,8 +175,13 @@ func (p *Handlers) Server(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, V2ServerMetadata{Name: "sluice", Version: p.h.Version, Extensions: []string{"model_repository"}})
 }
 
-// statusOf is model id's status, its error mapped for the API.
+// statusOf is the status of the model id names (its ID or an alias:
+// CONTRACT.md names.alias-resolve), its error mapped for the API. A lease
+// resolves the name again in its own admission, and checks the task.
 func (p *Handlers) statusOf(id string) (core.ModelStatus, error) {
+	if canon, ok := p.h.Runtime.Resolve(id); ok {
+		id = canon
+	}
 	st, err := p.h.Runtime.StatusOf(id)
 	if err != nil {
 		return st, p.h.FromRuntime(err)

@@ -28,7 +28,7 @@ var DiarizationFields = []string{"model", "response_format", "num_speakers", "mi
 func knownSpeakers(fields map[string][]string) ([]audio.KnownSpeaker, error) {
 	names, refs := fields["known_speaker_names[]"], fields["known_speaker_references[]"]
 	if len(names) != len(refs) {
-		return nil, backends.Invalidf("known_speaker_names[] has %d entries, known_speaker_references[] %d: they come in pairs", len(names), len(refs))
+		return nil, backends.InvalidParam("known_speaker_names[]", "known_speaker_names[] has %d entries, known_speaker_references[] %d: they come in pairs", len(names), len(refs))
 	}
 	var out []audio.KnownSpeaker
 	for i := range names {
@@ -36,11 +36,11 @@ func knownSpeakers(fields map[string][]string) ([]audio.KnownSpeaker, error) {
 		if rest, ok := strings.CutPrefix(refs[i], "data:"); ok {
 			meta, data, ok := strings.Cut(rest, ",")
 			if !ok || !strings.HasSuffix(meta, ";base64") {
-				return nil, backends.Invalidf("known_speaker_references[%d]: a data URL must be base64 (data:audio/wav;base64,...)", i)
+				return nil, backends.InvalidParam("known_speaker_references[]", "known_speaker_references[%d]: a data URL must be base64 (data:audio/wav;base64,...)", i)
 			}
 			b, err := base64.StdEncoding.DecodeString(data)
 			if err != nil {
-				return nil, backends.Invalidf("known_speaker_references[%d]: %v", i, err)
+				return nil, backends.InvalidParam("known_speaker_references[]", "known_speaker_references[%d]: %v", i, err)
 			}
 			ref = b
 		}
@@ -72,13 +72,13 @@ func ParseDiarization(fields map[string][]string, in json.RawMessage) (Diarizati
 	}
 	for name, vs := range fields {
 		if !slices.Contains(DiarizationFields, name) {
-			return p, nil, backends.Invalidf("field %q is not supported (accepted: %s)", clip(name), strings.Join(DiarizationFields, ", "))
+			return p, nil, backends.InvalidParam(clip(name), "field %q is not supported (accepted: %s)", clip(name), strings.Join(DiarizationFields, ", "))
 		}
 		if name == "known_speaker_names[]" || name == "known_speaker_references[]" {
 			continue // repeated by design, paired below
 		}
 		if len(vs) > 1 {
-			return p, nil, backends.Invalidf("field %q is given %d times", name, len(vs))
+			return p, nil, backends.InvalidParam(name, "field %q is given %d times", name, len(vs))
 		}
 		v := vs[0]
 		if v == "" && name != "model" {
@@ -89,13 +89,13 @@ func ParseDiarization(fields map[string][]string, in json.RawMessage) (Diarizati
 			p.Model = v
 		case "response_format":
 			if v != "json" && v != "rttm" {
-				return p, nil, backends.Invalidf("response_format %q is not supported (json or rttm)", clip(v))
+				return p, nil, backends.InvalidParam("response_format", "response_format %q is not supported (json or rttm)", clip(v))
 			}
 			p.ResponseFormat = v
 		default:
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > audio.MaxSpeakers {
-				return p, nil, backends.Invalidf("%s %q is not a whole number in 1..%d", name, clip(v), audio.MaxSpeakers)
+				return p, nil, backends.InvalidParam(name, "%s %q is not a whole number in 1..%d", name, clip(v), audio.MaxSpeakers)
 			}
 			switch name {
 			case "num_speakers":

@@ -37,6 +37,11 @@ func (f fakeRuntime) ConfigOf(id string) (core.Config, core.ModelStatus, error) 
 	return core.Config{}, core.ModelStatus{}, errors.New("unexpected")
 }
 
+func (f fakeRuntime) Resolve(name string) (string, bool) {
+	f.t.Errorf("Resolve(%q): a task route resolved the model's name (its lease does)", name)
+	return "", false
+}
+
 type memPayload struct{ b []byte }
 
 func (p memPayload) Bytes() []byte       { return p.b }

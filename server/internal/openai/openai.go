@@ -34,6 +34,10 @@ type Runtime interface {
 	Status() []core.ModelStatus
 	StatusOf(id string) (core.ModelStatus, error)
 	ConfigOf(id string) (core.Config, core.ModelStatus, error)
+	// Resolve is the model ID a name means now (an ID or an alias;
+	// CONTRACT.md names.alias-resolve). Task routes never call it: their
+	// lease resolves the name in its own admission.
+	Resolve(name string) (string, bool)
 }
 
 // Payload is an upload's audio as the edge spooled it: in memory up to the

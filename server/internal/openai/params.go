@@ -1,9 +1,11 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +22,7 @@ import (
 type SpeechParams struct {
 	Model          string  `json:"model"`
 	Input          string  `json:"input"`
-	Voice          string  `json:"voice,omitempty"`
+	Voice          Voice   `json:"voice,omitempty"`
 	Instructions   string  `json:"instructions,omitempty"`    // must be empty: no engine here takes instructions
 	ResponseFormat string  `json:"response_format,omitempty"` // wav (default here), mp3, opus, aac, flac or pcm (24 kHz)
 	Speed          float64 `json:"speed,omitempty"`
@@ -32,13 +34,25 @@ type SpeechParams struct {
 // format nothing here can encode (aiff, or aac without FFmpeg's libraries)
 // is invalid, naming those that work.
 func (p SpeechParams) Request() (backends.Request, error) {
+	if p.Model == "" {
+		return backends.Request{}, backends.InvalidParam("model", "model is required")
+	}
+	if strings.TrimSpace(p.Input) == "" {
+		return backends.Request{}, backends.InvalidParam("input", "input is empty: send the text to speak")
+	}
 	if p.Instructions != "" {
 		// OpenAI's instructions steer gpt-4o-mini-tts; flite and espeak
 		// have nothing to steer, so taking them would ignore them silently.
-		return backends.Request{}, backends.Invalidf("instructions is not supported: the speech engines here cannot be instructed (send it empty or not at all)")
+		return backends.Request{}, backends.InvalidParam("instructions", "instructions is not supported: the speech engines here cannot be instructed (send it empty or not at all)")
 	}
 	if !audio.ValidFormat(p.ResponseFormat) {
-		return backends.Request{}, backends.Invalidf("response_format %q is not supported (%s)", p.ResponseFormat, audio.SpeechFormats)
+		return backends.Request{}, backends.InvalidParam("response_format", "response_format %.64q is not supported (%s)", p.ResponseFormat, audio.SpeechFormats)
+	}
+	if p.Speed != 0 && (p.Speed < 0.25 || p.Speed > 4) {
+		return backends.Request{}, backends.InvalidParam("speed", "speed %v outside 0.25..4", p.Speed)
+	}
+	if r := p.SampleRate; r != 0 && (r < audio.MinOutputRate || r > audio.MaxOutputRate) {
+		return backends.Request{}, backends.InvalidParam("sample_rate", "sample_rate %d outside %d..%d", r, audio.MinOutputRate, audio.MaxOutputRate)
 	}
 	switch p.StreamFormat {
 	case "":
@@ -46,13 +60,40 @@ func (p SpeechParams) Request() (backends.Request, error) {
 		// Streamed audio is PCM as it is synthesised (after a WAV header
 		// for wav); mp3, opus, aac and flac are encoded whole.
 		if f := p.ResponseFormat; f != "" && f != "wav" && f != "pcm" {
-			return backends.Request{}, backends.Invalidf("response_format %q cannot be streamed (stream_format %q streams wav or pcm; omit stream_format for %s)", f, p.StreamFormat, f)
+			return backends.Request{}, backends.InvalidParam("response_format", "response_format %q cannot be streamed (stream_format %q streams wav or pcm; omit stream_format for %s)", f, p.StreamFormat, f)
 		}
 	default:
-		return backends.Request{}, backends.Invalidf("stream_format %q is not supported (audio or sse)", p.StreamFormat)
+		return backends.Request{}, backends.InvalidParam("stream_format", "stream_format %.64q is not supported (audio or sse)", p.StreamFormat)
 	}
-	t := audio.TTSRequest{Text: p.Input, Voice: p.Voice, Format: p.ResponseFormat, Speed: p.Speed, SampleRate: p.SampleRate}
+	t := audio.TTSRequest{Text: p.Input, Voice: string(p.Voice), Format: p.ResponseFormat, Speed: p.Speed, SampleRate: p.SampleRate}
 	return t.Request(p.StreamFormat != "")
+}
+
+// Voice is the voice of a speech request: a name, or the object
+// {"id": name} (the openai SDK's form for custom voices), decoded
+// strictly; either means the name.
+type Voice string
+
+// UnmarshalJSON takes a string or {"id": string}; anything else is
+// invalid, naming voice.
+func (v *Voice) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*v = Voice(s)
+		return nil
+	}
+	var o struct {
+		ID *string `json:"id"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil || o.ID == nil {
+		// A type error names its field: the server's strict decoding
+		// answers it as a 400 with param voice.
+		return &json.UnmarshalTypeError{Value: clip(string(b)) + " (a voice is a name or {\"id\": name})", Type: reflect.TypeFor[string]()}
+	}
+	*v = Voice(*o.ID)
+	return nil
 }
 
 // TranscriptionParams are the fields of POST /v1/audio/transcriptions
@@ -98,10 +139,10 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 			name = "timestamp_granularities[]"
 		}
 		if !slices.Contains(TranscriptionFields, name) {
-			return p, backends.Invalidf("field %q is not supported (accepted: %s)", clip(name), strings.Join(TranscriptionFields, ", "))
+			return p, backends.InvalidParam(clip(name), "field %q is not supported (accepted: %s)", clip(name), strings.Join(TranscriptionFields, ", "))
 		}
 		if len(vs) > 1 && name != "timestamp_granularities[]" {
-			return p, backends.Invalidf("field %q is given %d times", name, len(vs))
+			return p, backends.InvalidParam(name, "field %q is given %d times", name, len(vs))
 		}
 		v := vs[0]
 		switch name {
@@ -118,13 +159,13 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 					p.Words = true
 				case "segment":
 				default:
-					return p, backends.Invalidf("timestamp_granularities[] %q is not supported (word or segment)", clip(g))
+					return p, backends.InvalidParam("timestamp_granularities[]", "timestamp_granularities[] %q is not supported (word or segment)", clip(g))
 				}
 			}
 		case "stream":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return p, backends.Invalidf("stream %q is not a boolean", clip(v))
+				return p, backends.InvalidParam("stream", "stream %q is not a boolean", clip(v))
 			}
 			p.Stream = b
 		case "temperature", "prompt", "vad_filter":
@@ -141,13 +182,13 @@ func ParseTranscription(fields map[string][]string) (TranscriptionParams, error)
 	switch p.ResponseFormat {
 	case "", "json", "text", "verbose_json", "srt", "vtt":
 	default:
-		return p, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
+		return p, backends.InvalidParam("response_format", "response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
 	}
 	if _, ok := fields["timestamp_granularities[]"]; (ok || fields["timestamp_granularities"] != nil) && p.ResponseFormat != "verbose_json" {
-		return p, backends.Invalidf("timestamp_granularities[] needs response_format verbose_json")
+		return p, backends.InvalidParam("timestamp_granularities[]", "timestamp_granularities[] needs response_format verbose_json")
 	}
 	if p.Stream && p.ResponseFormat != "" && p.ResponseFormat != "json" && p.ResponseFormat != "text" {
-		return p, backends.Invalidf("stream needs response_format json or text, not %q", p.ResponseFormat)
+		return p, backends.InvalidParam("stream", "stream needs response_format json or text, not %q", p.ResponseFormat)
 	}
 	return p, nil
 }
@@ -166,12 +207,12 @@ func (p *TranscriptionParams) setCommon(name, v string) error {
 		}
 		t, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(t >= 0 && t <= 1) {
-			return backends.Invalidf("temperature %q is not a number in 0..1", clip(v))
+			return backends.InvalidParam("temperature", "temperature %q is not a number in 0..1", clip(v))
 		}
 		p.Temperature = t
 	case "prompt":
 		if len(v) > MaxPromptBytes {
-			return backends.Invalidf("prompt is %d bytes, over %d (whisper takes at most 224 tokens)", len(v), MaxPromptBytes)
+			return backends.InvalidParam("prompt", "prompt is %d bytes, over %d (whisper takes at most 224 tokens)", len(v), MaxPromptBytes)
 		}
 		p.Prompt = v
 	case "vad_filter":
@@ -197,10 +238,10 @@ func ParseTranslation(fields map[string][]string) (TranscriptionParams, error) {
 	p := TranscriptionParams{Task: audio.TaskTranslate}
 	for name, vs := range fields {
 		if !slices.Contains(TranslationFields, name) {
-			return p, backends.Invalidf("field %q is not supported by translations (accepted: %s)", clip(name), strings.Join(TranslationFields, ", "))
+			return p, backends.InvalidParam(clip(name), "field %q is not supported by translations (accepted: %s)", clip(name), strings.Join(TranslationFields, ", "))
 		}
 		if len(vs) > 1 {
-			return p, backends.Invalidf("field %q is given %d times", name, len(vs))
+			return p, backends.InvalidParam(name, "field %q is given %d times", name, len(vs))
 		}
 		switch v := vs[0]; name {
 		case "model":
@@ -216,7 +257,7 @@ func ParseTranslation(fields map[string][]string) (TranscriptionParams, error) {
 	switch p.ResponseFormat {
 	case "", "json", "text", "verbose_json", "srt", "vtt":
 	default:
-		return p, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
+		return p, backends.InvalidParam("response_format", "response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
 	}
 	return p, nil
 }
@@ -267,10 +308,10 @@ func ParseVoiceActivity(fields map[string][]string, in json.RawMessage) (model s
 	set := false
 	for name, vs := range fields {
 		if !slices.Contains(VoiceActivityFields, name) {
-			return "", nil, backends.Invalidf("field %q is not supported (accepted: %s)", clip(name), strings.Join(VoiceActivityFields, ", "))
+			return "", nil, backends.InvalidParam(clip(name), "field %q is not supported (accepted: %s)", clip(name), strings.Join(VoiceActivityFields, ", "))
 		}
 		if len(vs) > 1 {
-			return "", nil, backends.Invalidf("field %q is given %d times", name, len(vs))
+			return "", nil, backends.InvalidParam(name, "field %q is given %d times", name, len(vs))
 		}
 		v := vs[0]
 		if v == "" && name != "model" {
@@ -281,18 +322,18 @@ func ParseVoiceActivity(fields map[string][]string, in json.RawMessage) (model s
 			model = v
 		case "response_format":
 			if v != "json" {
-				return "", nil, backends.Invalidf("response_format %q is not supported (voice activity answers json)", clip(v))
+				return "", nil, backends.InvalidParam("response_format", "response_format %q is not supported (voice activity answers json)", clip(v))
 			}
 		case "threshold":
 			t, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(t > 0 && t < 1) {
-				return "", nil, backends.Invalidf("threshold %q is not a number in (0, 1)", clip(v))
+				return "", nil, backends.InvalidParam("threshold", "threshold %q is not a number in (0, 1)", clip(v))
 			}
 			r.Threshold, set = t, true
 		default: // the millisecond fields
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
-				return "", nil, backends.Invalidf("%s %q is not a positive whole number of milliseconds", name, clip(v))
+				return "", nil, backends.InvalidParam(name, "%s %q is not a positive whole number of milliseconds", name, clip(v))
 			}
 			switch name {
 			case "min_speech_ms":
@@ -375,7 +416,7 @@ func TranscriptionBody(out backends.Output, p TranscriptionParams) (contentType 
 	case "srt", "vtt":
 		return "text/plain; charset=utf-8", Subtitles(segments(r), p.ResponseFormat == "vtt"), nil
 	}
-	return "", nil, backends.Invalidf("response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
+	return "", nil, backends.InvalidParam("response_format", "response_format %q is not supported (json, text, verbose_json, srt or vtt)", clip(p.ResponseFormat))
 }
 
 // Subtitles renders segments as SubRip (numbered cues, 00:00:01,250) or,

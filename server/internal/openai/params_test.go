@@ -211,7 +211,7 @@ func TestParseVoiceActivity(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := (SpeechParams{Input: "x", Instructions: "sing"}).Request(); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "instructions") {
+	if _, err := (SpeechParams{Model: "m", Input: "x", Instructions: "sing"}).Request(); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "instructions") {
 		t.Errorf("instructions: %v", err)
 	}
 }

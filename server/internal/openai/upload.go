@@ -76,14 +76,14 @@ func (h *Handlers) readUpload(r *http.Request) (*upload, error) {
 		q := r.URL.Query()
 		if len(q) > MaxFormFields {
 			_ = p.Close()
-			return nil, httpapi.Invalid("more than %d query parameters", MaxFormFields)
+			return nil, httpapi.InvalidParam("query", "more than %d query parameters", MaxFormFields)
 		}
 		u.model, u.format, u.payload, u.input, u.fields = q.Get("model"), q.Get("response_format"), p, in, q
 		return u, nil
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return nil, httpapi.Invalid("multipart body: %v", err)
+		return nil, httpapi.InvalidParam("file", "multipart body: %v", err)
 	}
 	fail := func(err error) (*upload, error) {
 		u.Close()
@@ -127,10 +127,10 @@ func (h *Handlers) readUpload(r *http.Request) (*upload, error) {
 				return fail(h.d.BodyError("multipart body", err))
 			}
 			if len(b) > limit {
-				return fail(httpapi.Invalid("multipart field %.64q over %d bytes", name, limit))
+				return fail(httpapi.InvalidParam(clip(name), "multipart field %.64q over %d bytes", name, limit))
 			}
 			if nf++; nf > MaxFormFields {
-				return fail(httpapi.Invalid("multipart body has more than %d fields", MaxFormFields))
+				return fail(httpapi.InvalidParam(clip(name), "multipart body has more than %d fields", MaxFormFields))
 			}
 			if u.fields == nil {
 				u.fields = map[string][]string{}

@@ -63,6 +63,9 @@ func (h *Handlers) Voices(w http.ResponseWriter, r *http.Request) error {
 		if err := h.d.ValidModelID(id); err != nil {
 			return err
 		}
+		if canon, ok := h.d.Runtime.Resolve(id); ok {
+			id = canon // an alias lists its model's voices
+		}
 		st, err := h.d.Runtime.StatusOf(id)
 		if err != nil {
 			return h.d.FromRuntime(err)

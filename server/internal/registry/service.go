@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
@@ -222,14 +223,15 @@ func containsID(ms []Model, id string) bool {
 func recordOf(id string, c *core.Config, version uint64, loaded bool) Model {
 	return Model{ID: id, ConfigVersion: version, Loaded: loaded, Task: c.Task, Engine: c.Engine,
 		Checkpoint: c.Checkpoint, Options: json.RawMessage(c.Options), Slots: c.Slots,
-		AdmissionTimeoutNS: c.AdmissionTimeout, MaxQueue: c.MaxQueue}
+		AdmissionTimeoutNS: c.AdmissionTimeout, MaxQueue: c.MaxQueue, Aliases: runtime.SpecOf(c).Aliases}
 }
 
 // runtimeSpec is the spec that registers the model again, unloaded, at its
 // recorded config_version.
 func (m *Model) runtimeSpec() runtime.ModelSpec {
 	spec := runtime.SpecOf(&core.Config{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
-		Options: string(m.Options), AdmissionTimeout: m.AdmissionTimeoutNS, MaxQueue: m.MaxQueue})
+		Options: string(m.Options), AdmissionTimeout: m.AdmissionTimeoutNS, MaxQueue: m.MaxQueue,
+		Aliases: strings.Join(m.Aliases, ",")})
 	spec.BaseVersion, spec.RegisterOnly = m.ConfigVersion, true
 	return spec
 }

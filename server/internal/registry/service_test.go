@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -189,5 +190,59 @@ func TestAnnouncedPutWritesOnce(t *testing.T) {
 	}
 	if m, _ := s.State().Get("m"); m.ConfigVersion != 3 || len(s.intents) != 0 || writes > 2 {
 		t.Fatalf("after a refused PUT: %+v, %d intents, %d writes", m, len(s.intents), writes)
+	}
+}
+
+// A model's aliases are recorded with its committed config and restored
+// with it; a state file written before aliases existed (no aliases key)
+// stays readable (CONTRACT.md names.alias-resolve).
+func TestAliasesRecordedAndRestored(t *testing.T) {
+	newRT := func() *runtime.Runtime {
+		rt, err := runtime.New(runtime.Options{Engines: backends.Registry{fixture.Name: fixture.New()}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	rt := newRT()
+	s, _ := openT(t, dir)
+	g := New(rt, s, slog.New(slog.DiscardHandler))
+	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "asr", Slots: 1, Aliases: []string{"whisper-1", "gpt-4o-transcribe"}}
+	if _, err := g.Apply(ctx, "asr", spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Apply(ctx, "old", runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := s.State().Get("asr"); strings.Join(m.Aliases, ",") != "gpt-4o-transcribe,whisper-1" {
+		t.Fatalf("recorded aliases %q", m.Aliases)
+	}
+	rt.Shutdown(ctx)
+	s.Close()
+
+	rt = newRT()
+	defer rt.Shutdown(ctx)
+	s, _ = openT(t, dir)
+	defer s.Close()
+	if _, err := New(rt, s, slog.New(slog.DiscardHandler)).Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := rt.Resolve("whisper-1"); !ok || id != "asr" {
+		t.Errorf("restored alias resolves to %q %v", id, ok)
+	}
+	if st, _ := rt.StatusOf("asr"); st.ConfigVersion != 1 {
+		t.Errorf("restored at version %d", st.ConfigVersion)
+	}
+	b, err := EncodeSnapshot(State{Models: []Model{{ID: "m", ConfigVersion: 2, Task: "tts", Engine: fixture.Name, Options: json.RawMessage(`{}`), Slots: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "aliases") {
+		t.Errorf("a model without aliases writes the key: %s", b)
+	}
+	if st, err := parseSnapshot(b); err != nil || len(st.Models[0].Aliases) != 0 {
+		t.Errorf("a snapshot without aliases: %+v %v", st, err)
 	}
 }

@@ -106,13 +106,16 @@ type Model struct {
 	// never listed), so that a registration of the ID starts past that
 	// version (CONTRACT.md unreg.persisted).
 	Unregistered bool `json:"unregistered,omitempty"`
+	// Aliases are core.Config.Aliases as a list (absent: none, as in the
+	// files of builds before aliases, which stay readable).
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 func (m *Model) equal(o *Model) bool {
 	return m.ID == o.ID && m.ConfigVersion == o.ConfigVersion && m.Loaded == o.Loaded && m.Task == o.Task &&
 		m.Engine == o.Engine && m.Checkpoint == o.Checkpoint && bytes.Equal(m.Options, o.Options) &&
 		m.Slots == o.Slots && m.AdmissionTimeoutNS == o.AdmissionTimeoutNS && m.MaxQueue == o.MaxQueue &&
-		m.Unregistered == o.Unregistered
+		m.Unregistered == o.Unregistered && slices.Equal(m.Aliases, o.Aliases)
 }
 
 // State is the recorded state: the body of a snapshot.
