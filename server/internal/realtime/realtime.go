@@ -1,6 +1,8 @@
 // Package realtime serves live transcription over WebSocket: the
 // transcription-session subset of OpenAI's Realtime API at GET
-// /v1/realtime?intent=transcription (CONTRACT.md "Live sessions").
+// /v1/realtime, in its beta dialect (transcription_session.update) and its
+// GA one (session.update, type "transcription"), the model named in the
+// URL or in the first update (CONTRACT.md "Live sessions").
 //
 // It is a thin adapter: it never imports package server. The server lends
 // it what it needs in a Deps (the runtime, the engines table, the edge's
