@@ -34,7 +34,12 @@ const Subprotocol = "realtime"
 //     (model_not_set) and dropped, never buffered: nothing is held for a
 //     session that holds no slot;
 //   - once admitted, an update naming another model is refused, as an
-//     update naming another model than the URL's always was.
+//     update naming another model than the URL's always was;
+//   - unadmitted sessions hold no slot, so the slots do not bound them:
+//     at most Config.MaxPending are open at once (past it the handshake
+//     is 503 server_busy, too_many_pending_sessions), and one not
+//     admitted within --realtime-idle of its opening closes with 1008
+//     "no model named", whatever it sends meanwhile.
 
 // firstLook checks id's status before the handshake queues (or loads the
 // model); the lease's own snapshot decides in admit (live.handshake).
@@ -134,8 +139,20 @@ func (ls *liveSession) admitLate(id string) *httpapi.Error {
 // update that named it took effect): it then drains the session when a
 // manager waits on it (live.drain-unload).
 func (ls *liveSession) markAdmitted() {
+	ls.leavePending()
 	close(ls.admitted)
 	ls.log.Info("realtime session admitted", "model", ls.currentModel())
+}
+
+// leavePending uncounts the session from the unadmitted ones, once.
+func (ls *liveSession) leavePending() {
+	ls.mu.Lock()
+	p := ls.pending
+	ls.pending = false
+	ls.mu.Unlock()
+	if p {
+		ls.h.d.Sessions.donePending()
+	}
 }
 
 // unadmit gives back a lease admitLate took when the rest of its update

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -251,4 +252,45 @@ func (e *rtEnv) awaitIdle(model string) {
 		e.t.Fatalf("the session's slot on %s was not released: %v", model, err)
 	}
 	l.Release(false)
+}
+
+// Unadmitted sessions hold no slot, so they are bounded on their own: at
+// most MaxPending at once (the next handshake without a model is 503
+// too_many_pending_sessions, one naming its model still opens), and one
+// that names no model within the idle limit closes with 1008 "no model
+// named" although it keeps sending (CONTRACT.md live.late-admission).
+func TestPendingSessionsBounded(t *testing.T) {
+	e := newRTEnv(t, func(c *Config) { c.MaxPending = 2; c.Idle = 50 * time.Millisecond })
+	a, b := e.dialQuery("", nil), e.dialQuery("?intent=transcription", nil)
+	e.next(a)
+	e.next(b)
+	c, res, err := websocket.Dial(e.ctx(), "ws://"+e.addr+"/v1/realtime", nil)
+	if err == nil {
+		_ = c.CloseNow()
+		t.Fatal("a third unadmitted session opened past MaxPending 2")
+	}
+	if res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("third handshake: %v (%v), want 503", res, err)
+	}
+	var body struct{ Code string }
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || body.Code != "too_many_pending_sessions" {
+		t.Errorf("refusal code %q (%v)", body.Code, err)
+	}
+	named := e.dialQuery("?model=asr", nil)
+	e.next(named)
+	// a keeps sending; the deadline does not move.
+	for {
+		// A write may fail once the server closed; the read then says how.
+		_ = a.Write(e.ctx(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.clear"}`))
+		_, _, err := a.Read(e.ctx())
+		if err != nil {
+			if s := websocket.CloseStatus(err); s != websocket.StatusPolicyViolation {
+				t.Fatalf("a ended with %v, want 1008", err)
+			}
+			break
+		}
+	}
+	_ = b.CloseNow()
+	_ = named.CloseNow()
+	e.awaitIdle("asr")
 }

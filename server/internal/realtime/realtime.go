@@ -57,7 +57,14 @@ type Config struct {
 	Idle, MaxSession, Drain, Buffer time.Duration
 	MaxRate                         float64
 	VADModel                        string
+	// MaxPending caps the sessions open without a model at once (0:
+	// DefaultMaxPending; live.late-admission): they hold no slot, so the
+	// models' slots do not bound them.
+	MaxPending int
 }
+
+// DefaultMaxPending is Config.MaxPending's default.
+const DefaultMaxPending = 64
 
 // Deps is what the server lends the adapter: each field is the server's
 // own implementation, so that a session is admitted, refused and logged as
@@ -141,6 +148,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	ss := h.d.Sessions
 	var lease *runtime.Lease
+	pending := false
 	if id != "" {
 		if err := h.d.ValidModelID(id); err != nil {
 			return err
@@ -163,6 +171,15 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 			return shuttingDown()
 		}
 		defer ss.done()
+		max := h.d.Config.MaxPending
+		if max <= 0 {
+			max = DefaultMaxPending
+		}
+		if !ss.addPending(max) {
+			return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "server_busy", Code: "too_many_pending_sessions", RetryAfter: time.Second,
+				Message: fmt.Sprintf("%d sessions are open without a model: name the model in the URL (model=) or retry", max)}
+		}
+		pending = true
 	}
 	log := h.d.Logger(r.Context())
 	// The browser origins trusted for state-changing requests (err.origin)
@@ -186,6 +203,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	if lease != nil {
 		close(ls.admitted)
 	}
+	ls.pending = pending
 	ls.newItemLocked()
 	ss.track(ls, true)
 	defer ss.track(ls, false)
@@ -193,6 +211,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	ls.mu.Lock()
 	lease = ls.lease
 	ls.mu.Unlock()
+	ls.leavePending()
 	if lease != nil {
 		lease.Release(failed)
 	}

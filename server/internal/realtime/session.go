@@ -94,6 +94,7 @@ type liveSession struct {
 	closeCode   websocket.StatusCode
 	closeReason string
 	ending      bool
+	pending     bool     // counted in Sessions' unadmitted sessions
 	vad         *vadSide // server_vad turn detection, nil when off
 }
 
@@ -283,6 +284,12 @@ func (ls *liveSession) watch() {
 	stop := func() {}
 	defer func() { stop() }()
 	admitted := ls.admitted
+	// An unadmitted session has --realtime-idle from its opening to name
+	// its model; messages do not move that deadline (live.late-admission).
+	pendT, pendC := timer(cfg.Idle)
+	if pendT != nil {
+		defer pendT.Stop()
+	}
 	var drainT *time.Timer
 	drainC := never
 	startDrain := func() {
@@ -298,8 +305,15 @@ func (ls *liveSession) watch() {
 	}()
 	for {
 		select {
+		case <-pendC:
+			if !ls.isAdmitted() {
+				ls.finish(closePolicy, "no model named", false)
+				return
+			}
+			pendC = never
 		case <-admitted:
 			admitted = nil
+			pendC = never
 			model := ls.currentModel()
 			mgr, stop = ls.h.d.Runtime.WatchManagers(model)
 			if st, err := ls.h.d.Runtime.StatusOf(model); err == nil && st.QueuedManagers > 0 {
