@@ -17,10 +17,13 @@ import (
 // Live-session steps (CONTRACT.md "Live sessions"): a WebSocket client of
 // GET /v1/realtime?intent=transcription.
 //
-//	realtime: {model: M, as: S, timeout_ms, expect}  open session S on M
-//	    (default: the upgrade and transcription_session.created must come;
-//	    an expect with another status checks the refusal before the
-//	    upgrade like an http answer)
+//	realtime: {model: M, as: S, timeout_ms, expect, query, headers, created}
+//	    open session S on M (default: the upgrade and
+//	    transcription_session.created must come; an expect with another
+//	    status checks the refusal before the upgrade like an http answer);
+//	    query replaces the URL's query (intent=transcription&model=M;
+//	    $SYM expanded, '' for none), headers are sent with the handshake,
+//	    created is the first event's type when not the beta's
 //	live_send: {session: S, audio_ms: N, events: [...], commit: true}
 //	    send N ms of a 300 Hz tone (pcm16, 24 kHz) in 20 ms appends, then
 //	    raw client events, then a commit
@@ -31,10 +34,13 @@ import (
 
 // RealtimeStep opens a live session.
 type RealtimeStep struct {
-	Model     string  `yaml:"model"`
-	As        string  `yaml:"as"`
-	TimeoutMS *int64  `yaml:"timeout_ms"`
-	Expect    *Expect `yaml:"expect"`
+	Model     string            `yaml:"model"`
+	As        string            `yaml:"as"`
+	TimeoutMS *int64            `yaml:"timeout_ms"`
+	Expect    *Expect           `yaml:"expect"`
+	Query     *string           `yaml:"query"`
+	Headers   map[string]string `yaml:"headers"`
+	Created   string            `yaml:"created"`
 }
 
 // LiveSendStep sends client events to a session.
@@ -105,7 +111,17 @@ func (r *caseRun) realtime(a *RealtimeStep) error {
 	if a.TimeoutMS != nil {
 		h.Set("Sluice-Admission-Timeout-Ms", strconv.FormatInt(*a.TimeoutMS, 10))
 	}
+	for k, v := range a.Headers {
+		h.Set(k, v)
+	}
 	url := "ws" + strings.TrimPrefix(r.base, "http") + "/v1/realtime?intent=transcription&model=" + r.model(a.Model)
+	if a.Query != nil {
+		q, err := r.expand(*a.Query)
+		if err != nil {
+			return err
+		}
+		url = strings.TrimSuffix("ws"+strings.TrimPrefix(r.base, "http")+"/v1/realtime?"+q, "?")
+	}
 	ctx, cancel := r.bounded()
 	defer cancel()
 	c, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: r.client, HTTPHeader: h})
@@ -134,7 +150,11 @@ func (r *caseRun) realtime(a *RealtimeStep) error {
 	}
 	r.live[a.As] = c
 	r.liveMu.Unlock()
-	return r.liveExpect(&LiveExpectStep{Session: a.As, Events: []string{"transcription_session.created"}})
+	created := a.Created
+	if created == "" {
+		created = "transcription_session.created"
+	}
+	return r.liveExpect(&LiveExpectStep{Session: a.As, Events: []string{created}})
 }
 
 func (r *caseRun) liveSend(a *LiveSendStep) error {
@@ -165,7 +185,7 @@ func (r *caseRun) liveSend(a *LiveSendStep) error {
 		}
 	}
 	for _, ev := range a.Events {
-		if err := write(ev); err != nil {
+		if err := write(r.mapValue(ev)); err != nil { // model symbols named in updates
 			return err
 		}
 	}

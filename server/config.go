@@ -49,6 +49,10 @@ type Config struct {
 	// AllowedOrigins are browser origins (scheme://host[:port]) trusted to
 	// send state-changing requests from another site. CONTRACT.md err.origin.
 	AllowedOrigins []string
+	// TLSCert and TLSKey are PEM files (--tls-cert, --tls-key): both set,
+	// every route is served over TLS (https:, and wss: for the realtime
+	// clients that force it); tls.go.
+	TLSCert, TLSKey string
 	// MaxModels caps the registered models (0: unlimited); CONTRACT.md
 	// err.max-models.
 	MaxModels int

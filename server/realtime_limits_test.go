@@ -10,8 +10,8 @@ import (
 	"github.com/sluice-dev/sluice/server/internal/realtime"
 )
 
-// The handshake is checked before any lease: a plain GET, a wrong intent,
-// no model, an unknown query parameter, an unknown model and a model that
+// The handshake is checked before any lease: a plain GET, a wrong or empty
+// intent, an empty or repeated model, an unknown query parameter, an unknown model and a model that
 // takes no live audio are refused with the server's error shape
 // (CONTRACT.md live.handshake).
 func TestRealtimeHandshakeRefusals(t *testing.T) {
@@ -25,9 +25,10 @@ func TestRealtimeHandshakeRefusals(t *testing.T) {
 		code   string
 	}{
 		{"?intent=transcription&model=asr", nil, 400, "websocket_required"},
-		{"?model=asr", ws, 400, ""},
+		{"?model=", ws, 400, ""},
+		{"?intent=transcription&model=asr&model=fx", ws, 400, ""},
 		{"?intent=conversation&model=asr", ws, 400, ""},
-		{"?intent=transcription", ws, 400, ""},
+		{"?intent=", ws, 400, ""},
 		{"?intent=transcription&model=asr&voice=x", ws, 400, ""},
 		{"?intent=transcription&model=nope", ws, 404, ""},
 		{"?intent=transcription&model=fx", ws, 400, "live_unsupported"},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,7 @@ const ParallelWarning = "parallel runtime enabled (--parallel-jobs): experimenta
 // the metrics and the http.Server with its connection tracking.
 type Server struct {
 	cfg     Config
+	tls     *tls.Config // --tls-cert, --tls-key (tls.go); nil: plain HTTP
 	log     *slog.Logger
 	rt      *runtime.Runtime
 	fx      *fixture.Engine
@@ -109,6 +111,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	tlsConf, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -126,7 +132,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, fx: fx, edge: e, shutdownDone: make(chan struct{}), restored: map[string]bool{},
+	s := &Server{cfg: cfg, tls: tlsConf, log: log, fx: fx, edge: e, shutdownDone: make(chan struct{}), restored: map[string]bool{},
 		live: realtime.NewSessions()}
 	fail := func(err error) (*Server, error) {
 		if s.rt != nil {

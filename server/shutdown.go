@@ -17,8 +17,8 @@ import (
 // Shutdown has closed the listener, or the listener's error.
 func (s *Server) Serve(ln net.Listener) error {
 	s.log.Info("listening", "addr", ln.Addr().String(), "parallel_jobs", s.cfg.ParallelJobs,
-		"ui_management", s.cfg.UIManagement, "fixture", s.cfg.Fixture)
-	err := s.hs.Serve(s.edge.Listener(ln))
+		"ui_management", s.cfg.UIManagement, "fixture", s.cfg.Fixture, "tls", s.tls != nil)
+	err := s.hs.Serve(s.listener(ln))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

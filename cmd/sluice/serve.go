@@ -61,6 +61,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request header")
 	fs.DurationVar(&c.IdleConnTimeout, "idle-conn-timeout", c.IdleConnTimeout, "keep-alive connections idle this long are closed")
 	hosts := fs.String("allowed-hosts", "", "comma-separated Host names served besides localhost, 127.0.0.1, [::1] and the --listen host (name or name:port); '*' accepts any Host (unsafe: DNS rebinding)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate (chain) file: with --tls-key, serve HTTPS and wss: (HTTP/1.1) instead of plain HTTP")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	origins := fs.String("allowed-origins", "", "comma-separated browser origins (scheme://host[:port]) trusted to send state-changing requests from another site")
 	fs.IntVar(&c.MaxModels, "max-models", c.MaxModels, "most registered models (0: unlimited); registering one more is refused with 400 too_many_models")
 	fs.IntVar(&c.LiveInvariants, "live-invariants", c.LiveInvariants, "check the scheduler's invariants once per N scheduler events (N more for every 8 models and queued or running requests), counting violations in sluice_invariant_violations_total (0: off)")
@@ -139,7 +141,7 @@ var serveFlagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Listening and limits", []string{"listen", "allowed-hosts", "allowed-origins", "max-conns", "max-body", "max-json-body",
+	{"Listening and limits", []string{"listen", "tls-cert", "tls-key", "allowed-hosts", "allowed-origins", "max-conns", "max-body", "max-json-body",
 		"spool-threshold", "spool-dir", "body-budget", "spool-budget"}},
 	{"Models", []string{"config", "models-root", "max-models", "max-loaded-models", "memory-budget", "idle-timeout",
 		"parallel-jobs", "serialize-cold-loads", "load-backoff", "load-backoff-max", "fixture"}},

@@ -3,7 +3,11 @@
 // sessions.
 //
 // A request proves itself with one "Authorization: Bearer TOKEN" header or,
-// without one, with a dashboard session cookie (session.go). A Bearer
+// without one, with a dashboard session cookie (session.go). A WebSocket
+// handshake may carry the key as the subprotocol
+// "openai-insecure-api-key.KEY" instead (browsers cannot set headers on a
+// WebSocket; OpenAI's browser clients send it so): it counts as the
+// Bearer token (CONTRACT.md live.subprotocol). A Bearer
 // token is accepted wherever its key is; a session only on the routes the
 // dashboard itself calls (package server's routes.go: the dashboard's
 // reads, and for a session made with the management key the management
@@ -177,12 +181,46 @@ func parseBearer(r *http.Request) (token string, ok bool, err error) {
 	return token, true, nil
 }
 
+// SubprotocolKeyPrefix prefixes the API key offered as a WebSocket
+// subprotocol (live.subprotocol).
+const SubprotocolKeyPrefix = "openai-insecure-api-key."
+
+// subprotocolKey returns the key a WebSocket handshake (a GET with
+// "Upgrade: websocket") offers as the subprotocol
+// SubprotocolKeyPrefix+KEY; ok is false when it offers none. Two such
+// offers, or an empty key, are a 400 naming Sec-WebSocket-Protocol. No
+// other request is read.
+func subprotocolKey(r *http.Request) (key string, ok bool, err error) {
+	if r.Method != http.MethodGet || !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket") {
+		return "", false, nil
+	}
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			k, found := strings.CutPrefix(strings.TrimSpace(p), SubprotocolKeyPrefix)
+			if !found {
+				continue
+			}
+			if ok {
+				return "", false, httpapi.InvalidParam("Sec-WebSocket-Protocol", "more than one %s subprotocol: offer the key once", SubprotocolKeyPrefix+"KEY")
+			}
+			if k == "" {
+				return "", false, httpapi.InvalidParam("Sec-WebSocket-Protocol", "the %s subprotocol carries no key", SubprotocolKeyPrefix+"KEY")
+			}
+			key, ok = k, true
+		}
+	}
+	return key, ok, nil
+}
+
 // Authenticate resolves the request's credential for the route guards
 // below; a malformed or repeated Authorization header is 400 on every route
 // (CONTRACT.md ui.auth-header).
 func (a *Auth) Authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := parseBearer(r)
+		if err == nil && !ok {
+			token, ok, err = subprotocolKey(r)
+		}
 		if err != nil {
 			a.writeError(w, r, err)
 			return

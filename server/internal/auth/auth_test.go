@@ -201,6 +201,9 @@ func TestGuards(t *testing.T) {
 	bearer := func(k string) []string { return []string{"Authorization", "Bearer " + k} }
 	cookie := func(tok string) []string { return []string{"Cookie", sessionCookie + "=" + tok} }
 	proof := []string{uiHeader, "1"}
+	ws := func(protocols string) []string {
+		return []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Protocol", protocols}
+	}
 	cases := []struct {
 		name   string
 		guard  func() func(http.Handler) http.Handler
@@ -228,6 +231,17 @@ func TestGuards(t *testing.T) {
 			append(cookie(mgmt), "Origin", "http://127.0.0.1"), 200},
 		{"repeated Authorization", a.APIRead, "GET", append(bearer("k-api"), bearer("k-api")...), 400},
 		{"not Bearer", a.APIRead, "GET", []string{"Authorization", "Basic k-api"}, 400},
+		// A WebSocket handshake's key subprotocol counts as the Bearer
+		// token (live.subprotocol); only on an upgrade.
+		{"subprotocol key on a WebSocket handshake", a.APIRead, "GET", ws("realtime, openai-insecure-api-key.k-api"), 200},
+		{"subprotocol key in its own header", a.APIRead, "GET", append(ws("realtime"), "Sec-WebSocket-Protocol", "openai-insecure-api-key.k-api"), 200},
+		{"wrong subprotocol key", a.APIRead, "GET", ws("realtime, openai-insecure-api-key.nope"), 401},
+		{"subprotocol management key manages", a.APIManage, "GET", ws("openai-insecure-api-key.k-mgmt"), 200},
+		{"subprotocol API key manages", a.APIManage, "GET", ws("openai-insecure-api-key.k-api"), 401},
+		{"two subprotocol keys", a.APIRead, "GET", ws("openai-insecure-api-key.k-api, openai-insecure-api-key.k-api"), 400},
+		{"empty subprotocol key", a.APIRead, "GET", ws("realtime, openai-insecure-api-key."), 400},
+		{"subprotocol key without an upgrade", a.APIRead, "GET", []string{"Sec-WebSocket-Protocol", "openai-insecure-api-key.k-api"}, 401},
+		{"Authorization beside a subprotocol key", a.APIRead, "GET", append(ws("openai-insecure-api-key.nope"), bearer("k-api")...), 200},
 	}
 	for _, c := range cases {
 		req := httptest.NewRequest(c.method, "/x", nil)

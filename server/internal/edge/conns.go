@@ -151,6 +151,9 @@ func (t *tracker) closeIfEmptyLocked() {
 
 // connState is the http.Server's ConnState hook.
 func (t *tracker) connState(c net.Conn, st http.ConnState) {
+	if u, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = u.NetConn() // a TLS connection over a tracked one (--tls-cert)
+	}
 	tc, ok := c.(*Conn)
 	if !ok {
 		return

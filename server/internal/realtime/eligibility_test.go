@@ -75,7 +75,7 @@ type rtEnv struct {
 	addr string
 }
 
-func newRTEnv(t *testing.T) *rtEnv {
+func newRTEnv(t *testing.T, mutate ...func(*Config)) *rtEnv {
 	t.Helper()
 	engines := backends.Registry{fixture.Name: fixture.New(), "mute": muteEngine{fixture.New()}}
 	r, err := runtime.New(runtime.Options{Engines: engines, CheckInvariants: true})
@@ -86,11 +86,15 @@ func newRTEnv(t *testing.T) *rtEnv {
 	e := &rtEnv{t: t, rt: &hookedRuntime{Runtime: r, hooks: map[string]func(){}}}
 	e.apply("asr", fixture.Name, "asr")
 	e.apply("vad", fixture.Name, "vad")
+	cfg := Config{WriteTimeout: 10 * time.Second, Buffer: 10 * time.Second}
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	h := New(Deps{
 		Runtime:      e.rt,
 		Engines:      engines,
 		Sessions:     NewSessions(),
-		Config:       Config{WriteTimeout: 10 * time.Second, Buffer: 10 * time.Second},
+		Config:       cfg,
 		ValidModelID: func(string) error { return nil },
 		Lease: func(r *http.Request, id, task string) (*runtime.Lease, error) {
 			l, err := e.rt.AcquireTask(r.Context(), id, task, nil)

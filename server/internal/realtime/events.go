@@ -6,8 +6,9 @@ import (
 	"fmt"
 )
 
-// The wire of GET /v1/realtime?intent=transcription (CONTRACT.md "Live
-// sessions"): the transcription-session subset of OpenAI's Realtime API.
+// The wire of GET /v1/realtime (CONTRACT.md "Live sessions"): the
+// transcription-session subset of OpenAI's Realtime API (the GA
+// session.update is update.go's).
 // Client events are decoded strictly (an unknown field is an error event
 // naming it, never ignored); server events carry an event_id of their own.
 

@@ -1,6 +1,8 @@
 // Package realtime serves live transcription over WebSocket: the
 // transcription-session subset of OpenAI's Realtime API at GET
-// /v1/realtime?intent=transcription (CONTRACT.md "Live sessions").
+// /v1/realtime, in its beta dialect (transcription_session.update) and its
+// GA one (session.update, type "transcription"), the model named in the
+// URL or in the first update (CONTRACT.md "Live sessions").
 //
 // It is a thin adapter: it never imports package server. The server lends
 // it what it needs in a Deps (the runtime, the engines table, the edge's
@@ -55,7 +57,14 @@ type Config struct {
 	Idle, MaxSession, Drain, Buffer time.Duration
 	MaxRate                         float64
 	VADModel                        string
+	// MaxPending caps the sessions open without a model at once (0:
+	// DefaultMaxPending; live.late-admission): they hold no slot, so the
+	// models' slots do not bound them.
+	MaxPending int
 }
+
+// DefaultMaxPending is Config.MaxPending's default.
+const DefaultMaxPending = 64
 
 // Deps is what the server lends the adapter: each field is the server's
 // own implementation, so that a session is admitted, refused and logged as
@@ -92,20 +101,24 @@ type Handler struct {
 // New returns the handler over d.
 func New(d Deps) *Handler { return &Handler{d: d} }
 
-// Serve answers GET /v1/realtime?intent=transcription&model=ID
+// Serve answers GET /v1/realtime[?intent=transcription][&model=ID]
 // (CONTRACT.md "Live sessions"):
 //
 //	(1) the query and the handshake's headers are checked (400 before
-//	    anything is held; the model must be an asr model of an engine that
-//	    takes live audio: live.handshake);
-//	(2) admission through the model's FIFO with the admission timeout, as
-//	    for any request (live.admission): a full model answers 503
-//	    server_busy with Retry-After before the upgrade; the lease's own
-//	    snapshot (the config its pool was built from) decides the task and
-//	    the engine, so a concurrent reconfigure never hands a session a
-//	    model that takes no live audio;
-//	(3) the upgrade; the session then holds its one lease until the
-//	    client closes, the connection drops, or a limit ends it
+//	    anything is held; a model named here must be an asr model of an
+//	    engine that takes live audio: live.handshake);
+//	(2) with a model in the URL, admission through the model's FIFO with
+//	    the admission timeout, as for any request (live.admission): a full
+//	    model answers 503 server_busy with Retry-After before the upgrade;
+//	    the lease's own snapshot (the config its pool was built from)
+//	    decides the task and the engine, so a concurrent reconfigure never
+//	    hands a session a model that takes no live audio. Without one (the
+//	    SDKs' transcription sessions name it in their first update), the
+//	    session opens unadmitted and is admitted by the update that names
+//	    the model (admission.go, live.late-admission);
+//	(3) the upgrade, selecting the "realtime" subprotocol when the client
+//	    offers it (live.subprotocol); the session then holds its one lease
+//	    until the client closes, the connection drops, or a limit ends it
 //	    (session.go), and releases it before the handler returns.
 //
 // An error is returned for the server's error writer.
@@ -116,12 +129,12 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 			return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_parameter", Param: k, Message: fmt.Sprintf("unknown query parameter %q (want intent and model)", k)}
 		}
 	}
-	if it := q.Get("intent"); it != "transcription" {
-		return httpapi.InvalidParam("intent", "intent %q is not supported: this server opens transcription sessions only (intent=transcription)", it)
+	if it, ok := q["intent"]; ok && (len(it) != 1 || it[0] != "transcription") {
+		return httpapi.InvalidParam("intent", "intent %q is not supported: this server opens transcription sessions only (intent=transcription, or no intent)", q.Get("intent"))
 	}
 	id := q.Get("model")
-	if id == "" {
-		return httpapi.InvalidParam("model", "the model query parameter is required: a session is admitted on its model at the handshake")
+	if m, ok := q["model"]; ok && (len(m) != 1 || id == "") {
+		return httpapi.InvalidParam("model", "the model query parameter, when given, names one model; leave it out to name the model in the session's first update")
 	}
 	if !isWebSocketHandshake(r) {
 		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "websocket_required",
@@ -133,53 +146,81 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	if err := h.checkOrigin(r); err != nil {
 		return err
 	}
-	if err := h.d.ValidModelID(id); err != nil {
-		return err
-	}
-	// A first look, before the handshake queues (or loads the model): the
-	// lease's own snapshot decides below (live.handshake).
-	st, err := h.d.Runtime.StatusOf(id)
-	if err != nil {
-		return h.d.FromRuntime(err)
-	}
-	if st.Task != "asr" || !h.takesLive(st.Engine) {
-		return liveUnsupported(id, st.Engine, st.Task)
-	}
 	ss := h.d.Sessions
-	if !ss.add() {
-		return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "shutting_down", Code: core.CodeShuttingDown.String(), Message: "server shutting down"}
-	}
-	defer ss.done()
-	lease, err := h.d.Lease(r, id, "asr")
-	if err != nil {
-		return err
-	}
-	if !h.takesLive(lease.Engine()) { // reconfigured to another engine while the handshake queued
-		lease.Release(false)
-		return liveUnsupported(id, lease.Engine(), "asr")
+	var lease *runtime.Lease
+	pending := false
+	if id != "" {
+		if err := h.d.ValidModelID(id); err != nil {
+			return err
+		}
+		// A first look, before the handshake queues (or loads the model):
+		// the lease's own snapshot decides in admit (live.handshake).
+		if err := h.firstLook(id); err != nil {
+			return err
+		}
+		if !ss.add() {
+			return shuttingDown()
+		}
+		defer ss.done()
+		var err error
+		if lease, err = h.admit(r, id); err != nil {
+			return err
+		}
+	} else {
+		if !ss.add() {
+			return shuttingDown()
+		}
+		defer ss.done()
+		max := h.d.Config.MaxPending
+		if max <= 0 {
+			max = DefaultMaxPending
+		}
+		if !ss.addPending(max) {
+			return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "server_busy", Code: "too_many_pending_sessions", RetryAfter: time.Second,
+				Message: fmt.Sprintf("%d sessions are open without a model: name the model in the URL (model=) or retry", max)}
+		}
+		pending = true
 	}
 	log := h.d.Logger(r.Context())
 	// The browser origins trusted for state-changing requests (err.origin)
 	// may open sessions too; others are 403 (a same-origin page always may).
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled, OriginPatterns: h.wsOrigins()})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled,
+		OriginPatterns: h.wsOrigins(), Subprotocols: []string{Subprotocol}})
 	if err != nil {
-		lease.Release(true)
+		if lease != nil {
+			lease.Release(true)
+		}
 		log.Warn("realtime upgrade failed", "err", err)
 		return nil // Accept answered the client
 	}
 	c.SetReadLimit(readLimit)
 	ctx, cut := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cut(nil)
-	ls := &liveSession{h: h, c: c, lease: lease, model: id, log: log, reqID: h.d.RequestID(r.Context()),
-		q: newLiveQueue(int(h.d.Config.Buffer.Seconds() * Rate)), ctx: ctx, cut: cut,
-		activity: make(chan struct{}, 1), drainReq: make(chan struct{}, 1), ended: make(chan struct{}), start: time.Now(),
+	ls := &liveSession{h: h, c: c, lease: lease, model: id, log: log, reqID: h.d.RequestID(r.Context()), hs: r,
+		ga: gaDialect(r), q: newLiveQueue(int(h.d.Config.Buffer.Seconds() * Rate)), ctx: ctx, cut: cut,
+		activity: make(chan struct{}, 1), drainReq: make(chan struct{}, 1), ended: make(chan struct{}), admitted: make(chan struct{}), start: time.Now(),
 		items: map[int]string{}, sent: map[int]string{}, prev: map[int]string{}}
+	if lease != nil {
+		close(ls.admitted)
+	}
+	ls.pending = pending
 	ls.newItemLocked()
 	ss.track(ls, true)
 	defer ss.track(ls, false)
 	failed := ls.run()
-	lease.Release(failed)
+	ls.mu.Lock()
+	lease = ls.lease
+	ls.mu.Unlock()
+	ls.leavePending()
+	if lease != nil {
+		lease.Release(failed)
+	}
 	return nil
+}
+
+// shuttingDown is the handshake's 503 once shutdown began (live.shutdown).
+func shuttingDown() *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "shutting_down", Code: core.CodeShuttingDown.String(), Message: "server shutting down"}
 }
 
 // takesLive reports whether engine takes live audio.
@@ -198,7 +239,11 @@ func liveUnsupported(id, engine, task string) *httpapi.Error {
 // run drives the session until its end and closes the socket; it reports
 // whether the session failed (cut or engine error) for the lease.
 func (ls *liveSession) run() (failed bool) {
-	_ = ls.send(map[string]any{"type": "transcription_session.created", "session": ls.sessionObject("")})
+	if ls.ga {
+		_ = ls.send(map[string]any{"type": "session.created", "session": ls.gaSessionObject("")})
+	} else {
+		_ = ls.send(map[string]any{"type": "transcription_session.created", "session": ls.sessionObject("")})
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); ls.read() }()
@@ -213,23 +258,23 @@ func (ls *liveSession) run() (failed bool) {
 	select {
 	case <-ls.q.started:
 		ls.mu.Lock()
-		lang := ls.language
+		lang, lease := ls.language, ls.lease
 		ls.mu.Unlock()
 		in := []byte(`{}`)
 		if lang != "" {
 			in = fmt.Appendf(nil, `{"language":%q}`, lang)
 		}
-		_, err = ls.lease.Infer(ls.ctx, backends.Request{ID: ls.reqID, Input: in, Live: ls.q}, ls.onEngine)
+		_, err = lease.Infer(ls.ctx, backends.Request{ID: ls.reqID, Input: in, Live: ls.q}, ls.onEngine)
 	default:
 	}
 	ls.stopVAD()
 	if ls.ctx.Err() != nil {
-		ls.log.Info("realtime session cut", "model", ls.model, "cause", context.Cause(ls.ctx))
+		ls.log.Info("realtime session cut", "model", ls.currentModel(), "cause", context.Cause(ls.ctx))
 		_ = ls.c.CloseNow()
 		return true
 	}
 	if err != nil {
-		ls.log.Error("realtime session failed", "model", ls.model, "err", err)
+		ls.log.Error("realtime session failed", "model", ls.currentModel(), "err", err)
 		msg := ls.h.d.FromRuntime(err).Message
 		if runtime.CodeOf(err) == core.CodeShuttingDown {
 			ls.finish(closeShutdown, "server shutting down", false)

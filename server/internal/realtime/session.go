@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core/runtime"
-	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // A live session (CONTRACT.md "Live sessions"): one WebSocket, one lease.
@@ -57,8 +57,10 @@ const (
 type liveSession struct {
 	h      *Handler
 	c      *websocket.Conn
-	lease  *runtime.Lease
-	model  string
+	lease  *runtime.Lease // nil until admitted; under mu
+	model  string         // "" until admitted (admission.go); under mu
+	hs     *http.Request  // the handshake: its admission timeout admits a late session
+	ga     bool           // the handshake speaks the GA API (session.created)
 	log    *slog.Logger
 	reqID  string // the handshake's request ID, the engine calls'
 	q      *liveQueue
@@ -69,6 +71,7 @@ type liveSession struct {
 	activity chan struct{} // cap 1: a client message arrived (idle limit)
 	drainReq chan struct{} // cap 1: a manager waits on the VAD model
 	ended    chan struct{} // closed by finish
+	admitted chan struct{} // closed once the session holds its model's lease
 	start    time.Time
 
 	// pushMu orders what goes into the transcriber's queue with the turn
@@ -91,6 +94,7 @@ type liveSession struct {
 	closeCode   websocket.StatusCode
 	closeReason string
 	ending      bool
+	pending     bool     // counted in Sessions' unadmitted sessions
 	vad         *vadSide // server_vad turn detection, nil when off
 }
 
@@ -274,26 +278,47 @@ func (ls *liveSession) watch() {
 	if maxT != nil {
 		defer maxT.Stop()
 	}
-	mgr, stop := ls.h.d.Runtime.WatchManagers(ls.model)
-	defer stop()
+	// The model's managers are watched once the session holds its lease
+	// (at once when the URL named the model).
+	var mgr <-chan struct{}
+	stop := func() {}
+	defer func() { stop() }()
+	admitted := ls.admitted
+	// An unadmitted session has --realtime-idle from its opening to name
+	// its model; messages do not move that deadline (live.late-admission).
+	pendT, pendC := timer(cfg.Idle)
+	if pendT != nil {
+		defer pendT.Stop()
+	}
 	var drainT *time.Timer
 	drainC := never
 	startDrain := func() {
 		mgr = nil
 		drainT = time.NewTimer(cfg.Drain)
 		drainC = drainT.C
-		ls.log.Info("realtime session draining: a manager waits on its model", "model", ls.model, "drain", cfg.Drain)
+		ls.log.Info("realtime session draining: a manager waits on its model", "model", ls.currentModel(), "drain", cfg.Drain)
 	}
 	defer func() {
 		if drainT != nil {
 			drainT.Stop()
 		}
 	}()
-	if st, err := ls.h.d.Runtime.StatusOf(ls.model); err == nil && st.QueuedManagers > 0 {
-		startDrain()
-	}
 	for {
 		select {
+		case <-pendC:
+			if !ls.isAdmitted() {
+				ls.finish(closePolicy, "no model named", false)
+				return
+			}
+			pendC = never
+		case <-admitted:
+			admitted = nil
+			pendC = never
+			model := ls.currentModel()
+			mgr, stop = ls.h.d.Runtime.WatchManagers(model)
+			if st, err := ls.h.d.Runtime.StatusOf(model); err == nil && st.QueuedManagers > 0 {
+				startDrain()
+			}
 		case <-ls.activity:
 			if idle != nil {
 				idle.Reset(cfg.Idle)
@@ -383,7 +408,12 @@ func (ls *liveSession) handle(b []byte) {
 	case "transcription_session.update":
 		var ev sessionUpdate
 		if strict(&ev) {
-			ls.update(ev)
+			ls.update(ev.EventID, false, ev.Session)
+		}
+	case "session.update":
+		var ev gaSessionUpdate
+		if strict(&ev) {
+			ls.updateGA(ev)
 		}
 	default:
 		_ = ls.send(errorEvent("unknown_event", head.EventID, "unknown or unsupported client event type %q", head.Type))
@@ -399,6 +429,14 @@ func (ls *liveSession) appendAudio(ev appendEvent) {
 		return
 	}
 	if len(samples) == 0 {
+		return
+	}
+	if !ls.isAdmitted() {
+		// Not buffered: an unadmitted session holds nothing
+		// (live.late-admission).
+		_ = ls.send(errorEvent("model_not_set", ev.EventID, "no transcription model yet: name one in session.update "+
+			"(session.audio.input.transcription.model), transcription_session.update (session.input_audio_transcription.model) "+
+			"or the URL's model parameter; this audio was dropped"))
 		return
 	}
 	ls.pushMu.Lock()
@@ -451,120 +489,4 @@ func (ls *liveSession) clear(clientEv string) {
 		}
 	}
 	_ = ls.send(map[string]any{"type": "input_audio_buffer.cleared"})
-}
-
-// update applies transcription_session.update: every field takes effect
-// or the whole update is an error event naming it (nothing changes).
-func (ls *liveSession) update(ev sessionUpdate) {
-	c := ev.Session
-	fail := func(param, format string, args ...any) {
-		e := errorEvent("invalid_value", ev.EventID, format, args...)
-		p := "session." + param
-		er := e["error"].(rtError)
-		er.Param = &p
-		e["error"] = er
-		_ = ls.send(e)
-	}
-	if c.InputAudioFormat != "" && c.InputAudioFormat != "pcm16" {
-		fail("input_audio_format", "input_audio_format %q is not supported; use pcm16 (24 kHz mono)", c.InputAudioFormat)
-		return
-	}
-	if n := c.InputAudioNoiseReduction; len(n) > 0 && string(n) != "null" {
-		fail("input_audio_noise_reduction", "input_audio_noise_reduction is not supported; send null")
-		return
-	}
-	if len(c.Include) > 0 {
-		fail("include", "include %v is not supported", c.Include)
-		return
-	}
-	ls.mu.Lock()
-	lang := ls.language
-	on := ls.engineOn
-	ls.mu.Unlock()
-	if tc := c.InputAudioTranscription; tc != nil {
-		if tc.Model != "" && tc.Model != ls.model {
-			fail("input_audio_transcription.model", "the session was opened on model %q (the handshake's model parameter); it cannot change to %q", ls.model, tc.Model)
-			return
-		}
-		if tc.Prompt != "" {
-			fail("input_audio_transcription.prompt", "model %q takes no prompt", ls.model)
-			return
-		}
-		if tc.Language != lang {
-			if on {
-				fail("input_audio_transcription.language", "the language cannot change once audio was sent")
-				return
-			}
-			lang = tc.Language
-		}
-	}
-	var td *turnDetection
-	if t := c.TurnDetection; len(t) > 0 && string(t) != "null" {
-		td = &turnDetection{}
-		if err := ls.h.d.DecodeStrict(t, td); err != nil {
-			fail("turn_detection", "turn_detection: %s", errMessage(err))
-			return
-		}
-		ls.mu.Lock()
-		had := ls.vad != nil
-		ls.mu.Unlock()
-		switch {
-		case had:
-			fail("turn_detection", "turn detection is already on for this session")
-			return
-		case on:
-			fail("turn_detection", "turn detection can be turned on only before the first audio")
-			return
-		}
-	} else if len(t) > 0 {
-		ls.mu.Lock()
-		had := ls.vad != nil
-		ls.mu.Unlock()
-		if had {
-			fail("turn_detection", "turn detection cannot be turned off once on")
-			return
-		}
-	}
-	if td != nil {
-		if param, msg := ls.startVAD(*td); msg != "" {
-			fail(param, "%s", msg)
-			return
-		}
-	}
-	ls.mu.Lock()
-	ls.language = lang
-	ls.mu.Unlock()
-	_ = ls.send(map[string]any{"type": "transcription_session.updated", "session": ls.sessionObject(lang)})
-}
-
-// sessionObject is the session as the created and updated events show it.
-func (ls *liveSession) sessionObject(lang string) map[string]any {
-	return map[string]any{
-		"object":                      "realtime.transcription_session",
-		"input_audio_format":          "pcm16",
-		"input_audio_transcription":   map[string]any{"model": ls.model, "language": lang, "prompt": ""},
-		"turn_detection":              ls.turnDetectionObject(),
-		"input_audio_noise_reduction": nil,
-		"include":                     []string{},
-	}
-}
-
-// errMessage is an error's message for an error event: an
-// *httpapi.Error's own.
-func errMessage(err error) string {
-	var e *httpapi.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
-}
-
-// turnDetectionObject is the session's turn_detection as events show it.
-func (ls *liveSession) turnDetectionObject() any {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.vad == nil {
-		return nil
-	}
-	return map[string]any{"type": "server_vad", "model": ls.vad.model}
 }

@@ -13,11 +13,12 @@ type Sessions struct {
 	stopping chan struct{}
 	once     sync.Once
 
-	mu     sync.Mutex
-	closed bool
-	n      int
-	zero   chan struct{} // closed when closed and n is 0
-	open   map[*liveSession]struct{}
+	mu      sync.Mutex
+	closed  bool
+	n       int
+	pending int           // open sessions not admitted yet (live.late-admission)
+	zero    chan struct{} // closed when closed and n is 0
+	open    map[*liveSession]struct{}
 }
 
 // NewSessions returns an empty tracker, open to handshakes.
@@ -53,6 +54,23 @@ func (l *Sessions) track(ls *liveSession, on bool) {
 	} else {
 		delete(l.open, ls)
 	}
+}
+
+// addPending counts an unadmitted session in; false when max are open.
+func (l *Sessions) addPending(max int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending >= max {
+		return false
+	}
+	l.pending++
+	return true
+}
+
+func (l *Sessions) donePending() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending--
 }
 
 // Count returns the open sessions.
