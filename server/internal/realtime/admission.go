@@ -44,6 +44,9 @@ const Subprotocol = "realtime"
 // firstLook checks id's status before the handshake queues (or loads the
 // model); the lease's own snapshot decides in admit (live.handshake).
 func (h *Handler) firstLook(id string) error {
+	if canon, ok := h.d.Runtime.Resolve(id); ok {
+		id = canon // an alias names its model (names.alias-resolve)
+	}
 	st, err := h.d.Runtime.StatusOf(id)
 	if err != nil {
 		return h.d.FromRuntime(err)
@@ -130,7 +133,7 @@ func (ls *liveSession) admitLate(id string) *httpapi.Error {
 		lease.Release(false)
 		return &httpapi.Error{Type: "invalid_request_error", Code: "session_ending", Message: "the session is ending"}
 	}
-	ls.lease, ls.model = lease, id
+	ls.lease, ls.model = lease, lease.Model() // an alias names its model (names.alias-resolve)
 	ls.mu.Unlock()
 	return nil
 }

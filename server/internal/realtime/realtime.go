@@ -40,6 +40,8 @@ type Runtime interface {
 	// AcquireTask leases model id for task, checking the task on the
 	// lease's own snapshot (the turn-detection model's lease).
 	AcquireTask(ctx context.Context, id, task string, timeout *time.Duration) (*runtime.Lease, error)
+	// Resolve returns the model an alias names (names.alias-resolve).
+	Resolve(name string) (string, bool)
 }
 
 // Config are the server's flags that shape a session.
@@ -166,6 +168,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		if lease, err = h.admit(r, id); err != nil {
 			return err
 		}
+		id = lease.Model() // an alias names its model for the whole session (names.alias-resolve)
 	} else {
 		if !ss.add() {
 			return shuttingDown()
