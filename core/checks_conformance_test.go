@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/conformance"
+	"github.com/sluice-dev/sluice/conformance/inproc"
 )
 
 // TestCheckConformance is `make mutation`'s conformance check (see
@@ -15,7 +16,7 @@ import (
 // histories.
 func TestCheckConformance(t *testing.T) {
 	var out bytes.Buffer
-	if code := conformance.Main([]string{"--lin", "0", "--models-root", "../models"}, &out, io.Discard); code != 0 {
+	if code := conformance.Main([]string{"--lin", "0", "--models-root", "../models"}, &out, io.Discard, inproc.Build); code != 0 {
 		t.Fatalf("conformance exit %d:\n%s", code, out.String())
 	}
 }
