@@ -23,7 +23,7 @@ const Subprotocol = "realtime"
 // update, not in the URL), the session opens unadmitted and holds nothing:
 //
 //   - the first update that names a model (session.update's
-//     audio.input.transcription.model, transcription_session.update's
+//     session.audio.input.transcription.model, transcription_session.update's
 //     input_audio_transcription.model) is admitted through that model's
 //     FIFO with the handshake's admission timeout, on the reader's
 //     goroutine: the socket is not read meanwhile, as during

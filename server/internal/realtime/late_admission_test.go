@@ -65,7 +65,7 @@ func tone() string {
 // A GA client (no intent, no OpenAI-Beta header) that names no model in
 // the URL gets session.created and holds no slot; audio before admission
 // is refused (model_not_set) and dropped; session.update with type
-// transcription and audio.input.transcription.model admits it (one slot),
+// transcription and session.audio.input.transcription.model admits it (one slot),
 // answered with session.updated in the GA shape; its turns are
 // transcribed; another model is then refused; its close releases the
 // slot (CONTRACT.md live.late-admission, live.ga-session-update).
