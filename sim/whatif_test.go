@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -173,5 +174,38 @@ func TestWhatIfAdmissionTimeout(t *testing.T) {
 	t.Logf("no timeout: busy %d max wait %s; 300 ms: busy %d max wait %s", b.Busy, b.WaitMax, a.Busy, a.WaitMax)
 	if b.Busy != 0 || a.Busy == 0 || a.Busy+a.Granted != 12 || a.WaitMax > limit {
 		t.Fatalf("without a timeout %+v, with 300 ms %+v", b, a)
+	}
+}
+
+// TestWhatIfCommand: `sluice sim --replay TRACE --slots 4` prints the
+// recorded configuration's figures and the what-if's; a what-if flag
+// without --replay is a usage error.
+func TestWhatIfCommand(t *testing.T) {
+	trace := whatIfRecord(t, skeleton(t, 1, []string{"a"}, burst(12, 100*ms), 500*ms), core.Options{})
+	p := t.TempDir() + "/t.ndjson"
+	if err := os.WriteFile(p, []byte(trace), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if rc := Main([]string{"--replay", p, "--slots", "4", "--admission-timeout", "10s"}, &out, &errb); rc != 0 {
+		t.Fatalf("rc %d: %s%s", rc, out.String(), errb.String())
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{"as recorded (virtual time):", "what if --slots 4 --admission-timeout 10s:", "wait p99"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if before, after := strings.Fields(rows[3]), strings.Fields(rows[len(rows)-1]); before[0] != "a" || after[0] != "a" ||
+		before[6] != "4s" || after[6] != "200ms" {
+		t.Fatalf("p99 before %q, after %q", rows[3], rows[len(rows)-1])
+	}
+	errb.Reset()
+	if rc := Main([]string{"--slots", "4"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "need --replay") {
+		t.Fatalf("--slots without --replay: rc %d, %s", rc, errb.String())
+	}
+	if rc := Main([]string{"--replay", p, "--slots", "0"}, &out, &errb); rc != 2 {
+		t.Fatalf("--slots 0: rc %d", rc)
 	}
 }
