@@ -33,7 +33,8 @@ func settleAll(runs []*run) ([]Outcome, error) {
 			k, only := r.enabledInternal()
 			switch {
 			case k == 0:
-				return []Outcome{{State: r.s, Effects: r.out}}, nil
+				r.one[0] = Outcome{State: r.s, Effects: r.out}
+				return r.one[:], nil
 			case k > 1:
 				return settleSearch([]*run{r})
 			}
