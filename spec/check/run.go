@@ -24,9 +24,9 @@ type Options struct {
 	NoSymmetry bool
 	// RefinementOnly checks the core against the spec by refinement alone.
 	RefinementOnly bool
-	// PerTransitionInvariants checks the spec's invariants on the core's
-	// abstracted states on every transition, as the checker once did, instead
-	// of once per distinct state (CoreSystem.PerStateInvariants).
+	// PerTransitionInvariants checks core's invariants and the spec's on
+	// the core's abstracted states on every transition, as the checker once
+	// did, instead of once per distinct state (CoreSystem.PerStateInvariants).
 	PerTransitionInvariants bool
 	// ReplayOnly rebuilds every core state by replaying its path, never by
 	// copying one (the reference for Clone).
