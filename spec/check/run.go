@@ -112,6 +112,22 @@ func RunBound(b *env.Bound, w io.Writer, o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if res.Violation != nil && sys.PerStateInvariants {
+			// Checked once per state, a state's invariants are checked when
+			// it is expanded, a level after the transition that reached
+			// it: the violation found may be a longer counterexample, or
+			// name another check, than checking every transition finds
+			// first. Run again that way (it stops at its first violation,
+			// no deeper than this one) for the shortest counterexample,
+			// named as always.
+			fmt.Fprintln(w, Figures("core", res))
+			fmt.Fprintln(w, "core: a violation: checking every transition for the shortest counterexample")
+			sys.PerStateInvariants = false
+			mo.Deadline = deadline()
+			if res, err = mc.Run(sys.System(), mo); err != nil {
+				return nil, err
+			}
+		}
 		rep.Core = res
 		fmt.Fprintln(w, Figures("core", res))
 		if res.Violation != nil {
