@@ -22,6 +22,13 @@
 // core. Campaign runs many seeds, Mutants shows which of core's planted bugs
 // the simulator finds, and Main is the `sluice sim` command.
 //
+// A recorded runtime trace replays two ways: ReplayTrace event by event,
+// every effect compared with the recorded one (`sluice sim --replay`), and
+// WhatIfTrace in virtual time under a changed configuration (slots,
+// residency limit, memory budget, admission timeout), the clients' actions
+// at their recorded times and every grant and backend job lasting as long
+// as its recorded counterpart, for capacity planning.
+//
 // Threading rule: a world (one Run) is single-goroutine and shares nothing;
 // Campaign and Mutants run independent worlds, one per seed, on parallel
 // goroutines and merge their results in seed order, so output never depends

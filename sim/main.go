@@ -30,6 +30,7 @@ Examples:
   sluice sim --mutant barge --seed 3           # replay one
   sluice sim --replay out/trace.ndjson         # replay a server's --trace on core, report divergence
   sluice sim --replay out/traces/              # every *.ndjson trace in a folder
+  sluice sim --replay out/trace.ndjson --slots 4 --max-loaded-models 3   # what if: waits under another configuration
 
 Flags:
 `
@@ -58,6 +59,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "print only the totals and failures")
 	noInv := fs.Bool("no-invariants", false, "skip core.CheckInvariants: only the simulator's own oracle and watchdog check")
 	replay := fs.String("replay", "", "replay a recorded trace (sluice serve --trace; a folder: each *.ndjson in it) on core under its recorded options and report the first divergence and per-model waits")
+	slots := fs.Int("slots", 0, "with --replay: what if every model had this many slots")
+	maxLoaded := fs.Int("max-loaded-models", 0, "with --replay: what if at most this many models were resident (0: no limit)")
+	memBudget := fs.Int64("memory-budget", 0, "with --replay: what if resident models had this many MB (0: no budget)")
+	admission := fs.Duration("admission-timeout", 0, "with --replay: what if every request had this admission timeout (0: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -67,6 +72,30 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sluice sim: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	var w WhatIf
+	if flagSet(fs, "slots") {
+		if *slots < 1 || *slots > core.MaxSlots {
+			fmt.Fprintf(stderr, "sluice sim: --slots must be 1..%d\n", core.MaxSlots)
+			return 2
+		}
+		w.Slots = *slots
+	}
+	if flagSet(fs, "max-loaded-models") {
+		w.MaxLoadedModels = maxLoaded
+	}
+	if flagSet(fs, "memory-budget") {
+		w.MemoryBudgetMB = memBudget
+	}
+	if flagSet(fs, "admission-timeout") {
+		w.AdmissionTimeout = admission
+	}
+	if w.Changed() && *replay == "" {
+		fmt.Fprintln(stderr, "sluice sim: --slots, --max-loaded-models, --memory-budget and --admission-timeout need --replay")
+		return 2
+	}
+	if *replay != "" && w.Changed() {
+		return whatIfMain(*replay, w, stdout, stderr)
 	}
 	if *replay != "" {
 		return replayMain(*replay, *quiet, stdout, stderr)

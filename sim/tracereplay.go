@@ -233,11 +233,7 @@ func (t *TraceReplay) Write(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "replay: agrees: %d events, %d effects, every effect as recorded\n", t.Events, t.Effects)
-	fmt.Fprintf(w, "%-24s %8s %8s %6s %6s %12s %12s %12s\n", "model", "requests", "granted", "busy", "loads", "wait p50", "wait p99", "wait max")
-	for _, rm := range t.Models {
-		fmt.Fprintf(w, "%-24s %8d %8d %6d %6d %12s %12s %12s\n", rm.Model, rm.Requests, rm.Granted, rm.Busy, rm.Loads,
-			rm.WaitP50, rm.WaitP99, rm.WaitMax)
-	}
+	writeModels(w, t.Models)
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -169,3 +169,23 @@ func TestUnregister(t *testing.T) {
 		t.Fatal("TombstoneEmpty passed a tombstone that holds a pool")
 	}
 }
+
+// TestParseNames: every step and job name parses back to itself.
+func TestParseNames(t *testing.T) {
+	for k, n := range stepNames {
+		if s, ok := ParseStep(n); !ok || s != MStep(k) || s.String() != n {
+			t.Fatalf("ParseStep(%q) = %v, %v", n, s, ok)
+		}
+	}
+	for k, n := range jobNames {
+		if j, ok := ParseJob(n); !ok || j != Job(k) || j.String() != n {
+			t.Fatalf("ParseJob(%q) = %v, %v", n, j, ok)
+		}
+	}
+	if _, ok := ParseStep("x"); ok {
+		t.Fatal("ParseStep accepted x")
+	}
+	if _, ok := ParseJob("x"); ok {
+		t.Fatal("ParseJob accepted x")
+	}
+}

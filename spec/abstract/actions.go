@@ -50,6 +50,7 @@ type Outcome struct {
 // run is a state being changed by one step, with its effects.
 type run struct {
 	s   *State
+	one [1]Outcome // the outcome of a run that settles along one chain
 	out []Effect
 	p   *Params
 	now int64
@@ -76,6 +77,7 @@ func Step(s *State, a Action, p *Params) ([]Outcome, error) {
 // call (their states and effects) are valid until the next call. A Stepper
 // is used by one goroutine.
 type Stepper struct {
+	r       run // the step's run, here so that it is not allocated per call
 	s       State
 	models  []Model
 	hs      []Holder
@@ -88,7 +90,8 @@ type Stepper struct {
 // Step is Step(s, a, p) into w's memory.
 func (w *Stepper) Step(s *State, a Action, p *Params) ([]Outcome, error) {
 	w.cloneInto(s)
-	outs, err := step(&run{s: &w.s, out: w.out[:0], p: p, now: a.Now}, a)
+	w.r = run{s: &w.s, out: w.out[:0], p: p, now: a.Now}
+	outs, err := step(&w.r, a)
 	if len(outs) == 1 && outs[0].State == &w.s {
 		w.out = outs[0].Effects[:0] // keep the grown buffer
 	}

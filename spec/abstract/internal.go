@@ -2,6 +2,8 @@ package abstract
 
 import (
 	"fmt"
+	"sync"
+	"unsafe"
 
 	"github.com/sluice-dev/sluice/core"
 )
@@ -31,79 +33,134 @@ func settleAll(runs []*run) ([]Outcome, error) {
 			k, only := r.enabledInternal()
 			switch {
 			case k == 0:
-				return []Outcome{{State: r.s, Effects: r.out}}, nil
+				r.one[0] = Outcome{State: r.s, Effects: r.out}
+				return r.one[:], nil
 			case k > 1:
 				return settleSearch([]*run{r})
 			}
-			only()
+			r.take(only)
 		}
 		return nil, fmt.Errorf("abstract: more than %d internal steps after one event", MaxInternal)
 	}
 	return settleSearch(runs)
 }
 
+// internalAction names one enabled internal action: its kind and model.
+type internalAction struct {
+	kind  uint8 // iaPump, iaLoader, iaRetire, iaComplete
+	model int
+	plan  loaderPlan
+}
+
+const (
+	iaPump = iota + 1
+	iaLoader
+	iaRetire
+	iaComplete
+)
+
 // enabledInternal counts the enabled internal actions (not in Loose mode)
-// as internalSteps would return them, and returns the last one as a
-// function that takes it on r itself.
-func (r *run) enabledInternal() (int, func()) {
+// as internalSteps would return them, and returns the last one.
+func (r *run) enabledInternal() (int, internalAction) {
 	s := r.s
 	k := 0
-	var only func()
+	var only internalAction
 	for i := range s.Models {
 		if r.pumpEnabled(i) {
 			k++
-			only = func() { r.Pump(i) }
+			only = internalAction{kind: iaPump, model: i}
 		}
 	}
 	if p := r.planLoader(); p.kind != lpNone {
 		k++
-		only = func() { r.doLoader(p) }
+		only = internalAction{kind: iaLoader, plan: p}
 	}
 	for i := range s.Models {
 		if r.shutdownRetireEnabled(i) {
 			k++
-			only = func() { r.ShutdownRetire(i) }
+			only = internalAction{kind: iaRetire, model: i}
 		}
 	}
 	if r.completeShutdownEnabled() {
 		k++
-		only = r.CompleteShutdown
+		only = internalAction{kind: iaComplete}
 	}
 	return k, only
+}
+
+// take takes the internal action a on r itself.
+func (r *run) take(a internalAction) {
+	switch a.kind {
+	case iaPump:
+		r.Pump(a.model)
+	case iaLoader:
+		r.doLoader(a.plan)
+	case iaRetire:
+		r.ShutdownRetire(a.model)
+	case iaComplete:
+		r.CompleteShutdown()
+	}
 }
 
 // settleSearch explores every order of internal steps from runs.
 func settleSearch(runs []*run) ([]Outcome, error) {
 	var outs []Outcome
-	seenOut := map[string]bool{}
-	seen := map[string]bool{}
+	sc := searchPool.Get().(*searchScratch)
+	defer sc.reset()
 	stack := append([]*run(nil), runs...)
 	nodes := 0
-	var buf []byte
 	for len(stack) > 0 {
 		r := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		buf = r.s.AppendExactKey(buf[:0])
-		buf = AppendEffectsKey(buf, r.out)
-		if seen[string(buf)] {
+		// A node is its exact state and the effects on the way: each is
+		// expanded once, and a quiescent one is an outcome once.
+		if !sc.add(r) {
 			continue
 		}
-		seen[string(buf)] = true
 		nodes++
 		if nodes > MaxInternal {
 			return nil, fmt.Errorf("abstract: more than %d internal steps after one event", MaxInternal)
 		}
 		mandatory, optional := r.internalSteps()
 		if len(mandatory) == 0 {
-			if !seenOut[string(buf)] {
-				seenOut[string(buf)] = true
-				outs = append(outs, Outcome{State: r.s, Effects: r.out})
-			}
+			outs = append(outs, Outcome{State: r.s, Effects: r.out})
 		}
 		stack = append(stack, mandatory...)
 		stack = append(stack, optional...)
 	}
 	return outs, nil
+}
+
+// searchScratch is settleSearch's set of visited nodes, reused: the keys
+// are strings over an arena of bytes that is only appended to until reset,
+// so that adding a node allocates nothing once the arena is large enough.
+type searchScratch struct {
+	seen  map[string]struct{}
+	arena []byte
+}
+
+var searchPool = sync.Pool{New: func() any { return &searchScratch{seen: make(map[string]struct{})} }}
+
+// add records r's node and reports whether it is new. The key is appended
+// to the arena; when that moves the arena to a larger array, the keys
+// already recorded keep the old one, which nothing writes again.
+func (sc *searchScratch) add(r *run) bool {
+	at := len(sc.arena)
+	b := AppendEffectsKey(r.s.AppendExactKey(sc.arena), r.out)
+	k := unsafe.String(&b[at], len(b)-at)
+	if _, ok := sc.seen[k]; ok {
+		sc.arena = b[:at] // not kept: the next key overwrites it
+		return false
+	}
+	sc.seen[k] = struct{}{}
+	sc.arena = b
+	return true
+}
+
+func (sc *searchScratch) reset() {
+	clear(sc.seen)
+	sc.arena = sc.arena[:0]
+	searchPool.Put(sc)
 }
 
 // internalSteps returns the successors of r under each enabled internal

@@ -21,10 +21,11 @@ type CoreSystem struct {
 	// RefinementOnly skips every check but refinement (to show what
 	// refinement alone catches).
 	RefinementOnly bool
-	// PerStateInvariants checks the spec's state invariants once per
-	// distinct state, when it is expanded, instead of on every transition
-	// into it; EvictOnlyIdle, which reads the last step, stays per
-	// transition, as do the states inside a merged build (never expanded).
+	// PerStateInvariants checks core's invariants and the spec's state
+	// invariants once per distinct state, when it is expanded, instead of
+	// on every transition into it; EvictOnlyIdle (core's and the spec's),
+	// which reads the last step, stays per transition, as do the states
+	// inside a merged build (never expanded).
 	PerStateInvariants bool
 	// ReplayOnly rebuilds every state and every copy of one by replaying
 	// its path (see System), never by cloning.
@@ -131,15 +132,7 @@ func (sy *CoreSystem) ExpandState(st any) (mc.Expansion, error) {
 	self := mc.Fingerprint(sc.key)
 	exp.Waiting = abs.Waiting()
 	exp.ShutdownPending = abs.Shutdown && !abs.ShutdownSent
-	// The spec's state invariants once per distinct state: this state was
-	// reached by a checked transition (or is a root), and only the
-	// last-step invariant (EvictOnlyIdle) depends on which one.
-	if sy.PerStateInvariants && !sy.RefinementOnly {
-		exp.Checks += int64(abstract.NumInvariants - 1)
-		if err := abstract.CheckStateInvariants(abs, sy.P); err != nil {
-			exp.Err = invariantViolation("spec-invariant", err)
-		}
-	}
+	sy.stateChecks(d, abs, &exp)
 	sc.labels = sy.B.Enabled(abs, d.Budget, sc.labels[:0])
 	all := sc.labels
 	labels := all[:0]
@@ -173,6 +166,23 @@ func (sy *CoreSystem) ExpandState(st any) (mc.Expansion, error) {
 		exp.Succs = append(exp.Succs, succ)
 	}
 	return exp, nil
+}
+
+// stateChecks checks core's invariants and the spec's state invariants
+// once per distinct state (PerStateInvariants), when it is expanded: the
+// state was reached by a checked transition (or is a root), and only the
+// last-step invariant (EvictOnlyIdle), checked on each transition, depends
+// on which one.
+func (sy *CoreSystem) stateChecks(d *coremodel.Driver, abs *abstract.State, exp *mc.Expansion) {
+	if !sy.PerStateInvariants || sy.RefinementOnly {
+		return
+	}
+	exp.Checks += int64(coremodel.NumStateInvariants + abstract.NumInvariants - 1)
+	if err := d.CheckStateInvariants(); err != nil {
+		exp.Err = invariantViolation("invariant", err)
+	} else if err := abstract.CheckStateInvariants(abs, sy.P); err != nil {
+		exp.Err = invariantViolation("spec-invariant", err)
+	}
 }
 
 // scratch is the memory of one expansion, reused: key buffers, the
@@ -212,6 +222,7 @@ func (r replayOnly) Expand(root int, path []env.Label, _ any) (mc.Expansion, err
 	self := mc.Fingerprint(d.AppendKey(nil, vs, sy.class))
 	exp.Waiting = abs.Waiting()
 	exp.ShutdownPending = abs.Shutdown && !abs.ShutdownSent
+	sy.stateChecks(d, abs, &exp)
 	for _, l := range sy.B.Enabled(abs, d.Budget, nil) {
 		exp.Fair = exp.Fair || l.Fair
 		dd, err := sy.replay(root, path)
@@ -249,7 +260,15 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 	var vs []core.ModelView
 	sc.micro = d.MicroInto(sc.micro[:0], l)
 	for k, x := range sc.micro {
-		res, err := d.ApplyMicro(x, k == 0)
+		// The last event's state is expanded later, where its state
+		// invariants are checked once (PerStateInvariants); the states
+		// inside a merged build are never expanded, so they are checked here.
+		stateInv := !sy.PerStateInvariants || k < len(sc.micro)-1
+		mode := coremodel.CheckAll
+		if !stateInv {
+			mode = coremodel.CheckStep
+		}
+		res, err := d.ApplyMicroWith(x, k == 0, mode)
 		if err != nil {
 			return succ, checks, refs, err
 		}
@@ -259,13 +278,9 @@ func (sy *CoreSystem) step(sc *scratch, d *coremodel.Driver, abs *abstract.State
 		sc.views = d.ViewsInto(sc.views)
 		vs = sc.views
 		next := d.AbstractIn(&sc.next[k%2], vs)
-		// The last event's state is expanded later, where its state
-		// invariants are checked once (PerStateInvariants); the states
-		// inside a merged build are never expanded, so they are checked here.
-		stateInv := !sy.PerStateInvariants || k < len(sc.micro)-1
-		checks += int64(core.NumInvariants + 1)
+		checks += 2 // EvictOnlyIdle, core's and the spec's
 		if stateInv {
-			checks += int64(abstract.NumInvariants - 1)
+			checks += int64(core.NumInvariants - 1 + abstract.NumInvariants - 1)
 		}
 		if v := sy.check(sc, d, abs, absKey, res, next, stateInv, &refs); v != nil {
 			succ.Err = v

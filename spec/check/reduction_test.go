@@ -156,3 +156,38 @@ func TestStepperMatchesStep(t *testing.T) {
 		t.Fatalf("only %d steps compared", compared)
 	}
 }
+
+// TestFastCompareAgreesWithKeys: refinement's field-by-field comparison of
+// states and effects never calls equal what the keys tell apart, and it
+// decides most comparisons (the keys are the fallback, not the rule).
+func TestFastCompareAgreesWithKeys(t *testing.T) {
+	fastCompare.verify = true
+	defer func() { fastCompare.verify = false }()
+	for _, name := range []string{"small", "large"} {
+		b, _ := Bound(name)
+		sys, err := NewCoreSystem(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fastCompare.equal.Store(0)
+		fastCompare.unequal.Store(0)
+		fastCompare.refuted.Store(0)
+		fastCompare.keyed.Store(0)
+		res, err := mc.Run(sys, mc.Options{MaxStates: 20000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Violation != nil {
+			t.Fatalf("%s: %v", name, res.Violation)
+		}
+		eq, ne, bad, keyed := fastCompare.equal.Load(), fastCompare.unequal.Load(), fastCompare.refuted.Load(), fastCompare.keyed.Load()
+		t.Logf("%s: %d states, %d refinement steps, %d comparisons equal, %d not, %d steps decided by the keys, %d equalities refuted by the keys",
+			name, res.States, res.Refinements, eq, ne, keyed, bad)
+		if bad != 0 {
+			t.Fatalf("%s: %d field-by-field equalities refuted by the keys", name, bad)
+		}
+		if keyed > res.Refinements/10 {
+			t.Fatalf("%s: %d of %d refinement steps fell back to the keys", name, keyed, res.Refinements)
+		}
+	}
+}

@@ -24,9 +24,9 @@ type Options struct {
 	NoSymmetry bool
 	// RefinementOnly checks the core against the spec by refinement alone.
 	RefinementOnly bool
-	// PerTransitionInvariants checks the spec's invariants on the core's
-	// abstracted states on every transition, as the checker once did, instead
-	// of once per distinct state (CoreSystem.PerStateInvariants).
+	// PerTransitionInvariants checks core's invariants and the spec's on
+	// the core's abstracted states on every transition, as the checker once
+	// did, instead of once per distinct state (CoreSystem.PerStateInvariants).
 	PerTransitionInvariants bool
 	// ReplayOnly rebuilds every core state by replaying its path, never by
 	// copying one (the reference for Clone).
@@ -111,6 +111,22 @@ func RunBound(b *env.Bound, w io.Writer, o Options) (*Report, error) {
 		res, err := mc.Run(sys.System(), mo)
 		if err != nil {
 			return nil, err
+		}
+		if res.Violation != nil && sys.PerStateInvariants {
+			// Checked once per state, a state's invariants are checked when
+			// it is expanded, a level after the transition that reached
+			// it: the violation found may be a longer counterexample, or
+			// name another check, than checking every transition finds
+			// first. Run again that way (it stops at its first violation,
+			// no deeper than this one) for the shortest counterexample,
+			// named as always.
+			fmt.Fprintln(w, Figures("core", res))
+			fmt.Fprintln(w, "core: a violation: checking every transition for the shortest counterexample")
+			sys.PerStateInvariants = false
+			mo.Deadline = deadline()
+			if res, err = mc.Run(sys.System(), mo); err != nil {
+				return nil, err
+			}
 		}
 		rep.Core = res
 		fmt.Fprintln(w, Figures("core", res))

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/spec/abstract"
@@ -191,8 +192,29 @@ func Refines(b *env.Bound, p *abstract.Params, abs *abstract.State, l env.Label,
 
 // refines is Refines with abs's key (AppendKey without symmetry) when the
 // caller has it already (nil: computed here), and reused key buffers.
+//
+// It first compares states and effects field by field (abstract.SameKey,
+// abstract.SameEffects: true only when the keys are equal), which decides
+// almost every step without encoding a key; what that does not accept is
+// decided by the keys, exactly as before.
 func refines(sc *scratch, b *env.Bound, p *abstract.Params, abs *abstract.State, absKey []byte, l env.Label,
 	now int64, next *abstract.State, effs []abstract.Effect) *mc.Violation {
+	if len(effs) == 0 && sameKey(next, abs) {
+		return nil // a stutter
+	}
+	a := b.Action(abs, l)
+	a.Now = now
+	outs, err := sc.stepper.Step(abs, a, p)
+	if err == nil {
+		for _, o := range outs {
+			if sameKey(o.State, next) && sameEffects(coremodel.NormalizeEffects(o.Effects), effs) {
+				return nil
+			}
+		}
+	}
+	if fastCompare.verify {
+		fastCompare.keyed.Add(1)
+	}
 	sc.got = next.AppendKey(sc.got[:0], false)
 	got := sc.got
 	if len(effs) == 0 {
@@ -203,14 +225,11 @@ func refines(sc *scratch, b *env.Bound, p *abstract.Params, abs *abstract.State,
 			return nil
 		}
 	}
-	sc.fx = abstract.AppendEffectsKey(sc.fx[:0], effs)
-	gotFx := sc.fx
-	a := b.Action(abs, l)
-	a.Now = now
-	outs, err := sc.stepper.Step(abs, a, p)
 	if err != nil {
 		return &mc.Violation{Kind: "refinement", Name: l.Kind.String(), Detail: "the spec has no such step: " + err.Error()}
 	}
+	sc.fx = abstract.AppendEffectsKey(sc.fx[:0], effs)
+	gotFx := sc.fx
 	for _, o := range outs {
 		sc.out = o.State.AppendKey(sc.out[:0], false)
 		if !bytes.Equal(sc.out, got) {
@@ -236,4 +255,37 @@ func refines(sc *scratch, b *env.Bound, p *abstract.Params, abs *abstract.State,
 		fmt.Fprintf(&sb, "                    reaching %s\n", Describe(o.State))
 	}
 	return &mc.Violation{Kind: "refinement", Name: l.Kind.String(), Detail: strings.TrimRight(sb.String(), "\n")}
+}
+
+// fastCompare counts, for tests, what refines decided by the field-by-field
+// comparison, how often it fell back to the keys, and any field-by-field "equal" that
+// the keys contradict (never, or abstract.SameKey is wrong). With verify
+// set, every "equal" is checked against the keys.
+var fastCompare struct {
+	verify                         bool
+	equal, unequal, refuted, keyed atomic.Int64
+}
+
+// sameKey is abstract.SameKey, checked against the keys under fastCompare.verify.
+func sameKey(x, y *abstract.State) bool {
+	eq := abstract.SameKey(x, y)
+	if fastCompare.verify {
+		if !eq {
+			fastCompare.unequal.Add(1)
+		} else if fastCompare.equal.Add(1); !bytes.Equal(x.AppendKey(nil, false), y.AppendKey(nil, false)) {
+			fastCompare.refuted.Add(1)
+		}
+	}
+	return eq
+}
+
+// sameEffects is abstract.SameEffects, checked against the keys under
+// fastCompare.verify.
+func sameEffects(x, y []abstract.Effect) bool {
+	eq := abstract.SameEffects(x, y)
+	if fastCompare.verify && eq &&
+		!bytes.Equal(abstract.AppendEffectsKey(nil, x), abstract.AppendEffectsKey(nil, y)) {
+		fastCompare.refuted.Add(1)
+	}
+	return eq
 }

@@ -60,7 +60,7 @@ func inArena[T any](arena, xs []T) []T {
 // nothing checked): the driver then is in the state l leads to.
 func (d *Driver) Redo(l env.Label) error {
 	for k, x := range d.Micro(l) {
-		if _, err := d.apply(x, k == 0, false); err != nil {
+		if _, err := d.apply(x, k == 0, CheckNone); err != nil {
 			return fmt.Errorf("coremodel: redo %s: %w", d.B.Describe(x), err)
 		}
 	}

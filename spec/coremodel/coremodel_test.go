@@ -142,3 +142,16 @@ func BenchmarkReplayVsClone(b *testing.B) {
 		}
 	})
 }
+
+// TestInvariantSplit: CheckStep checks exactly core's EvictOnlyIdle (the
+// one invariant that reads what the event retired, which Advance forgets)
+// and CheckStateInvariants every other one, so that together they are
+// core.CheckInvariants.
+func TestInvariantSplit(t *testing.T) {
+	if len(stepInvariants) != 1 || stepInvariants[0].Name != "EvictOnlyIdle" {
+		t.Fatalf("step invariants %v, want EvictOnlyIdle alone", stepInvariants)
+	}
+	if len(stepInvariants)+len(stateInvariants) != core.NumInvariants || NumStateInvariants != core.NumInvariants-1 {
+		t.Fatalf("%d + %d invariants, core has %d", len(stepInvariants), len(stateInvariants), core.NumInvariants)
+	}
+}

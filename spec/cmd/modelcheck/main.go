@@ -33,7 +33,7 @@ func run() int {
 	noSym := flag.Bool("no-symmetry", false, "turn symmetry reduction off")
 	replay := flag.Bool("replay-only", false, "rebuild every core state by replay from its initial state, never by cloning")
 	labelAll := flag.Bool("label-all", false, "label interchangeable clients and models too (no transition reduction)")
-	perTransition := flag.Bool("per-transition-invariants", false, "check the spec's invariants on every transition into a core state, not once per state")
+	perTransition := flag.Bool("per-transition-invariants", false, "check core's and the spec's invariants on every transition into a core state, not once per state")
 	exactKey := flag.Bool("exact-key", false, "keep what core leaves dead in the core's state keys")
 	progress := flag.Bool("progress", false, "print a line per BFS level")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file")
