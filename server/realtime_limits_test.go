@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,28 @@ func TestRealtimeLimits(t *testing.T) {
 		ce, _ := ts.dialRT("asr").closed()
 		if ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "idle") {
 			t.Errorf("close %v", ce)
+		}
+	})
+	// Messages that take no effect (malformed JSON, unknown events, an
+	// append of no valid audio) do not reset the idle limit: a client that
+	// sends nothing else is closed as idle. On the old code every message
+	// reset it, and this loop ran until its bound.
+	t.Run("idle-despite-invalid", func(t *testing.T) {
+		ts := startRealtime(t, 1, func(c *Config) { c.RealtimeIdle = 300 * time.Millisecond })
+		rc := ts.dialRT("asr")
+		ctx := ctxLimit(t)
+		junk := [][]byte{[]byte("{"), []byte(`{"type":"response.create"}`), []byte(`{"type":"input_audio_buffer.append","audio":"AAAA"}`)} // each answered with an error
+		var err error
+		for i := 0; err == nil; i++ {
+			if err = rc.c.Write(ctx, websocket.MessageText, junk[i%len(junk)]); err != nil {
+				_, _, err = rc.c.Read(ctx) // closed meanwhile: the close frame is next
+				break
+			}
+			_, err = rc.read()
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || !strings.Contains(ce.Reason, "idle") {
+			t.Errorf("after messages that took no effect: %v, want 1008 idle", err)
 		}
 	})
 	t.Run("max-length", func(t *testing.T) {

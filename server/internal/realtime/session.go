@@ -363,7 +363,9 @@ func (ls *liveSession) read() {
 			}
 			return
 		}
-		signal(ls.activity)
+		// Only an event that takes effect counts as activity (the idle
+		// limit, live.limits): a malformed, unknown or refused message,
+		// or an append without audio, does not keep the session alive.
 		if ls.isEnding() {
 			continue // read on until the close handshake; nothing more is taken
 		}
@@ -398,21 +400,25 @@ func (ls *liveSession) handle(b []byte) {
 	case "input_audio_buffer.commit":
 		var ev clientEvent
 		if strict(&ev) {
+			signal(ls.activity)
 			ls.commit(ev.EventID, false, false)
 		}
 	case "input_audio_buffer.clear":
 		var ev clientEvent
 		if strict(&ev) {
+			signal(ls.activity)
 			ls.clear(ev.EventID)
 		}
 	case "transcription_session.update":
 		var ev sessionUpdate
 		if strict(&ev) {
+			signal(ls.activity)
 			ls.update(ev.EventID, false, ev.Session)
 		}
 	case "session.update":
 		var ev gaSessionUpdate
 		if strict(&ev) {
+			signal(ls.activity)
 			ls.updateGA(ev)
 		}
 	default:
