@@ -2,12 +2,16 @@ package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sluice-dev/sluice/backends/audio"
+	"github.com/sluice-dev/sluice/server/internal/realtime"
 )
 
 // A session holding the only slot makes a second handshake wait in the
@@ -63,7 +67,7 @@ func TestRealtimeDrainOnUnload(t *testing.T) {
 // Shutdown closes open sessions with 1001 after their turn in progress is
 // transcribed, within the shutdown timeout (CONTRACT.md live.shutdown).
 func TestRealtimeShutdown(t *testing.T) {
-	ts := startRealtime(t, 2, nil)
+	ts := startRealtime(t, 3, nil) // two sessions: live sessions may hold 2 of 3 slots (live.slot-share)
 	a, b := ts.dialRT("asr"), ts.dialRT("asr")
 	a.appendAudio(rtAudio(t))
 	a.sync()
@@ -118,4 +122,38 @@ func TestRealtimeStalledReaderCut(t *testing.T) {
 	if !strings.Contains(ts.logs.String(), "realtime session cut") {
 		t.Error("the cut was not logged")
 	}
+}
+
+// Live sessions hold at most all but one of a model's slots, so requests
+// always keep one (CONTRACT.md live.slot-share): on a 2-slot model a
+// second session is refused at the handshake with 503 server_busy
+// live_share_exceeded while a transcription is still served; once the
+// first session ends, a new one is admitted. A one-slot model admits its
+// one session.
+func TestRealtimeSlotShare(t *testing.T) {
+	ts := startRealtime(t, 2, nil)
+	a := ts.dialRT("asr")
+	a.sync() // admitted: it holds its slot
+	_, res, err := ts.tryDialRT("asr")
+	if err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second session on 2 slots: %v, %+v; want 503", err, res)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(b), "live_share_exceeded") || !strings.Contains(string(b), `"param":"model"`) {
+		t.Fatalf("second session on 2 slots: %s", b)
+	}
+	ts.awaitActive("asr", 1) // the refusal took no slot
+	ct, body := multipartUpload(t, audio.WAV(realtime.Rate, rtAudio(t)[:realtime.Rate]), "audio/wav")
+	if r := ts.do("POST", "/v1/audio/transcriptions", string(body), "Content-Type", ct); r.status != http.StatusOK {
+		t.Fatalf("a transcription beside the session: %d %s", r.status, r.body)
+	}
+	if err := a.c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	ts.awaitActive("asr", 0)
+	again := ts.dialRT("asr")
+	again.sync()
+	one := startRealtime(t, 1, nil)
+	c := one.dialRT("asr")
+	c.sync()
 }

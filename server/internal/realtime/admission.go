@@ -3,8 +3,10 @@ package realtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
@@ -59,13 +61,32 @@ func (h *Handler) firstLook(id string) error {
 
 // admit leases id for a session through its FIFO with r's admission
 // timeout; the lease's own snapshot decides the engine.
+//
+// Live sessions may hold at most ShareOf(slots) of the model's slots
+// (live.slot-share), counted once the lease is granted: a session
+// granted a slot past the share gives it back at once and is refused
+// (503 server_busy, live_share_exceeded), so the slot requests keep is
+// never held by a session; a session waiting in the FIFO is not counted
+// (a one-slot model's sessions queue as before).
 func (h *Handler) admit(r *http.Request, id string) (*runtime.Lease, error) {
 	lease, err := h.d.Lease(r, id, "asr")
 	if err != nil {
 		return nil, err
 	}
+	ss := h.d.Sessions
+	// While the lease is held no manager runs on the model, so its status
+	// is the lease's config.
+	slots := 1
+	if st, err := h.d.Runtime.StatusOf(lease.Model()); err == nil {
+		slots = st.Slots
+	}
+	if !ss.hold(lease, ShareOf(slots)) {
+		ss.release(lease, false)
+		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "server_busy", Code: "live_share_exceeded", Param: "model", RetryAfter: time.Second,
+			Message: fmt.Sprintf("model %q: live sessions hold %d of its %d slots already, the most they may (one stays for requests)", lease.Model(), ShareOf(slots), slots)}
+	}
 	if !h.takesLive(lease.Engine()) { // reconfigured to another engine while the handshake queued
-		lease.Release(false)
+		ss.release(lease, false)
 		return nil, liveUnsupported(id, lease.Engine(), "asr")
 	}
 	return lease, nil
@@ -130,7 +151,7 @@ func (ls *liveSession) admitLate(id string) *httpapi.Error {
 	ls.mu.Lock()
 	if ls.ending {
 		ls.mu.Unlock()
-		lease.Release(false)
+		ls.h.d.Sessions.release(lease, false)
 		return &httpapi.Error{Type: "invalid_request_error", Code: "session_ending", Message: "the session is ending"}
 	}
 	ls.lease, ls.model = lease, lease.Model() // an alias names its model (names.alias-resolve)
@@ -167,7 +188,7 @@ func (ls *liveSession) unadmit() {
 	ls.lease, ls.model = nil, ""
 	ls.mu.Unlock()
 	if lease != nil {
-		lease.Release(false)
+		ls.h.d.Sessions.release(lease, false)
 	}
 }
 

@@ -191,7 +191,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		OriginPatterns: h.wsOrigins(), Subprotocols: []string{Subprotocol}})
 	if err != nil {
 		if lease != nil {
-			lease.Release(true)
+			ss.release(lease, true)
 		}
 		log.Warn("realtime upgrade failed", "err", err)
 		return nil // Accept answered the client
@@ -216,7 +216,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	ls.mu.Unlock()
 	ls.leavePending()
 	if lease != nil {
-		lease.Release(failed)
+		ss.release(lease, failed)
 	}
 	return nil
 }

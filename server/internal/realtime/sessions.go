@@ -3,6 +3,8 @@ package realtime
 import (
 	"context"
 	"sync"
+
+	"github.com/sluice-dev/sluice/core/runtime"
 )
 
 // Sessions are the server's open live sessions: shutdown ends them
@@ -19,11 +21,16 @@ type Sessions struct {
 	pending int           // open sessions not admitted yet (live.late-admission)
 	zero    chan struct{} // closed when closed and n is 0
 	open    map[*liveSession]struct{}
+	// live counts, per model, the sessions holding one of its slots, and
+	// leases the model each session lease was counted on (live.slot-share).
+	live   map[string]int
+	leases map[*runtime.Lease]string
 }
 
 // NewSessions returns an empty tracker, open to handshakes.
 func NewSessions() *Sessions {
-	return &Sessions{stopping: make(chan struct{}), zero: make(chan struct{}), open: map[*liveSession]struct{}{}}
+	return &Sessions{stopping: make(chan struct{}), zero: make(chan struct{}), open: map[*liveSession]struct{}{},
+		live: map[string]int{}, leases: map[*runtime.Lease]string{}}
 }
 
 // add counts a handshake in; false once shutdown began.
@@ -71,6 +78,38 @@ func (l *Sessions) donePending() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending--
+}
+
+// ShareOf is how many of a model's slots live sessions may hold at once
+// (CONTRACT.md live.slot-share): all but one when it has more than one,
+// so requests always keep a slot; its one slot otherwise.
+func ShareOf(slots int) int { return max(1, slots-1) }
+
+// hold counts a granted session lease in on its model; false (nothing
+// counted) when share sessions hold one of its slots already.
+func (l *Sessions) hold(lease *runtime.Lease, share int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	model := lease.Model()
+	if l.live[model] >= share {
+		return false
+	}
+	l.live[model]++
+	l.leases[lease] = model
+	return true
+}
+
+// release gives back a session's lease and its reservation.
+func (l *Sessions) release(lease *runtime.Lease, failed bool) {
+	l.mu.Lock()
+	if model, ok := l.leases[lease]; ok {
+		delete(l.leases, lease)
+		if l.live[model]--; l.live[model] <= 0 {
+			delete(l.live, model)
+		}
+	}
+	l.mu.Unlock()
+	lease.Release(failed)
 }
 
 // Count returns the open sessions.
