@@ -146,7 +146,8 @@ func TestSignOutRemovesSession(t *testing.T) {
 }
 
 // TestSessionTable: sessions expire after the TTL and the table holds at
-// most max, evicting the oldest (CONTRACT.md ui.session-lifetime).
+// most max per scope, evicting that scope's oldest (CONTRACT.md
+// ui.session-lifetime).
 func TestSessionTable(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	tab := newSessionTable(time.Hour, 3, func() time.Time { return now })
@@ -162,13 +163,24 @@ func TestSessionTable(t *testing.T) {
 	}
 	c, _, _ := tab.create(scopeAPI)
 	d, _, _ := tab.create(scopeAPI)
-	e, _, _ := tab.create(scopeAPI) // full: b, the oldest, goes
-	if tab.size() != 3 || tab.lookup(b) != scopeNone || tab.lookup(c) == scopeNone || tab.lookup(d) == scopeNone || tab.lookup(e) == scopeNone {
+	e, _, _ := tab.create(scopeAPI)
+	f, _, _ := tab.create(scopeAPI) // the API pool is full: c, its oldest, goes; b, a management session, stays
+	if tab.size() != 4 || tab.lookup(b) != scopeManage || tab.lookup(c) != scopeNone || tab.lookup(d) == scopeNone || tab.lookup(e) == scopeNone || tab.lookup(f) == scopeNone {
 		t.Fatalf("eviction: size %d", tab.size())
 	}
 	tab.remove(d)
-	if tab.lookup(d) != scopeNone || tab.size() != 2 {
+	if tab.lookup(d) != scopeNone || tab.size() != 3 {
 		t.Fatal("remove")
+	}
+	// Sign-ins with the API key never evict a management session
+	// (1,001 of them did, when the pool was shared).
+	for range 1001 {
+		if _, _, err := tab.create(scopeAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tab.lookup(b) != scopeManage {
+		t.Fatal("API-key sign-ins evicted the management session")
 	}
 }
 

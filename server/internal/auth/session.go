@@ -14,8 +14,10 @@ import (
 // Dashboard sessions (CONTRACT.md ui.sign-in, ui.session-scope,
 // ui.sign-out, ui.session-lifetime): a browser exchanges a key for a random
 // token in an HttpOnly, SameSite=Strict cookie. The table keeps a hash of
-// each token, never the token, with its scope and expiry; it is bounded,
-// and the oldest session makes room for a new one.
+// each token, never the token, with its scope and expiry; it is bounded
+// per scope, and the oldest session of a scope makes room for a new one of
+// the same scope, so sign-ins with the API key never evict a management
+// session.
 
 const (
 	sessionCookie = "sluice_session"
@@ -55,14 +57,14 @@ type session struct {
 
 // sessionTable is the server-side table of dashboard sessions. Every
 // session lives for the same ttl from its creation, so creation order is
-// expiry order: the front of order is both the oldest and the first to
-// expire.
+// expiry order: the front of a scope's order is both its oldest and the
+// first to expire.
 type sessionTable struct {
 	mu     sync.Mutex
 	byHash map[[sha256.Size]byte]*list.Element // of *session
-	order  *list.List                          // oldest first
+	order  [scopeManage + 1]*list.List         // per scope, oldest first
 	ttl    time.Duration
-	max    int
+	max    int // per scope
 	now    func() time.Time
 }
 
@@ -70,11 +72,15 @@ func newSessionTable(ttl time.Duration, max int, now func() time.Time) *sessionT
 	if now == nil {
 		now = time.Now
 	}
-	return &sessionTable{byHash: map[[sha256.Size]byte]*list.Element{}, order: list.New(), ttl: ttl, max: max, now: now}
+	t := &sessionTable{byHash: map[[sha256.Size]byte]*list.Element{}, ttl: ttl, max: max, now: now}
+	for i := range t.order {
+		t.order[i] = list.New()
+	}
+	return t
 }
 
 // create makes a session of scope sc and returns its token and expiry,
-// evicting expired sessions and, when the table is full, the oldest one.
+// evicting expired sessions and, when sc's pool is full, its oldest one.
 func (t *sessionTable) create(sc scope) (string, time.Time, error) {
 	var raw [tokenBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -85,11 +91,11 @@ func (t *sessionTable) create(sc scope) (string, time.Time, error) {
 	defer t.mu.Unlock()
 	now := t.now()
 	t.expireLocked(now)
-	for t.order.Len() >= t.max {
-		t.removeLocked(t.order.Front())
+	for t.order[sc].Len() >= t.max {
+		t.removeLocked(t.order[sc].Front())
 	}
 	s := &session{hash: sha256.Sum256([]byte(token)), scope: sc, expires: now.Add(t.ttl)}
-	t.byHash[s.hash] = t.order.PushBack(s)
+	t.byHash[s.hash] = t.order[sc].PushBack(s)
 	return token, s.expires, nil
 }
 
@@ -132,18 +138,21 @@ func (t *sessionTable) remove(token string) {
 func (t *sessionTable) size() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.order.Len()
+	return len(t.byHash)
 }
 
 func (t *sessionTable) expireLocked(now time.Time) {
-	for e := t.order.Front(); e != nil && !now.Before(e.Value.(*session).expires); e = t.order.Front() {
-		t.removeLocked(e)
+	for _, o := range t.order {
+		for e := o.Front(); e != nil && !now.Before(e.Value.(*session).expires); e = o.Front() {
+			t.removeLocked(e)
+		}
 	}
 }
 
 func (t *sessionTable) removeLocked(e *list.Element) {
-	delete(t.byHash, e.Value.(*session).hash)
-	t.order.Remove(e)
+	s := e.Value.(*session)
+	delete(t.byHash, s.hash)
+	t.order[s.scope].Remove(e)
 }
 
 // sessionCookieFor is the cookie that carries token until expires: HttpOnly,
