@@ -86,8 +86,16 @@ func (ls *liveSession) startVAD(td turnDetection) (param, msg string) {
 	if err != nil {
 		return "turn_detection.model", ls.h.d.FromRuntime(err).Message
 	}
-	if !ls.h.takesLive(lease.Engine()) {
+	// The VAD model's slots are shared the same way (live.slot-share):
+	// server_vad sessions hold at most all but one of them.
+	ss := ls.h.d.Sessions
+	if vst, err := ls.h.d.Runtime.StatusOf(lease.Model()); err == nil && !ss.hold(lease, ShareOf(vst.Slots)) {
 		lease.Release(false)
+		return "turn_detection.model", fmt.Sprintf("VAD model %q: live sessions hold %d of its %d slots already, the most they may (one stays for requests)",
+			lease.Model(), ShareOf(vst.Slots), vst.Slots)
+	}
+	if !ls.h.takesLive(lease.Engine()) {
+		ss.release(lease, false)
 		return "turn_detection.model", notLiveVAD(model, lease.Engine(), "vad")
 	}
 	input, _ := json.Marshal(in)
@@ -166,5 +174,5 @@ func (ls *liveSession) stopVAD() {
 	v.q.close()
 	<-v.done
 	failed := v.err != nil && !errors.Is(v.err, errQueueClosed) && runtime.CodeOf(v.err) != core.CodeOK
-	v.lease.Release(failed)
+	ls.h.d.Sessions.release(v.lease, failed)
 }
