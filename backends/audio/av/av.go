@@ -77,7 +77,7 @@ func Libraries() []string {
 	}
 	rel := filepath.Join("av-shim", BuildID(), "libsluice_av.so")
 	var paths []string
-	if root := moduleRoot(); root != "" {
+	if root := native.ModuleRoot(); root != "" {
 		paths = append(paths, filepath.Join(root, ".deps", rel))
 	} else {
 		paths = append(paths, filepath.Join(".deps", rel))
@@ -88,25 +88,6 @@ func Libraries() []string {
 		}
 	}
 	return paths
-}
-
-// moduleRoot is the nearest folder at or above the working directory
-// holding go.mod, or "" (backends/catalogue's, which imports audio).
-func moduleRoot() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return ""
-		}
-		dir = up
-	}
 }
 
 var (
