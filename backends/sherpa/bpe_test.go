@@ -124,21 +124,7 @@ func TestBpeEncode(t *testing.T) {
 func TestHotwordsBPE(t *testing.T) {
 	root := testRoot(t)
 	e := New(Config{})
-	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := func(s backends.Session, in string) (string, error) {
-		out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(in)}, nil)
-		if err != nil {
-			return "", err
-		}
-		var r audio.ASRResult
-		if err := json.Unmarshal(out.JSON, &r); err != nil {
-			t.Fatal(err)
-		}
-		return r.Text, nil
-	}
+	text := jfkText(t)
 	for _, name := range []string{TransducerBPESynthetic, StreamingBPESynthetic} {
 		beam := open(t, e, root, name, `{"decoding_method":"modified_beam_search"}`)
 		plain, err := text(beam, `{}`)
@@ -181,5 +167,26 @@ func TestHotwordsBPE(t *testing.T) {
 	}
 	if _, err := text(mixed, `{"hotwords":"the-end"}`); backends.ParamOf(err) != "hotwords" {
 		t.Errorf("cjkchar+bpe took a hyphen no token spells: %v", err)
+	}
+}
+
+// jfkText returns a transcription function over jfk.wav: a session's text
+// for a request input, or its error.
+func jfkText(t *testing.T) func(s backends.Session, in string) (string, error) {
+	t.Helper()
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(s backends.Session, in string) (string, error) {
+		out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(in)}, nil)
+		if err != nil {
+			return "", err
+		}
+		var r audio.ASRResult
+		if err := json.Unmarshal(out.JSON, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Text, nil
 	}
 }

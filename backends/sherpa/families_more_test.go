@@ -2,17 +2,13 @@ package sherpa
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/backends/audio"
-	"github.com/sluice-dev/sluice/backends/catalogue"
 )
 
 // TestKittenSpeaks: the Kitten voice lists its speakers from the model's
@@ -109,21 +105,7 @@ func TestParaformerWords(t *testing.T) {
 func TestHotwords(t *testing.T) {
 	root := testRoot(t)
 	e := New(Config{})
-	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := func(s backends.Session, in string) (string, error) {
-		out, err := s.Infer(context.Background(), backends.Request{Data: wav, Input: []byte(in)}, nil)
-		if err != nil {
-			return "", err
-		}
-		var r audio.ASRResult
-		if err := json.Unmarshal(out.JSON, &r); err != nil {
-			t.Fatal(err)
-		}
-		return r.Text, nil
-	}
+	text := jfkText(t)
 	for _, name := range []string{TransducerSynthetic, StreamingSynthetic, ParakeetSynthetic} {
 		beam := open(t, e, root, name, `{"decoding_method":"modified_beam_search"}`)
 		plain, err := text(beam, `{}`)
