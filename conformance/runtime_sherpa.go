@@ -175,28 +175,7 @@ func checkSherpaMatched(ctx context.Context, rr *runtimeRun) error {
 			}
 			want[i] = append(res.Output.JSON, res.Output.Data...)
 		}
-		var wg sync.WaitGroup
-		got := make([]error, 2)
-		for k := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := range f.reqs {
-					i := (j + k) % len(f.reqs)
-					res, err := rt.Infer(ctx, two, f.reqs[i], runtime.InferOptions{})
-					if err != nil {
-						got[k] = fmt.Errorf("%s: %w", f.name, err)
-						return
-					}
-					if !bytes.Equal(append(res.Output.JSON, res.Output.Data...), want[i]) {
-						got[k] = fmt.Errorf("%s: request %d at 2 slots differs from 1 slot", f.name, i)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		errs = append(errs, got...)
+		errs = append(errs, twoCallers(ctx, rt, two, f.name, f.reqs, want, 1)...)
 	}
 	return errors.Join(errs...)
 }
@@ -237,4 +216,32 @@ func checkSherpaMalformed(ctx context.Context, rr *runtimeRun) error {
 		}
 	}
 	return nil
+}
+
+// twoCallers sends reqs rounds times over from two concurrent callers in
+// different orders to model id and reports every answer that is not
+// byte for byte want's (the one-slot answer to the same request).
+func twoCallers(ctx context.Context, rt *runtime.Runtime, id, what string, reqs []backends.Request, want [][]byte, rounds int) []error {
+	var wg sync.WaitGroup
+	got := make([]error, 2)
+	for k := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range rounds * len(reqs) {
+				i := (j*(k+1) + k) % len(reqs)
+				res, err := rt.Infer(ctx, id, reqs[i], runtime.InferOptions{})
+				if err != nil {
+					got[k] = fmt.Errorf("%s: %w", what, err)
+					return
+				}
+				if !bytes.Equal(append(res.Output.JSON, res.Output.Data...), want[i]) {
+					got[k] = fmt.Errorf("%s: request %d at 2 slots after others differs from 1 slot", what, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return got
 }

@@ -1,14 +1,12 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/catalogue"
@@ -66,7 +64,7 @@ func checkSherpaLanguage(ctx context.Context, rr *runtimeRun) error {
 			if err != nil {
 				return fmt.Errorf("%s language %q: %w", f.name, l, err)
 			}
-			want[i] = res.Output.JSON
+			want[i] = append(res.Output.JSON, res.Output.Data...)
 			var r struct{ Text string }
 			_ = json.Unmarshal(res.Output.JSON, &r)
 			distinct[r.Text] = true
@@ -74,28 +72,7 @@ func checkSherpaLanguage(ctx context.Context, rr *runtimeRun) error {
 		if len(distinct) < 3 {
 			errs = append(errs, fmt.Errorf("%s: %d languages gave %d distinct transcripts: the language does not reach the model", f.name, len(f.langs), len(distinct)))
 		}
-		var wg sync.WaitGroup
-		got := make([]error, 2)
-		for k := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := range reqs {
-					i := (j*(k+1) + k) % len(reqs)
-					res, err := rt.Infer(ctx, two, reqs[i], runtime.InferOptions{})
-					if err != nil {
-						got[k] = fmt.Errorf("%s: %w", f.name, err)
-						return
-					}
-					if !bytes.Equal(res.Output.JSON, want[i]) {
-						got[k] = fmt.Errorf("%s: language %q at 2 slots after others differs from 1 slot", f.name, f.langs[i])
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		errs = append(errs, got...)
+		errs = append(errs, twoCallers(ctx, rt, two, f.name, reqs, want, 1)...)
 		in, _ := json.Marshal(map[string]string{"language": f.unknown})
 		_, err := rt.Infer(ctx, two, backends.Request{Data: speech, Input: in}, runtime.InferOptions{})
 		if runtime.CodeOf(err) != core.CodeInvalid || !strings.Contains(err.Error(), "language") || backends.ParamOf(err) != "language" {
