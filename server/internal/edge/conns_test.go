@@ -147,7 +147,7 @@ func (c *slowConn) SetWriteDeadline(t time.Time) error {
 }
 
 func (c *slowConn) Write(p []byte) (int, error) {
-	time.Sleep(time.Millisecond) // virtual: the synctest bubble's clock
+	<-time.After(time.Millisecond) // the synctest bubble's virtual clock: each write takes a millisecond
 	c.writes++
 	return len(p), nil
 }
