@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -77,14 +76,20 @@ func ReplayTrace(r io.Reader, opts core.Options) (*TraceReplay, error) {
 	}
 	rep := &TraceReplay{}
 	st := replayStats{models: map[string]*ReplayModel{}, submitted: map[core.Ticket]submit{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	var ev *core.Record
-	evLine := 0
-	var recorded []string
-	flush := func() error {
-		if ev == nil || rep.Diverged != nil {
+	// step replays one event and compares its effects with the recorded
+	// ones; after a divergence it does nothing more.
+	step := func(evLine int, re recEvent) error {
+		if rep.Diverged != nil {
 			return nil
+		}
+		ev := &re.ev
+		recorded := make([]string, 0, len(re.effs))
+		for _, rec := range re.effs {
+			n, err := core.MarshalRecord(rec) // the same encoding as the replay's
+			if err != nil {
+				return fmt.Errorf("sim: replay: %w", err)
+			}
+			recorded = append(recorded, strings.TrimSpace(string(n)))
 		}
 		e, err := ev.Event()
 		if err != nil {
@@ -109,45 +114,13 @@ func ReplayTrace(r io.Reader, opts core.Options) (*TraceReplay, error) {
 			if isSubmit && uint64(tk) != ev.Ticket {
 				replayed = append(replayed, fmt.Sprintf("(ticket %d, recorded %d)", tk, ev.Ticket))
 			}
-			rep.Diverged = &Divergence{Line: evLine, Event: strings.TrimSpace(string(b)), Recorded: slices.Clone(recorded),
-				Replayed: replayed}
+			rep.Diverged = &Divergence{Line: evLine, Event: strings.TrimSpace(string(b)), Recorded: recorded, Replayed: replayed}
 			return nil
 		}
 		st.event(m, &e, tk, effs)
 		return nil
 	}
-	for line := 1; sc.Scan(); line++ {
-		b := strings.TrimSpace(sc.Text())
-		if b == "" {
-			continue
-		}
-		var rec core.Record
-		if err := json.Unmarshal([]byte(b), &rec); err != nil {
-			return nil, fmt.Errorf("sim: replay: line %d: not a core.Record: %w", line, err)
-		}
-		switch {
-		case rec.Ev != "":
-			if err := flush(); err != nil {
-				return nil, err
-			}
-			ev, evLine, recorded = &rec, line, recorded[:0]
-		case rec.Ef != "":
-			if ev == nil {
-				return nil, fmt.Errorf("sim: replay: line %d: an effect before any event", line)
-			}
-			n, err := core.MarshalRecord(rec) // the same encoding as the replay's
-			if err != nil {
-				return nil, fmt.Errorf("sim: replay: %w", err)
-			}
-			recorded = append(recorded, strings.TrimSpace(string(n)))
-		default:
-			return nil, fmt.Errorf("sim: replay: line %d: neither an event nor an effect", line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("sim: replay: %w", err)
-	}
-	if err := flush(); err != nil {
+	if err := eachEvent(r, "replay", step); err != nil {
 		return nil, err
 	}
 	rep.Models = st.finish()

@@ -60,8 +60,23 @@ type recEvent struct {
 // readTrace parses the ndjson core.Record lines of r.
 func readTrace(r io.Reader) ([]recEvent, error) {
 	var out []recEvent
+	err := eachEvent(r, "what-if", func(_ int, e recEvent) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// eachEvent reads the ndjson core.Record lines of r and calls fn with each
+// event record, its line and the effect records that follow it, in order,
+// once the next event (or the end) shows they are all there; it reads as
+// it goes, so a long trace is never held whole. what names the caller in
+// errors.
+func eachEvent(r io.Reader, what string, fn func(line int, e recEvent) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	var cur *recEvent
+	curLine := 0
 	for line := 1; sc.Scan(); line++ {
 		b := strings.TrimSpace(sc.Text())
 		if b == "" {
@@ -69,21 +84,29 @@ func readTrace(r io.Reader) ([]recEvent, error) {
 		}
 		var rec core.Record
 		if err := json.Unmarshal([]byte(b), &rec); err != nil {
-			return nil, fmt.Errorf("sim: what-if: line %d: not a core.Record: %w", line, err)
+			return fmt.Errorf("sim: %s: line %d: not a core.Record: %w", what, line, err)
 		}
 		switch {
 		case rec.Ev != "":
-			out = append(out, recEvent{ev: rec})
-		case rec.Ef != "" && len(out) > 0:
-			out[len(out)-1].effs = append(out[len(out)-1].effs, rec)
+			if cur != nil {
+				if err := fn(curLine, *cur); err != nil {
+					return err
+				}
+			}
+			cur, curLine = &recEvent{ev: rec}, line
+		case rec.Ef != "" && cur != nil:
+			cur.effs = append(cur.effs, rec)
 		default:
-			return nil, fmt.Errorf("sim: what-if: line %d: neither an event nor an effect after one", line)
+			return fmt.Errorf("sim: %s: line %d: neither an event nor an effect after one", what, line)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("sim: what-if: %w", err)
+		return fmt.Errorf("sim: %s: %w", what, err)
 	}
-	return out, nil
+	if cur != nil {
+		return fn(curLine, *cur)
+	}
+	return nil
 }
 
 // jobTime is one recorded backend job: how long it took and how it ended.
