@@ -235,15 +235,9 @@ func (c *config) checkFamily() error {
 		case len(dec.Inputs) != 3+layers || len(dec.Outputs) != 1+layers:
 			return backends.Invalidf("sherpa: decoder: %d inputs and %d outputs; %d decoder layers need %d and %d", len(dec.Inputs), len(dec.Outputs), layers, 3+layers, 1+layers)
 		}
-		b, err := os.ReadFile(c.files["tokens"])
+		have, err := c.tokenSet()
 		if err != nil {
-			return backends.Invalidf("sherpa: tokens: %v", err)
-		}
-		have := map[string]bool{}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) == 2 {
-				have[f[0]] = true
-			}
+			return err
 		}
 		for _, t := range canaryTokens {
 			if !have[t] {

@@ -399,15 +399,9 @@ func (c *config) checkKokoroMulti() error {
 	if c.opts.Lang != "" && !espeakHasVoice(c.files["data_dir"], c.opts.Lang) {
 		return backends.Invalidf("sherpa: option lang %q: data_dir has no espeak-ng voice of that name", c.opts.Lang)
 	}
-	b, err := os.ReadFile(c.files["tokens"])
+	have, err := c.tokenSet()
 	if err != nil {
-		return backends.Invalidf("sherpa: tokens: %v", err)
-	}
-	have := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			have[f[0]] = true
-		}
+		return err
 	}
 	for _, p := range kokoroPunct {
 		if !have[p] {
