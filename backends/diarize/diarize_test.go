@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -13,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/diarize/der"
 	"github.com/sluice-dev/sluice/backends/diarize/evalset"
+	"github.com/sluice-dev/sluice/backends/internal/pollctx"
 )
 
 // spec is a one-slot spec over the installed Silero model (make deps); a
@@ -183,35 +183,6 @@ func TestDendrogramCut(t *testing.T) {
 	}
 }
 
-// countingCtx ends (Canceled) at its n-th Err call: a request cancelled
-// at a chosen point inside the pipeline, without timing.
-type countingCtx struct {
-	context.Context
-	mu    sync.Mutex
-	n     int
-	calls int
-	done  chan struct{}
-}
-
-func newCountingCtx(n int) *countingCtx {
-	return &countingCtx{Context: context.Background(), n: n, done: make(chan struct{})}
-}
-
-func (c *countingCtx) Done() <-chan struct{} { return c.done }
-
-func (c *countingCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	if c.calls == c.n {
-		close(c.done)
-	}
-	if c.calls >= c.n {
-		return context.Canceled
-	}
-	return nil
-}
-
 // diar.engine: a request cancelled at any of the points where the
 // pipeline checks its context (decoding, before Silero, features,
 // clustering, each speaker count) ends with the context's error, and the
@@ -231,16 +202,16 @@ func TestCancelledAtEveryStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := newCountingCtx(1 << 30)
+	probe := pollctx.New(1 << 30)
 	if _, err := s.Infer(probe, req, nil); err != nil {
 		t.Fatal(err)
 	}
-	total := probe.calls
+	total := probe.Calls()
 	if total < 10 {
 		t.Fatalf("only %d context checks in a %.1f-s request", total, rec.Seconds())
 	}
 	for _, n := range []int{1, total / 2, total - 1} {
-		if _, err := s.Infer(newCountingCtx(n), req, nil); !errors.Is(err, context.Canceled) {
+		if _, err := s.Infer(pollctx.New(n), req, nil); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled at check %d of %d: %v", n, total, err)
 		}
 	}

@@ -7,54 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/backends/internal/pollctx"
 )
 
-// PollCtx is a context that ends at the n-th call of its Err method: an
-// engine that checks its context between pieces of work sees it end
-// there, in the middle of the work, with no clock involved (contract
-// engine.cancel). Done is closed at that call too, so engines that wait
-// on it (context.AfterFunc, native abort flags) see the same end.
-type PollCtx struct {
-	context.Context
-	mu    sync.Mutex
-	n     int
-	calls int
-	done  chan struct{}
-}
+// PollCtx is a context that ends at the n-th call of its Err method
+// (backends/internal/pollctx): an engine that checks its context between
+// pieces of work sees it end there, with no clock involved (contract
+// engine.cancel).
+type PollCtx = pollctx.Ctx
 
 // NewPollCtx returns a PollCtx ending at the n-th Err call.
-func NewPollCtx(n int) *PollCtx {
-	return &PollCtx{Context: context.Background(), n: n, done: make(chan struct{})}
-}
-
-// Done implements context.Context.
-func (c *PollCtx) Done() <-chan struct{} { return c.done }
-
-// Err implements context.Context and counts the call.
-func (c *PollCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls++
-	if c.calls == c.n {
-		close(c.done)
-	}
-	if c.calls >= c.n {
-		return context.Canceled
-	}
-	return nil
-}
-
-// Calls is how many times Err was called.
-func (c *PollCtx) Calls() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls
-}
+func NewPollCtx(n int) *PollCtx { return pollctx.New(n) }
 
 // LongRequest is the cancellation check's request for a task: TTS, a
 // text of about chars characters (several sentences); audio tasks, the
