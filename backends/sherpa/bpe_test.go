@@ -149,6 +149,9 @@ func TestHotwordsBPE(t *testing.T) {
 		if _, err := text(beam, `{"hotwords":"the quiz/you"}`); err != nil {
 			t.Errorf("%s: hotwords by pieces: %v", name, err)
 		}
+		if _, err := text(beam, `{"hotwords":"`+strings.Repeat("a", maxHotwordBytes+1)+`"}`); backends.ParamOf(err) != "hotwords" {
+			t.Errorf("%s: hotwords over %d bytes: %v", name, maxHotwordBytes, err)
+		}
 		for _, bad := range []string{"caf\u00e9", "naïve", "x-ray"} {
 			_, err := text(beam, `{"hotwords":"`+bad+`"}`)
 			if backends.ParamOf(err) != "hotwords" || !strings.Contains(err.Error(), "modeling unit bpe") {

@@ -26,8 +26,11 @@ import (
 const (
 	greedySearch = "greedy_search"
 	beamSearch   = "modified_beam_search"
-	// maxHotwords bounds the phrases of one request.
-	maxHotwords = 64
+	// maxHotwords bounds the phrases of one request, and maxHotwordBytes
+	// the field: cutting a word into BPE pieces tries every piece length
+	// at every byte, so its cost is bounded before any of it is done.
+	maxHotwords     = 64
+	maxHotwordBytes = 4096
 )
 
 // asrInput is a recognizer's request input: AudioRequest's fields and the
@@ -73,6 +76,9 @@ func (c *config) checkDecoding() error {
 func (c *config) hotwordsFor(hw string) (string, error) {
 	if strings.TrimSpace(hw) == "" {
 		return "", nil
+	}
+	if len(hw) > maxHotwordBytes {
+		return "", backends.InvalidParam("hotwords", "sherpa: hotwords: %d bytes, more than %d", len(hw), maxHotwordBytes)
 	}
 	if !c.fam.transducer() {
 		return "", backends.InvalidParam("hotwords", "sherpa: hotwords: model %s (family %s) has no hotword biasing; the transducer families with decoding_method %s do", c.name, c.fam.name, beamSearch)
