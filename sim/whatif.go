@@ -192,7 +192,12 @@ func learn(evs []recEvent) (*recorded, error) {
 
 // nextJob returns the next recorded job of model and kind: the recorded
 // ones in order, then (a what-if that starts more of them) their median,
-// successful; a model with none recorded takes the median over all models.
+// successful. A model with none of that kind recorded: a clone takes the
+// median of the model's own loads (every engine's Clone opens one more
+// session as its load opened the first, so a trace recorded with one slot,
+// which has no clones, still says what a --slots what-if's clones cost;
+// taking them as free published a cold pool a clone per slot early), and
+// any other kind the median over all models.
 func (rc *recorded) nextJob(model string, kind core.EventKind, used map[jobKey]int) jobTime {
 	k := jobKey{model, kind}
 	n := used[k]
@@ -200,19 +205,36 @@ func (rc *recorded) nextJob(model string, kind core.EventKind, used map[jobKey]i
 	if js := rc.jobs[k]; n < len(js) {
 		return js[n]
 	}
+	if d, ok := rc.medianJob(model, kind); ok {
+		return jobTime{dur: d}
+	}
+	if kind == core.EvCloneDone {
+		if d, ok := rc.medianJob(model, core.EvLoadDone); ok {
+			return jobTime{dur: d}
+		}
+	}
+	if d, ok := rc.medianJob("", kind); ok {
+		return jobTime{dur: d}
+	}
+	return jobTime{}
+}
+
+// medianJob is the median duration of the recorded jobs of kind of model
+// (every model: model empty), and whether there are any.
+func (rc *recorded) medianJob(model string, kind core.EventKind) (int64, bool) {
 	var ds []int64
 	for x, js := range rc.jobs {
-		if x.kind == kind && (x.model == model || len(rc.jobs[k]) == 0) {
+		if x.kind == kind && (model == "" || x.model == model) {
 			for _, j := range js {
 				ds = append(ds, j.dur)
 			}
 		}
 	}
 	if len(ds) == 0 {
-		return jobTime{}
+		return 0, false
 	}
 	slices.Sort(ds)
-	return jobTime{dur: ds[(len(ds)-1)/2]}
+	return ds[(len(ds)-1)/2], true
 }
 
 // pending is one event of the what-if world, due at a time.
@@ -258,7 +280,8 @@ func WhatIfTraceFile(path string, opts core.Options, w WhatIf) (*TraceReplay, er
 // their recorded times, each granted request holding its slot as long as
 // it did in the trace (a request the trace never granted: its model's
 // median), each backend job taking as long as the model's job of the same
-// kind did, in order (more jobs than recorded: their median), and core's
+// kind did, in order (more jobs than recorded: their median; the clones
+// of a model the trace never cloned: its load's, see nextJob), and core's
 // deadlines (admission timeouts, idle retirement, load backoff) on Ticks
 // at core's NextDeadline. Recorded Ticks and timeouts are not replayed:
 // core decides them anew. It returns the per-model waits, server_busy

@@ -93,11 +93,14 @@ func exact(t *testing.T, trace string, opts core.Options) map[string]ReplayModel
 	return out
 }
 
-// burst returns n arrival times, every apart, from 2 s on.
+// burst returns n arrival times, every apart, from 5 s on: after the
+// skeleton's 1 s load and, under a --slots 4 what-if, its three 1 s clones
+// (a clone costs what the model's load did), so the burst meets a
+// published pool.
 func burst(n int, every int64) []int64 {
 	var out []int64
 	for k := range n {
-		out = append(out, 2000*ms+int64(k)*every)
+		out = append(out, 5000*ms+int64(k)*every)
 	}
 	return out
 }
@@ -139,6 +142,31 @@ func TestWhatIfSlots(t *testing.T) {
 		f.WaitP99 != b.WaitP99 || f.WaitMax != b.WaitMax || f.Loads != b.Loads {
 		fewer := f
 		t.Fatalf("--slots 1 on a 1-slot trace changed the figures: %+v vs %+v", fewer, b)
+	}
+}
+
+// TestWhatIfSlotsCloneCost: a trace recorded with one slot has no clones;
+// under --slots 2 the pool is published only once its second session is
+// cloned, and that clone costs what the model's recorded load did (every
+// engine's Clone opens a session as its load does). A request that arrived
+// during the cold load waits for both: with free clones it was granted a
+// whole load earlier than the real server grants it.
+func TestWhatIfSlotsCloneCost(t *testing.T) {
+	opts := core.Options{}
+	trace := whatIfRecord(t, skeleton(t, 1, []string{"a"}, []int64{100 * ms}, 500*ms), opts)
+	if one := whatIf(t, trace, opts, WhatIf{})["a"]; one.WaitMax != 900*time.Millisecond {
+		t.Fatalf("1 slot: the request arrived at 100 ms into a 1 s load, waited %s, want 900ms", one.WaitMax)
+	}
+	two := whatIf(t, trace, opts, WhatIf{Slots: 2})["a"]
+	if two.Granted != 1 || two.WaitMax != 1900*time.Millisecond {
+		t.Fatalf("--slots 2: granted %d after %s, want 1 after 1.9s (1 s load, then a 1 s clone)", two.Granted, two.WaitMax)
+	}
+	var rec bytes.Buffer
+	if _, err := WhatIfTrace(strings.NewReader(trace), opts, WhatIf{Slots: 2, Record: &rec}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rec.String(), `"ev":"CloneDone","t":2000000000`) {
+		t.Fatalf("the what-if's clone did not end at 2 s:\n%s", rec.String())
 	}
 }
 

@@ -49,6 +49,8 @@ var changes = map[string]struct {
 }{
 	"slots2":     {setup{Name: "slots2", Slots: 2}, func() sim.WhatIf { return sim.WhatIf{Slots: 2} }},
 	"maxloaded2": {setup{Name: "maxloaded2", Slots: 1, MaxLoaded: 2}, func() sim.WhatIf { n := 2; return sim.WhatIf{MaxLoadedModels: &n} }},
+	"timeout100": {setup{Name: "timeout100", Slots: 1, AdmissionTimeout: 100 * time.Millisecond},
+		func() sim.WhatIf { d := 100 * time.Millisecond; return sim.WhatIf{AdmissionTimeout: &d} }},
 }
 
 func main() {
@@ -56,8 +58,14 @@ func main() {
 	seed := flag.Uint64("seed", 1, "workload seed")
 	dur := flag.Duration("duration", 30*time.Second, "length of each run's workload")
 	out := flag.String("out", "out/replay-validate", "folder of the runs' traces, configs and logs")
-	only := flag.String("changes", "slots2,maxloaded2", "changed configurations to predict and run (slots2, maxloaded2)")
+	only := flag.String("changes", "slots2,maxloaded2,timeout100", "changed configurations to predict and run (slots2, maxloaded2, timeout100)")
+	real := flag.Bool("real", false, "add a fourth model on a real engine (flite's slt voice; needs make models)")
+	root := flag.String("models-root", "models", "models root of -real (make models)")
 	flag.Parse()
+	if *real {
+		models = append(models, realModel)
+	}
+	modelsRoot = *root
 	if err := run(*binary, *seed, *dur, *out, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "replayvalidate:", err)
 		os.Exit(1)
@@ -76,6 +84,10 @@ func run(binary string, seed uint64, d time.Duration, out, only string) error {
 		time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), loadAverage(), seed, d, describe(sched))
 	fmt.Printf("models (fixture, service time = infer_ms):")
 	for _, m := range models {
+		if m.Real != nil {
+			fmt.Printf(" %s %s %s %.1f/s bursts of %d;", m.ID, m.Real["engine"], m.Real["checkpoint"], m.Rate, m.Burst)
+			continue
+		}
 		fmt.Printf(" %s infer %d ms load %d ms %.1f/s bursts of %d;", m.ID, m.InferMS, m.LoadMS, m.Rate, m.Burst)
 	}
 	fmt.Print("\n\n")
@@ -90,14 +102,15 @@ func run(binary string, seed uint64, d time.Duration, out, only string) error {
 		}
 		c, ok := changes[name]
 		if !ok {
-			return fmt.Errorf("-changes: unknown %q (slots2, maxloaded2)", name)
+			return fmt.Errorf("-changes: unknown %q (slots2, maxloaded2, timeout100)", name)
 		}
 		if _, err := runAndReport(binary, out, sched, c.setup, baseTrace, c.what()); err != nil {
 			return err
 		}
 	}
 	fmt.Println("meas: submission to grant in the run's own trace (exact replay, sluice sim --replay); pred: virtual-time what-if replay of the base run's trace;")
-	fmt.Println("503: server_busy measured/predicted; loads: measured/predicted; cli w: client latency less infer_ms; cli l: client latency.")
+	fmt.Println("503: server_busy measured/predicted; loads: measured/predicted; m.svc50, p.svc50: median service (grant to release) of the run's trace and of the replayed one;")
+	fmt.Println("cli w: client latency less infer_ms (the fixture's service time); cli l: client latency.")
 	fmt.Printf("ratio = pred/meas; ok within %.0f%% (or within %v: server overhead the simulator does not model).\n", tolerance*100, floor)
 	return nil
 }
@@ -144,7 +157,15 @@ func runAndReport(binary, out string, sched []arrival, s setup, predictFrom stri
 		opsLine = append(opsLine, fmt.Sprintf("%s %s %d in %v", o.op, o.model, o.status, o.latency.Round(time.Millisecond)))
 	}
 	fmt.Printf("   management: %s\n", strings.Join(opsLine, "; "))
-	writeTable(os.Stdout, pred.Models, meas.Models, clientSide(outs))
+	svcMeas, err := serviceTimes(trace)
+	if err != nil {
+		return "", err
+	}
+	svcPred, err := serviceTimes(predictFrom)
+	if err != nil {
+		return "", err
+	}
+	writeTable(os.Stdout, pred.Models, meas.Models, clientSide(outs), svcMeas, svcPred)
 	fmt.Println()
 	return trace, nil
 }

@@ -63,6 +63,9 @@ func clientSide(outs []outcome) map[string]clientFigures {
 		f := res[id]
 		f.latP50, f.latP99 = pct(ls, 50), pct(ls, 99)
 		f.waitP50, f.waitP99 = pct(waits, 50), pct(waits, 99)
+		if modelByID(id).Real != nil { // no fixed service time to take off
+			f.waitP50, f.waitP99 = -1, -1
+		}
 		res[id] = f
 	}
 	return res
@@ -90,10 +93,12 @@ func ratio(pred, meas time.Duration) string {
 // writeTable prints predicted against measured waits per model: measured
 // from the run's own trace (submission to grant, the simulator's own
 // definition, read by the exact replay), then the client's view.
-func writeTable(w io.Writer, pred, meas []sim.ReplayModel, client map[string]clientFigures) {
-	fmt.Fprintf(w, "%-6s %5s %5s | %9s %9s %-8s | %9s %9s %-8s | %6s %6s | %9s %9s %9s %9s\n",
+// svcMeas and svcPred are the service times (grant to release) of the
+// run's trace and of the trace the prediction replayed.
+func writeTable(w io.Writer, pred, meas []sim.ReplayModel, client map[string]clientFigures, svcMeas, svcPred map[string][]time.Duration) {
+	fmt.Fprintf(w, "%-6s %5s %7s | %9s %9s %-8s | %9s %9s %-8s | %5s | %9s %9s | %9s %9s %9s %9s\n",
 		"model", "reqs", "503", "meas p50", "pred p50", "ratio", "meas p99", "pred p99", "ratio",
-		"m.loads", "p.loads", "cli w50", "cli w99", "cli l50", "cli l99")
+		"loads", "m.svc50", "p.svc50", "cli w50", "cli w99", "cli l50", "cli l99")
 	byID := func(ms []sim.ReplayModel, id string) sim.ReplayModel {
 		for _, m := range ms {
 			if m.Model == id {
@@ -104,12 +109,18 @@ func writeTable(w io.Writer, pred, meas []sim.ReplayModel, client map[string]cli
 	}
 	for _, mm := range models {
 		m, p, c := byID(meas, mm.ID), byID(pred, mm.ID), client[mm.ID]
-		fmt.Fprintf(w, "%-6s %5d %5s | %9s %9s %-8s | %9s %9s %-8s | %6d %6d | %9s %9s %9s %9s\n",
+		fmt.Fprintf(w, "%-6s %5d %7s | %9s %9s %-8s | %9s %9s %-8s | %5s | %9s %9s | %9s %9s %9s %9s\n",
 			mm.ID, m.Requests, fmt.Sprintf("%d/%d", m.Busy, p.Busy),
 			ms(m.WaitP50), ms(p.WaitP50), ratio(p.WaitP50, m.WaitP50),
 			ms(m.WaitP99), ms(p.WaitP99), ratio(p.WaitP99, m.WaitP99),
-			m.Loads, p.Loads, ms(c.waitP50), ms(c.waitP99), ms(c.latP50), ms(c.latP99))
+			fmt.Sprintf("%d/%d", m.Loads, p.Loads), ms(pct(svcMeas[mm.ID], 50)), ms(pct(svcPred[mm.ID], 50)),
+			ms(c.waitP50), ms(c.waitP99), ms(c.latP50), ms(c.latP99))
 	}
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+func ms(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}

@@ -19,13 +19,14 @@ import (
 // setup is one configuration of the real server: every model's slots and
 // --max-loaded-models (0: unlimited).
 type setup struct {
-	Name      string
-	Slots     int
-	MaxLoaded int
+	Name             string
+	Slots            int
+	MaxLoaded        int
+	AdmissionTimeout time.Duration // --admission-timeout (0: unbounded)
 }
 
 func (s setup) String() string {
-	return fmt.Sprintf("slots %d, --max-loaded-models %d", s.Slots, s.MaxLoaded)
+	return fmt.Sprintf("slots %d, --max-loaded-models %d, --admission-timeout %v", s.Slots, s.MaxLoaded, s.AdmissionTimeout)
 }
 
 // configYAML is the --config file of s: the workload's fixture models.
@@ -46,6 +47,9 @@ func configYAML(s setup) ([]byte, error) {
 	}
 	return []byte(b.String()), nil
 }
+
+// modelsRoot is the server's --models-root (-models-root).
+var modelsRoot = "models"
 
 // server is a running `sluice serve` process.
 type server struct {
@@ -73,8 +77,8 @@ func startServer(binary, dir string, s setup, trace string) (*server, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"serve", "--listen", addr, "--parallel-jobs", "--ui-management", "--fixture",
-		"--config", cfgPath, "--trace", trace, "--log-level", "warn",
-		"--max-loaded-models", strconv.Itoa(s.MaxLoaded)}
+		"--config", cfgPath, "--models-root", modelsRoot, "--trace", trace, "--log-level", "warn",
+		"--max-loaded-models", strconv.Itoa(s.MaxLoaded), "--admission-timeout", s.AdmissionTimeout.String()}
 	log, err := os.Create(filepath.Join(dir, s.Name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("server log: %w", err)

@@ -19,10 +19,22 @@ import (
 type model struct {
 	ID      string
 	InferMS int     // fixture infer_ms: the service time of every request
-	LoadMS  int     // fixture load_ms: a cold load
+	LoadMS  int     // fixture load_ms and clone_ms: a cold load, and each further slot's session (a real engine's Clone opens a session as its load does)
 	Rate    float64 // Poisson arrivals a second between bursts
 	Burst   int     // requests of one burst
+	// Real, when set, is a real engine's spec (engine, task, checkpoint)
+	// instead of the fixture's; its service time is the engine's own, which
+	// depends on the input and on what else runs on the machine, so the
+	// client-side wait (latency less service) is not estimated for it.
+	Real  map[string]any
+	Input map[string]any // the request input (default: {})
 }
+
+// realModel is -real's model: flite's slt voice (make models) on one
+// sentence, about a second of speech.
+var realModel = model{ID: "tts", Rate: 4, Burst: 6,
+	Real:  map[string]any{"engine": "flite", "task": "tts", "checkpoint": "flite-slt"},
+	Input: map[string]any{"text": "A scheduler decides who waits, and for how long."}}
 
 // models are the workload's models: at the default rates each alone keeps
 // one slot about 30% busy, and a burst queues several service times of work
@@ -36,8 +48,15 @@ var models = []model{
 // spec is the fixture model spec of m with slots slots (PUT /v1/models/{id}
 // and the --config file).
 func (m model) spec(slots int) map[string]any {
+	if m.Real != nil {
+		s := map[string]any{"slots": slots}
+		for k, v := range m.Real {
+			s[k] = v
+		}
+		return s
+	}
 	return map[string]any{"engine": "fixture", "task": "echo", "slots": slots,
-		"options": map[string]any{"load_ms": m.LoadMS, "infer_ms": m.InferMS}}
+		"options": map[string]any{"load_ms": m.LoadMS, "clone_ms": m.LoadMS, "infer_ms": m.InferMS}}
 }
 
 // arrival is one scheduled client action of the workload: an inference
@@ -140,7 +159,11 @@ func (c *client) run(ctx context.Context, sched []arrival) ([]outcome, []opResul
 			defer wg.Done()
 			t0 := time.Now()
 			if a.Op == "" {
-				st := c.do(ctx, http.MethodPost, "/v1/models/"+a.Model+"/infer", map[string]any{"input": map[string]any{}})
+				in := modelByID(a.Model).Input
+				if in == nil {
+					in = map[string]any{}
+				}
+				st := c.do(ctx, http.MethodPost, "/v1/models/"+a.Model+"/infer", map[string]any{"input": in})
 				mu.Lock()
 				outs = append(outs, outcome{model: a.Model, status: st, latency: time.Since(t0)})
 				mu.Unlock()
