@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -396,6 +396,25 @@ replay-check:
 	rm -rf $(REPLAY_DIR) && mkdir -p $(REPLAY_DIR)
 	SLUICE_CONFORMANCE_TRACE_DIR=$(abspath $(REPLAY_DIR)) $(GO) test -count=1 -run '^TestConformance$$' ./conformance/
 	$(GO) run ./cmd/sluice sim --replay $(REPLAY_DIR) --quiet
+
+# replay-validate: the simulator's trace replay against the real server
+# (scripts/replayvalidate): the built binary runs a seeded open-loop workload
+# (three fixture models with fixed service times, bursts, a reconfigure, an
+# unload, a register and delete) with --trace; the what-if replay of that
+# first trace predicts each model's p50/p99 wait under the same
+# configuration and under each changed one (slots 1->2,
+# --max-loaded-models 2, --admission-timeout 100ms), which is then run for
+# real; one table per configuration, predicted against measured, with
+# ratios. Not part of `make test`. Size: REPLAY_DURATION=30s per run, four
+# runs, about 2.5 minutes; REPLAY_ARGS=-real adds a flite model (its
+# service time depends on the machine's load, which the simulator keeps as
+# recorded).
+REPLAY_DURATION ?= 30s
+REPLAY_SEED     ?= 1
+REPLAY_ARGS     ?=
+replay-validate: models
+	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) run ./scripts/replayvalidate -binary bin/sluice -models-root $(MODELS_ROOT) -duration $(REPLAY_DURATION) -seed $(REPLAY_SEED) $(REPLAY_ARGS)
 
 # trace-check: every trace the runtime and simulator suites write must be a
 # behaviour of the spec.

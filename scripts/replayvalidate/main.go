@@ -15,7 +15,8 @@
 //  3. Predicted wait: the virtual-time what-if replay (sim.WhatIfTrace) of
 //     the FIRST run's trace, with nothing changed for the first run and
 //     with the what-if flags of each changed configuration for the others
-//     (-changes), each of which is then run for real with the same seeded
+//     (-changes: slots 1->2, --max-loaded-models 2, --admission-timeout
+//     100ms), each of which is then run for real with the same seeded
 //     workload.
 //
 // It prints, per configuration, predicted against measured p50 and p99
@@ -23,8 +24,9 @@
 // the waits are the server's own overhead), and the equivalent
 // `sluice sim` commands.
 //
-// Size: the default (-duration 30s, three configurations) runs three
-// servers for 30 s each, about 1,200 requests each: about 2 minutes.
+// Size: the default (-duration 30s, the base and three changed
+// configurations) runs four servers for 30 s each, about 1,000 requests
+// each: about 2.5 minutes.
 package main
 
 import (
