@@ -32,17 +32,18 @@ type model struct {
 
 // realModel is -real's model: flite's slt voice (make models) on one
 // sentence, about a second of speech.
-var realModel = model{ID: "tts", Rate: 4, Burst: 6,
+var realModel = model{ID: "tts", Rate: 6, Burst: 6,
 	Real:  map[string]any{"engine": "flite", "task": "tts", "checkpoint": "flite-slt"},
 	Input: map[string]any{"text": "A scheduler decides who waits, and for how long."}}
 
-// models are the workload's models: at the default rates each alone keeps
-// one slot about 30% busy, and a burst queues several service times of work
-// on one slot at once.
+// models are the workload's models: at these rates each keeps one slot
+// about 60% busy between bursts (so most requests queue behind another and
+// the median wait is not zero), and a burst queues several service times
+// of work on one slot at once.
 var models = []model{
-	{ID: "fast", InferMS: 15, LoadMS: 80, Rate: 20, Burst: 14},
-	{ID: "mid", InferMS: 60, LoadMS: 150, Rate: 5, Burst: 7},
-	{ID: "slow", InferMS: 200, LoadMS: 300, Rate: 1.5, Burst: 4},
+	{ID: "fast", InferMS: 15, LoadMS: 80, Rate: 40, Burst: 14},
+	{ID: "mid", InferMS: 60, LoadMS: 150, Rate: 10, Burst: 7},
+	{ID: "slow", InferMS: 200, LoadMS: 300, Rate: 3, Burst: 4},
 }
 
 // spec is the fixture model spec of m with slots slots (PUT /v1/models/{id}
@@ -70,7 +71,7 @@ type arrival struct {
 
 // schedule is the seeded open-loop workload of length d: per model Poisson
 // arrivals at its Rate, bursts (every model in turn, at seeded times about
-// d/8 apart: Burst requests 2 ms apart), and four management operations: a
+// 2.5 s apart: Burst requests 2 ms apart), and four management operations: a
 // reconfigure of mid (a new config version loads while the old drains) at
 // 30%, an unload of slow at 50% (its next request cold-loads), and the
 // register and delete of a fourth model at 70% and 75%. The same seed and
@@ -83,7 +84,7 @@ func schedule(seed uint64, d time.Duration) []arrival {
 			out = append(out, arrival{At: t, Model: m.ID})
 		}
 	}
-	nb := 8
+	nb := max(int(d/(2500*time.Millisecond)), len(models))
 	for i := range nb {
 		m := models[i%len(models)]
 		at := time.Duration((float64(i) + 0.25 + 0.5*rng.Float64()) * float64(d) / float64(nb))
