@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -415,6 +415,16 @@ REPLAY_ARGS     ?=
 replay-validate: models
 	$(GO) build -o bin/sluice ./cmd/sluice
 	$(GO) run ./scripts/replayvalidate -binary bin/sluice -models-root $(MODELS_ROOT) -duration $(REPLAY_DURATION) -seed $(REPLAY_SEED) $(REPLAY_ARGS)
+
+# bench-tombstones: register/delete churn against the built binary
+# (scripts/tombstones): new IDs until --max-models' tombstone bound refuses
+# one (default 1024: 2,048 entries), churn of tombstoned IDs at the cap, a
+# restart on the state dir, and --max-models 0's growth per tombstone; RSS,
+# heap in use and cycles a second per phase. Not part of `make test`.
+# Size: about 30 s.
+bench-tombstones:
+	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) run ./scripts/tombstones -binary bin/sluice
 
 # trace-check: every trace the runtime and simulator suites write must be a
 # behaviour of the spec.

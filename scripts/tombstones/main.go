@@ -20,8 +20,12 @@
 //  3. --max-models 0 (unlimited): -unbounded register/delete cycles of new
 //     IDs: RSS and heap growth per tombstone, the growth the cap bounds.
 //
-// Size: the defaults (N 1024, 2,000 cycles at the cap, 20,000 unbounded)
-// take about 1 minute on 2 loaded cores.
+// Phases 1 and 2 run with --state-dir (a DELETE is durable before its
+// 200), and the server is then restarted on the state dir: the tombstones
+// come back with it.
+//
+// Size: the defaults (N 1024, 5,000 cycles at the cap, 20,000 unbounded)
+// take about 30 s on 2 loaded cores.
 package main
 
 import (
@@ -46,7 +50,7 @@ import (
 func main() {
 	binary := flag.String("binary", "bin/sluice", "the sluice binary")
 	maxModels := flag.Int("max-models", 1024, "--max-models of phases 1 and 2")
-	cycles := flag.Int("cycles", 2000, "register/delete cycles of tombstoned IDs at the cap")
+	cycles := flag.Int("cycles", 5000, "register/delete cycles of tombstoned IDs at the cap")
 	unbounded := flag.Int("unbounded", 20000, "register/delete cycles of new IDs under --max-models 0")
 	flag.Parse()
 	if err := run(*binary, *maxModels, *cycles, *unbounded); err != nil {
@@ -62,16 +66,18 @@ func run(binary string, maxModels, cycles, unbounded int) error {
 	}
 	defer os.RemoveAll(dir)
 	fmt.Printf("bench-tombstones: %s; %s\n\n", time.Now().UTC().Format(time.RFC3339), binary)
-	fmt.Printf("%-52s %9s %10s %10s\n", "phase", "entries", "RSS", "heap inuse")
+	fmt.Printf("%-56s %8s %10s %10s %12s\n", "phase", "entries", "RSS", "heap inuse", "cycles/s")
 
-	s, err := start(binary, dir, maxModels)
+	state := filepath.Join(dir, "state")
+	s, err := start(binary, dir, maxModels, state)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
-	s.report("start (1 model registered)", 1)
+	s.report("start (1 model registered), --state-dir", 1, 0)
 	// Phase 1: new IDs until refused.
 	n, refused := 0, response{}
+	seg := time.Now()
 	for {
 		id := "t" + strconv.Itoa(n)
 		r := s.put(id)
@@ -83,19 +89,21 @@ func run(binary string, maxModels, cycles, unbounded int) error {
 			return fmt.Errorf("delete %s: %d %s", id, r.status, r.body)
 		}
 		n++
-		if n == maxModels/2 || n == maxModels {
-			s.report(fmt.Sprintf("after %d register/delete of new IDs", n), n+1)
+		if n%(maxModels/2) == 0 {
+			s.report(fmt.Sprintf("after %d register/delete of new IDs", n), n+1, float64(maxModels/2)/time.Since(seg).Seconds())
+			seg = time.Now()
 		}
 		if n > 4*maxModels+8 {
 			return fmt.Errorf("no refusal after %d new IDs under --max-models %d: tombstones are not bounded", n, maxModels)
 		}
 	}
-	s.report(fmt.Sprintf("at the cap: %d tombstones", n), n+1)
-	fmt.Printf("\nthe PUT of new ID %d: %d %s\n", n+1, refused.status, firstLine(refused.body))
+	s.report(fmt.Sprintf("at the cap: %d tombstones", n), n+1, 0)
+	fmt.Printf("\nthe PUT of new ID %d: %d %s\n", n+1, refused.status, errorCode(refused.body))
 	fmt.Printf("tombstones at the cap: %d (+1 registered model = %d entries = 2 x --max-models %d)\n\n", n, n+1, maxModels)
 	// Phase 2: churn on tombstoned IDs at the cap.
 	last := map[string]uint64{}
 	monotone := true
+	seg = time.Now()
 	for k := range cycles {
 		id := "t" + strconv.Itoa(k%n)
 		r := s.put(id)
@@ -110,7 +118,7 @@ func run(binary string, maxModels, cycles, unbounded int) error {
 			return fmt.Errorf("delete %s: %d %s", id, r.status, r.body)
 		}
 	}
-	s.report(fmt.Sprintf("+%d register/delete of tombstoned IDs", cycles), n+1)
+	s.report(fmt.Sprintf("+%d register/delete of tombstoned IDs", cycles), n+1, float64(cycles)/time.Since(seg).Seconds())
 	maxV := uint64(0)
 	for _, v := range last {
 		maxV = max(maxV, v)
@@ -119,19 +127,32 @@ func run(binary string, maxModels, cycles, unbounded int) error {
 	if r := s.put("fresh"); r.status == http.StatusOK {
 		return errors.New("a new ID registered at the cap after the churn")
 	} else {
-		fmt.Printf("a new ID after the churn: %d %s\n\n", r.status, firstLine(r.body))
+		fmt.Printf("a new ID after the churn: %d %s\n", r.status, errorCode(r.body))
 	}
+	fmt.Printf("state dir: %s\n\n", dirSize(state))
 	if err := s.stop(); err != nil {
+		return err
+	}
+	// The tombstones come back from the state dir at a restart.
+	rs, err := start(binary, dir, maxModels, state)
+	if err != nil {
+		return err
+	}
+	rs.report("restarted on the state dir", n+1, 0)
+	r := rs.put("fresh")
+	fmt.Printf("\na new ID after the restart: %d %s\n\n", r.status, errorCode(r.body))
+	if err := rs.stop(); err != nil {
 		return err
 	}
 
 	// Phase 3: no cap.
-	u, err := start(binary, dir, 0)
+	u, err := start(binary, dir, 0, "")
 	if err != nil {
 		return err
 	}
 	defer u.stop()
-	rss0, heap0 := u.report("--max-models 0: start", 1)
+	rss0, heap0 := u.report("--max-models 0, no state dir: start", 1, 0)
+	seg = time.Now()
 	for k := range unbounded {
 		id := "u" + strconv.Itoa(k)
 		if r := u.put(id); r.status != http.StatusOK {
@@ -141,7 +162,8 @@ func run(binary string, maxModels, cycles, unbounded int) error {
 			return fmt.Errorf("unbounded: delete %s: %d %s", id, r.status, r.body)
 		}
 	}
-	rss1, heap1 := u.report(fmt.Sprintf("--max-models 0: +%d new IDs registered, deleted", unbounded), unbounded+1)
+	rss1, heap1 := u.report(fmt.Sprintf("--max-models 0: +%d new IDs registered, deleted", unbounded), unbounded+1,
+		float64(unbounded)/time.Since(seg).Seconds())
 	fmt.Printf("\nper tombstone under --max-models 0: RSS %+.0f bytes, heap in use %+.0f bytes\n",
 		float64(rss1-rss0)/float64(unbounded), float64(heap1-heap0)/float64(unbounded))
 	return nil
@@ -154,7 +176,9 @@ type server struct {
 	done chan struct{}
 }
 
-func start(binary, dir string, maxModels int) (*server, error) {
+// start starts binary with one fixture model and --max-models maxModels
+// (and --state-dir state, unless empty), once it serves.
+func start(binary, dir string, maxModels int, state string) (*server, error) {
 	cfg := filepath.Join(dir, "models.yaml")
 	if err := os.WriteFile(cfg, []byte("models:\n  - {id: keep, engine: fixture, task: echo}\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -166,7 +190,10 @@ func start(binary, dir string, maxModels int) (*server, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(binary, "serve", "--listen", addr, "--parallel-jobs", "--ui-management", "--fixture",
-		"--config", cfg, "--log-level", "warn", "--max-models", strconv.Itoa(maxModels))
+		"--config", cfg, "--log-level", "error", "--max-models", strconv.Itoa(maxModels))
+	if state != "" {
+		cmd.Args = append(cmd.Args, "--state-dir", state)
+	}
 	cmd.Stderr = os.Stderr
 	cmd.Env = append(os.Environ(), "GOGC=10") // heap in use near the live heap (heapInuse)
 	if err := cmd.Start(); err != nil {
@@ -240,12 +267,45 @@ func (s *server) do(method, path, body string) response {
 	return response{status: resp.StatusCode, body: string(b), version: m.ConfigVersion}
 }
 
-// report prints the server's RSS and heap in use, and returns them.
-func (s *server) report(phase string, entries int) (rss, heap int64) {
+// report prints the server's RSS and heap in use and a rate (0: none),
+// and returns them.
+func (s *server) report(phase string, entries int, rate float64) (rss, heap int64) {
 	rss = s.rss()
 	heap = s.heapInuse()
-	fmt.Printf("%-52s %9d %10s %10s\n", phase, entries, mib(rss), mib(heap))
+	r := "-"
+	if rate > 0 {
+		r = fmt.Sprintf("%.0f", rate)
+	}
+	fmt.Printf("%-56s %8d %10s %10s %12s\n", phase, entries, mib(rss), mib(heap), r)
 	return rss, heap
+}
+
+// errorCode is the code and message of an error answer.
+func errorCode(body string) string {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(body), &e) != nil {
+		return firstLine(body)
+	}
+	return e.Error.Code + ": " + e.Error.Message
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(dir string) string {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (s *server) rss() int64 {
