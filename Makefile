@@ -402,11 +402,11 @@ replay-check:
 # (three fixture models with fixed service times, bursts, a reconfigure, an
 # unload, a register and delete) with --trace; the what-if replay of that
 # first trace predicts each model's p50/p99 wait under the same
-# configuration and under each changed one (slots 1->2,
-# --max-loaded-models 2, --admission-timeout 100ms), which is then run for
-# real; one table per configuration, predicted against measured, with
-# ratios. Not part of `make test`. Size: REPLAY_DURATION=30s per run, four
-# runs, about 2.5 minutes; REPLAY_ARGS=-real adds a flite model (its
+# configuration (run again for real) and under each changed one (slots
+# 1->2, --max-loaded-models 2, --admission-timeout 100ms), which is then
+# run for real; one table per configuration, predicted against measured,
+# with ratios. Not part of `make test`. Size: REPLAY_DURATION=30s per run,
+# five runs, about 3 minutes; REPLAY_ARGS=-real adds a flite model (its
 # service time depends on the machine's load, which the simulator keeps as
 # recorded).
 REPLAY_DURATION ?= 30s
