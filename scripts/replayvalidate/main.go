@@ -116,7 +116,7 @@ func run(binary string, seed uint64, d time.Duration, out, only string) error {
 		}
 	}
 	fmt.Println("meas: submission to grant in the run's own trace (exact replay, sluice sim --replay); pred: virtual-time what-if replay of the base run's trace;")
-	fmt.Println("503: server_busy measured/predicted; loads: measured/predicted; m.svc50, p.svc50: median service (grant to release) of the run's trace and of the replayed one;")
+	fmt.Println("503: server_busy measured/predicted; loads: measured/predicted; m.svc, p.svc: service (grant to release) p50/p99 of the run's trace and of the replayed one;")
 	fmt.Println("cli w: client latency less infer_ms (the fixture's service time); cli l: client latency.")
 	fmt.Printf("ratio = pred/meas; ok within %.0f%% (or within %v: server overhead the simulator does not model).\n", tolerance*100, floor)
 	return nil

@@ -96,9 +96,9 @@ func ratio(pred, meas time.Duration) string {
 // svcMeas and svcPred are the service times (grant to release) of the
 // run's trace and of the trace the prediction replayed.
 func writeTable(w io.Writer, pred, meas []sim.ReplayModel, client map[string]clientFigures, svcMeas, svcPred map[string][]time.Duration) {
-	fmt.Fprintf(w, "%-6s %5s %7s | %9s %9s %-8s | %9s %9s %-8s | %5s | %9s %9s | %9s %9s %9s %9s\n",
+	fmt.Fprintf(w, "%-6s %5s %7s | %9s %9s %-8s | %9s %9s %-8s | %5s | %9s %9s %9s %9s | %9s %9s %9s %9s\n",
 		"model", "reqs", "503", "meas p50", "pred p50", "ratio", "meas p99", "pred p99", "ratio",
-		"loads", "m.svc50", "p.svc50", "cli w50", "cli w99", "cli l50", "cli l99")
+		"loads", "m.svc50", "p.svc50", "m.svc99", "p.svc99", "cli w50", "cli w99", "cli l50", "cli l99")
 	byID := func(ms []sim.ReplayModel, id string) sim.ReplayModel {
 		for _, m := range ms {
 			if m.Model == id {
@@ -109,11 +109,12 @@ func writeTable(w io.Writer, pred, meas []sim.ReplayModel, client map[string]cli
 	}
 	for _, mm := range models {
 		m, p, c := byID(meas, mm.ID), byID(pred, mm.ID), client[mm.ID]
-		fmt.Fprintf(w, "%-6s %5d %7s | %9s %9s %-8s | %9s %9s %-8s | %5s | %9s %9s | %9s %9s %9s %9s\n",
+		fmt.Fprintf(w, "%-6s %5d %7s | %9s %9s %-8s | %9s %9s %-8s | %5s | %9s %9s %9s %9s | %9s %9s %9s %9s\n",
 			mm.ID, m.Requests, fmt.Sprintf("%d/%d", m.Busy, p.Busy),
 			ms(m.WaitP50), ms(p.WaitP50), ratio(p.WaitP50, m.WaitP50),
 			ms(m.WaitP99), ms(p.WaitP99), ratio(p.WaitP99, m.WaitP99),
 			fmt.Sprintf("%d/%d", m.Loads, p.Loads), ms(pct(svcMeas[mm.ID], 50)), ms(pct(svcPred[mm.ID], 50)),
+			ms(pct(svcMeas[mm.ID], 99)), ms(pct(svcPred[mm.ID], 99)),
 			ms(c.waitP50), ms(c.waitP99), ms(c.latP50), ms(c.latP99))
 	}
 }
