@@ -164,6 +164,12 @@ func runAndReport(binary, out string, sched []arrival, s setup, predictFrom stri
 		opsLine = append(opsLine, fmt.Sprintf("%s %s %d in %v", o.op, o.model, o.status, o.latency.Round(time.Millisecond)))
 	}
 	fmt.Printf("   management: %s\n", strings.Join(opsLine, "; "))
+	cs := clientSide(outs)
+	var ok, busy, other int
+	for _, f := range cs {
+		ok, busy, other = ok+f.ok, busy+f.busy, other+f.other
+	}
+	fmt.Printf("   client: %d requests: %d answered 200, %d 503, %d other (failed or no answer)\n", len(outs), ok, busy, other)
 	svcMeas, err := serviceTimes(trace)
 	if err != nil {
 		return "", err
@@ -172,7 +178,7 @@ func runAndReport(binary, out string, sched []arrival, s setup, predictFrom stri
 	if err != nil {
 		return "", err
 	}
-	writeTable(os.Stdout, pred.Models, meas.Models, clientSide(outs), svcMeas, svcPred)
+	writeTable(os.Stdout, pred.Models, meas.Models, cs, svcMeas, svcPred)
 	fmt.Println()
 	return trace, nil
 }
