@@ -85,9 +85,12 @@ type Deps struct {
 	// read to keep the connection.
 	RefuseDrain time.Duration
 	// StreamEvents runs req on lease and answers with one server-sent
-	// event per event events makes of each engine chunk.
+	// event per event events makes of each engine chunk. The events
+	// closing reports true for are held until the engine returned and
+	// sent last, with [DONE], the lease released before their last byte
+	// (CONTRACT.md phase.stream-deferred).
 	StreamEvents func(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request,
-		events func(json.RawMessage) ([][]byte, error)) error
+		events func(json.RawMessage) ([][]byte, error), closing func([]byte) bool) error
 	// WriteErrorEvent ends a started event stream with an error event.
 	WriteErrorEvent func(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *httpapi.Error)
 	// RequestID is the request's ID (the request-ID middleware's).

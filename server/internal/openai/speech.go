@@ -125,17 +125,24 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 		}
 		return nil
 	}
-	var werr error
 	if !started { // the engine emitted nothing
 		lease.Release(true)
 		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
 			Err: fmt.Errorf("model %q streamed no chunk", p.Model)}
 	}
-	if sw != nil {
-		werr = event(map[string]any{"type": "speech.audio.done", "usage": map[string]int{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
-	} else {
-		werr = rc.Flush()
+	if sw != nil { // the last event: the lease released before its last byte (phase.stream-deferred)
+		b, err := json.Marshal(map[string]any{"type": "speech.audio.done", "usage": map[string]int{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
+		if err != nil {
+			lease.Release(true)
+			return fmt.Errorf("openai: speech done event: %w", err)
+		}
+		_ = sw.WriteReleasing(sse.AppendEvent(nil, "", "", b), func(failed bool) { lease.Release(failed) })
+		return nil
 	}
+	// Raw audio: every byte went out with its chunk; the answer ends with
+	// the chunked body's terminator, written when this returns, after the
+	// release.
+	werr := rc.Flush()
 	lease.Release(werr != nil)
 	return nil
 }
