@@ -106,8 +106,22 @@ type Handlers struct {
 	d Deps
 }
 
-// New returns the routes' handlers over d.
-func New(d Deps) *Handlers { return &Handlers{d: d} }
+// New returns the routes' handlers over d. Every route answers a model
+// name that names no model as OpenAI does: 404 with param "model" and
+// code model_not_found (httpapi.ModelNotFound; CONTRACT.md err.not-found),
+// whether the lease or a status read found it unknown.
+func New(d Deps) *Handlers {
+	if lease := d.Lease; lease != nil {
+		d.Lease = func(r *http.Request, id, task string) (*runtime.Lease, error) {
+			l, err := lease(r, id, task)
+			return l, httpapi.ModelNotFoundErr(err)
+		}
+	}
+	if from := d.FromRuntime; from != nil {
+		d.FromRuntime = func(err error) *httpapi.Error { return httpapi.ModelNotFound(from(err)) }
+	}
+	return &Handlers{d: d}
+}
 
 // jsonType is the content type of a JSON answer.
 const jsonType = "application/json"
