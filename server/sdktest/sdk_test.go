@@ -37,7 +37,25 @@ import (
 	"github.com/sluice-dev/sluice/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, then writes the table of every SDK call they
+// made to $SLUICE_SDK_TABLE when it is set (make sdk-table), and checks
+// for leaked goroutines as goleak.VerifyTestMain does.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if path := os.Getenv("SLUICE_SDK_TABLE"); path != "" {
+		if err := os.WriteFile(path, []byte(calls.markdown()), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "sdk table: %v\n", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // limit bounds the script's whole run; it stops by itself.
 const limit = 2 * time.Minute
@@ -45,11 +63,11 @@ const limit = 2 * time.Minute
 // checks are the script's checks the test requires, each passed.
 var checks = []string{
 	"speech.wav", "speech.pcm", "speech.pcm.espeak", "speech.flac", "speech.opus", "speech.mp3", "speech.aac",
-	"transcribe.wav", "transcribe.mp3", "transcribe.flac", "transcribe.opus",
+	"transcribe.wav", "transcribe.mp3", "transcribe.flac", "transcribe.opus", "transcribe.webm", "transcribe.m4a",
 	"transcribe.srt", "transcribe.vtt", "transcribe.verbose_json.words", "transcribe.stream",
 	"speech.stream.sse", "speech.stream.audio",
 	"transcribe.text_file", "translations", "models.list", "auth.wrong_key",
-	"models.delete", "models.delete.not_found",
+	"models.retrieve", "models.retrieve.not_found", "models.delete", "models.delete.not_found",
 	"names.list", "names.retrieve", "names.speech", "names.speech.bad_voice", "names.transcribe", "names.bad_request.param",
 }
 
@@ -144,10 +162,14 @@ func TestOpenAISDK(t *testing.T) {
 			{ID: "tts-delete", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: json.RawMessage("1")}},
 		})
 
+	// What browsers' MediaRecorder (WebM/Opus) and phones (M4A/AAC) record,
+	// written by FFmpeg (backends/audio/av) from flite's speech of the
+	// script's sentence, for the uploads the SDK sends as files.
+	webm, m4a := recordings(t, "Open the garage door.")
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "sdk.mjs")
-	cmd.Env = append(os.Environ(), "NODE_PATH="+mods,
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods, "SLUICE_SDK_WEBM="+webm, "SLUICE_SDK_M4A="+m4a,
 		"SLUICE_SDK_BASE_URL=http://"+addr+"/v1", "SLUICE_SDK_API_KEY="+key, "SLUICE_SDK_MANAGEMENT_KEY="+mgmt)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -169,6 +191,7 @@ func TestOpenAISDK(t *testing.T) {
 			continue
 		}
 		got[r.Check] = r
+		calls.add(r.Check, r.OK, r.Call, r.Result)
 		ok := "ok"
 		if !r.OK {
 			ok = "FAIL"
