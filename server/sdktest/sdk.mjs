@@ -269,6 +269,11 @@ async function main() {
     }
     return [out.every(Boolean), `the model's default voice each time: ${out.join(', ')}`];
   });
+  await run('names.speech.voice_map', "audio.speech.create({model:'tts-espeak', voice:'alloy'}) with voice_map alloy -> en-gb-scotland", async () => {
+    const say = async (voice) => Buffer.from(await (await client.audio.speech.create({ model: 'tts-espeak', voice, input: SENTENCE, response_format: 'pcm' })).arrayBuffer());
+    const [alloy, mapped, ash] = [await say('alloy'), await say('en-gb-scotland'), await say('ash')];
+    return [alloy.equals(mapped) && !alloy.equals(ash), `alloy = en-gb-scotland: ${alloy.equals(mapped)}; ash (unmapped) = the default voice, not alloy's: ${!alloy.equals(ash)}`];
+  });
   await run('names.speech.bad_voice', "audio.speech.create({voice:'klingon'})", async () => {
     try {
       await client.audio.speech.create({ model: 'tts-1', voice: 'klingon', input: SENTENCE });

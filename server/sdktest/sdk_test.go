@@ -68,7 +68,7 @@ var checks = []string{
 	"speech.stream.sse", "speech.stream.audio",
 	"transcribe.text_file", "translations", "models.list", "auth.wrong_key",
 	"models.retrieve", "models.retrieve.not_found", "models.delete", "models.delete.not_found",
-	"names.list", "names.retrieve", "names.speech", "names.speech.bad_voice", "names.transcribe", "names.bad_request.param",
+	"names.list", "names.retrieve", "names.speech", "names.speech.voice_map", "names.speech.bad_voice", "names.transcribe", "names.bad_request.param",
 }
 
 // result is one line of sdk.mjs.
@@ -154,7 +154,8 @@ func TestOpenAISDK(t *testing.T) {
 		[]server.ModelEntry{
 			{ID: "tts", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two,
 				Aliases: []string{"tts-1", "tts-1-hd", "gpt-4o-mini-tts"}}},
-			{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1")}},
+			{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1"),
+				VoiceMap: map[string]string{"alloy": "en-gb-scotland"}}}, // CONTRACT.md names.voice-map
 			{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two,
 				Aliases: []string{"whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe"}}},
 			{ID: "vad", Spec: server.ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
