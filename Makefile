@@ -131,7 +131,7 @@ bench-runtime:
 # with the real engines, about 30 s.
 SDK_TABLE ?= $(CURDIR)/out/sdk-table.md
 sdk-table: deps models
-	@mkdir -p $(dir $(SDK_TABLE))
+	@mkdir -p $(dir $(SDK_TABLE)) && rm -f $(SDK_TABLE)
 	@SLUICE_SDK_TABLE=$(SDK_TABLE) $(GO) test -count=1 -run '^(TestOpenAISDK|TestRealtimeSDKClients)$$' ./server/sdktest/; \
 	status=$$?; cat $(SDK_TABLE); exit $$status
 
