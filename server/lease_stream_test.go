@@ -20,9 +20,10 @@ import (
 
 // eventHoldListener hands out connections that hold the server's goroutine
 // in the write that completes a streamed answer's last event (the event
-// that holds marker, ended by its blank line), after the bytes went out,
-// until the test lets it go: the client has the whole last event while
-// the server has not yet returned from writing it.
+// that holds marker, ended by its blank line; marker "": the chunked
+// body's end, for a raw audio stream), after the bytes went out, until
+// the test lets it go: the client has the whole last event while the
+// server has not yet returned from writing it.
 type eventHoldListener struct {
 	net.Listener
 	marker string
@@ -47,7 +48,8 @@ type eventHoldConn struct {
 func (c *eventHoldConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.buf = append(c.buf, p[:n]...)
-	if err == nil && !c.done && lastEventComplete(chunkedBody(c.buf), c.l.marker) {
+	if err == nil && !c.done && (c.l.marker == "" && bytes.HasSuffix(c.buf, []byte("\r\n0\r\n\r\n")) ||
+		c.l.marker != "" && lastEventComplete(chunkedBody(c.buf), c.l.marker)) {
 		c.done = true
 		release := make(chan struct{})
 		c.l.held <- release
@@ -95,8 +97,11 @@ func lastEventComplete(body []byte, marker string) bool {
 
 // readEvents reads body until it holds marker's event whole, as an SSE
 // client does before it acts on the stream's last event (it does not wait
-// for the body's end).
+// for the body's end); marker "" reads the body to its end.
 func readEvents(body io.Reader, marker string) ([]byte, error) {
+	if marker == "" {
+		return io.ReadAll(body)
+	}
 	var got []byte
 	buf := make([]byte, 4096)
 	for !lastEventComplete(got, marker) {
@@ -141,6 +146,8 @@ func TestSequentialStreamsNeverFindOwnLease(t *testing.T) {
 		{"transcription-done", "fixture", "asr", "ck", "/v1/audio/transcriptions", mpType, mpBody, `"transcript.text.done"`},
 		{"speech-sse", "flite", "tts", catalogue.FliteSLT, "/v1/audio/speech", "application/json",
 			`{"model":"%s","input":"Hi.","response_format":"pcm","stream_format":"sse"}`, `"speech.audio.done"`},
+		{"speech-audio", "flite", "tts", catalogue.FliteSLT, "/v1/audio/speech", "application/json",
+			`{"model":"%s","input":"Hi.","response_format":"pcm","stream_format":"audio"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
