@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -121,6 +121,19 @@ stress:
 RUNTIME_COUNT ?= 5
 bench-runtime:
 	$(GO) test -run '^$$' -bench BenchmarkHandoff -benchmem -count $(RUNTIME_COUNT) ./core/runtime/
+
+# sdk-table: one re-run table of every openai npm SDK call server/sdktest
+# makes (the HTTP audio calls, WebM/Opus and M4A/AAC uploads included,
+# models list/retrieve/delete, the GA, beta and browser realtime clients),
+# each with its result (pass, or the refusal with its status, param and
+# code as the SDK saw them), written to SDK_TABLE and printed. The same
+# tests run in make test. Size: two node scripts against loopback servers
+# with the real engines, about 30 s.
+SDK_TABLE ?= $(CURDIR)/out/sdk-table.md
+sdk-table: deps models
+	@mkdir -p $(dir $(SDK_TABLE)) && rm -f $(SDK_TABLE)
+	@SLUICE_SDK_TABLE=$(SDK_TABLE) $(GO) test -count=1 -run '^(TestOpenAISDK|TestRealtimeSDKClients)$$' ./server/sdktest/; \
+	status=$$?; cat $(SDK_TABLE); exit $$status
 
 # bench-realtime: live transcription over WebSocket (GET /v1/realtime) with
 # pocketsphinx: latency from the end of speech (the commit) to the completed

@@ -50,6 +50,7 @@ type TraceConfig struct {
 	BaseVersion      uint64 `json:"base_version,omitempty"`
 	RegisterOnly     bool   `json:"register_only,omitempty"`
 	Aliases          string `json:"aliases,omitempty"`
+	VoiceMap         string `json:"voice_map,omitempty"`
 }
 
 func traceConfig(c *Config) *TraceConfig {
@@ -58,7 +59,7 @@ func traceConfig(c *Config) *TraceConfig {
 	}
 	return &TraceConfig{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
 		AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB,
-		BaseVersion: c.BaseVersion, RegisterOnly: c.RegisterOnly, Aliases: c.Aliases}
+		BaseVersion: c.BaseVersion, RegisterOnly: c.RegisterOnly, Aliases: c.Aliases, VoiceMap: c.VoiceMap}
 }
 
 func (tc *TraceConfig) config() *Config {
@@ -67,7 +68,7 @@ func (tc *TraceConfig) config() *Config {
 	}
 	return &Config{Task: tc.Task, Engine: tc.Engine, Checkpoint: tc.Checkpoint, Options: tc.Options, Slots: tc.Slots,
 		AdmissionTimeout: tc.AdmissionTimeout, MaxQueue: tc.MaxQueue, MemoryMB: tc.MemoryMB,
-		BaseVersion: tc.BaseVersion, RegisterOnly: tc.RegisterOnly, Aliases: tc.Aliases}
+		BaseVersion: tc.BaseVersion, RegisterOnly: tc.RegisterOnly, Aliases: tc.Aliases, VoiceMap: tc.VoiceMap}
 }
 
 // EventRecord returns the trace record of ev; ticket is what a submission

@@ -171,6 +171,11 @@ type Config struct {
 	// machine only carries, so a change of aliases alone commits a new
 	// version without rebuilding the pool.
 	Aliases string
+	// VoiceMap maps OpenAI's stock voice names to voices of a speech
+	// model: a canonical JSON object, keys sorted ("" for none; see
+	// core/runtime's CanonicalVoiceMap). Metadata the machine only
+	// carries, as Aliases: the speech route reads it.
+	VoiceMap string
 
 	// BaseVersion and RegisterOnly matter only to an OpApply that registers
 	// an unknown ID, which is how the server's persistent registry restores

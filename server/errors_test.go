@@ -62,7 +62,7 @@ func TestRefusalsCountedAndSampled(t *testing.T) {
 	ts.must(415, "POST", "/v1/models/a/infer", `{"input":1}`, "Content-Type", "text/plain")
 	text := ts.metricsText()
 	for _, want := range []string{
-		`sluice_http_refusals_total{code="not_found",type="not_found_error"} 1`,
+		`sluice_http_refusals_total{code="model_not_found",type="not_found_error"} 1`,
 		`sluice_http_refusals_total{code="unsupported_media_type",type="invalid_request_error"} 1`,
 	} {
 		if !strings.Contains(text, want) {

@@ -103,9 +103,11 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 }
 
 // stream answers a streamed request as text/event-stream: one "data:" event
-// per chunk, flushed as it comes, then "data: [DONE]". The lease
-// is released after the last byte was flushed or when a write fails
-// (CONTRACT.md phase.stream-deferred): a failed write makes the emit
+// per chunk, flushed as it comes, then "data: [DONE]". The lease is
+// released once the engine has returned, before the last byte of [DONE]
+// (sse.Writer.WriteReleasing: a client that has read [DONE] never finds the
+// lease still held), or when a write fails (CONTRACT.md
+// phase.stream-deferred): a failed write makes the emit
 // callback fail, which stops the engine, and a client that goes away
 // cancels the request's context, which stops it too. A client that accepts
 // no bytes for --write-timeout fails the blocked write (every socket write
@@ -116,20 +118,38 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 // after it, the failure is reported as an "event: error" and the stream
 // ends without [DONE].
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request) error {
-	return s.streamEvents(w, r, lease, breq, nil)
+	return s.streamEvents(w, r, lease, breq, nil, nil)
 }
 
 // streamEvents is stream with each engine chunk turned into the events
-// events returns (nil: the chunk itself), e.g. an API's event objects.
+// events returns (nil: the chunk itself), e.g. an API's event objects. An
+// event closing reports true for (an API's own last event, e.g. a
+// transcript's done) is held until the engine returned and sent with
+// [DONE], so that the lease is released before it completes too.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request,
-	events func(json.RawMessage) ([][]byte, error)) error {
+	events func(json.RawMessage) ([][]byte, error), closing func([]byte) bool) error {
 	sw := sse.New(w, 0) // the connection's per-write deadline bounds it (conns.go)
-	send := func(data []byte) error {
-		if !sw.Started() { // headers with the first chunk: an earlier failure is an ordinary answer
+	head := func() {
+		if !sw.Started() { // headers with the first event: an earlier failure is an ordinary answer
 			h := sw.Header()
 			h.Set("Sluice-Slot", strconv.Itoa(lease.Slot()))
 			h.Set("Sluice-Config-Version", strconv.FormatUint(lease.Version(), 10))
 		}
+	}
+	var held [][]byte // closing events, sent with [DONE]
+	send := func(data []byte) error {
+		if closing != nil && closing(data) {
+			held = append(held, data)
+			return nil
+		}
+		for _, e := range held { // an event after a closing one: keep the order
+			head()
+			if err := sw.Data(e); err != nil {
+				return err
+			}
+		}
+		held = held[:0]
+		head()
 		return sw.Data(data)
 	}
 	_, err := lease.Infer(r.Context(), breq, func(chunk json.RawMessage) error {
@@ -166,8 +186,20 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 		}
 		return nil
 	}
-	werr := send([]byte("[DONE]"))
-	lease.Release(werr != nil)
+	// The held events and [DONE], the lease released before the first of
+	// them is complete: a client that acts on a closing event or on [DONE]
+	// never finds this lease.
+	var last []byte
+	for _, e := range held {
+		last = sse.AppendEvent(last, "", "", e)
+	}
+	last = sse.AppendEvent(last, "", "", []byte("[DONE]"))
+	at := len(last) - 1
+	if len(held) > 0 {
+		at = len(sse.AppendEvent(nil, "", "", held[0])) - 1
+	}
+	head()
+	_ = sw.WriteReleasingAt(last, at, func(failed bool) { lease.Release(failed) })
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
@@ -86,7 +87,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	}
 	st, err := s.reg.Unregister(r.Context(), id) // the tombstone durable before it returns (CONTRACT.md persist.durable-before-200)
 	if err != nil && !registry.NotDurable(err) {
-		return manageErr(err)
+		return httpapi.ModelNotFoundErr(manageErr(err)) // OpenAI's models.delete: param model (err.not-found)
 	}
 	s.created.forget(id) // unregistered, durable or not
 	if err != nil {

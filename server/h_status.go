@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // handleHealth answers GET /healthz: the process is up.
@@ -62,7 +63,7 @@ func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	st, err := s.rt.StatusOf(canon)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.ModelNotFound(fromRuntime(err)) // OpenAI's models.retrieve: param model (err.not-found)
 	}
 	if alias { // an OpenAI client's models.retrieve("whisper-1")
 		return writeJSON(w, aliasEntry(s.model(st), id))

@@ -31,6 +31,10 @@ type ModelSpec struct {
 	// Aliases are other names requests may use for the model (OpenAI's
 	// whisper-1, tts-1, ...; runtime.ModelSpec.Aliases). Absent: none.
 	Aliases []string `json:"aliases,omitempty"`
+	// VoiceMap maps OpenAI's stock voice names to voices of a speech
+	// model (runtime.ModelSpec.VoiceMap). Absent: each means the
+	// model's default voice.
+	VoiceMap map[string]string `json:"voice_map,omitempty"`
 }
 
 // maxTimeoutMS bounds every admission timeout in milliseconds (one year,
@@ -60,7 +64,7 @@ func msDuration(ms int64) time.Duration {
 // single-session server has no slots.
 func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 	out := runtime.ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Slots: 1,
-		Options: s.Options, MaxQueue: s.MaxQueue, Aliases: s.Aliases}
+		Options: s.Options, MaxQueue: s.MaxQueue, Aliases: s.Aliases, VoiceMap: s.VoiceMap}
 	if s.Slots != nil {
 		if !parallel {
 			return out, InvalidParam(runtime.FieldSlots, "slots needs --parallel-jobs: the legacy server runs one session per model")
@@ -83,7 +87,7 @@ func (s *ModelSpec) convert(parallel bool) (runtime.ModelSpec, error) {
 // slots too in the legacy mode.
 func specJSON(s *runtime.ModelSpec, parallel bool) ModelSpec {
 	out := ModelSpec{Engine: s.Engine, Checkpoint: s.Checkpoint, Task: s.Task, Options: s.Options, MaxQueue: s.MaxQueue,
-		Aliases: s.Aliases}
+		Aliases: s.Aliases, VoiceMap: s.VoiceMap}
 	if parallel {
 		out.Slots = json.RawMessage(strconv.Itoa(s.Slots))
 	}

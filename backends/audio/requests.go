@@ -56,11 +56,14 @@ type TTSRequest struct {
 	SampleRate int     `json:"sample_rate,omitempty"` // resample the output to this rate; 0 = engine rate
 }
 
-// StockVoices are OpenAI's voice names, as its SDK lists them. Every
-// speech model takes each of them as its default voice (the voice a
-// request without one gets), so an app written for OpenAI runs unchanged
-// (IsDefaultVoice); the model's own voices are GET /v1/audio/voices'.
-var StockVoices = []string{"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse", "marin", "cedar"}
+// StockVoices are OpenAI's voice names, as its SDK lists them
+// (backends.StockVoices). Every speech model takes each of them as its
+// default voice (the voice a request without one gets), so an app written
+// for OpenAI runs unchanged (IsDefaultVoice), unless the model's voice map
+// maps it to another of its voices (the speech route does that before the
+// engine sees the request); the model's own voices are GET
+// /v1/audio/voices'.
+var StockVoices = backends.StockVoices
 
 // IsDefaultVoice reports whether a request's voice asks for the model's
 // default voice: none, "default" or one of StockVoices, in any case.

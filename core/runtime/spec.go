@@ -39,6 +39,12 @@ type ModelSpec struct {
 	// a valid model ID, none the model's own ID, another model's ID or
 	// another model's alias (names.go). Their order does not matter.
 	Aliases []string
+	// VoiceMap maps OpenAI's stock voice names (alloy, ash, ...) to voices
+	// of a speech model, which requests naming them then get; a stock
+	// name it does not map means the model's default voice. Each key a
+	// stock name, each value a voice the engine lists for the checkpoint
+	// (CanonicalVoiceMap, checkVoiceMap). Nil: none.
+	VoiceMap map[string]string
 	// BaseVersion and RegisterOnly restore a model from a persistent
 	// registry (core.Config.BaseVersion): when Apply registers an unknown
 	// ID, it starts at config version BaseVersion (0: 1) and, with
@@ -131,6 +137,9 @@ func (s *ModelSpec) Validate() error {
 // checkFields is Validate, returning the canonical options.
 func checkFields(s *ModelSpec) (string, error) {
 	if _, err := CanonicalAliases(s.Aliases); err != nil {
+		return "", err
+	}
+	if _, err := CanonicalVoiceMap(s.VoiceMap); err != nil {
 		return "", err
 	}
 	if s.Engine == "" {
@@ -235,9 +244,13 @@ func (r *Runtime) configWith(id string, spec ModelSpec, check func(*ModelSpec) (
 	bs := backends.Spec{Model: id, Task: spec.Task, Engine: spec.Engine, Checkpoint: spec.Checkpoint,
 		Options: json.RawMessage(opts), Slots: spec.Slots}
 	var mb int64
+	var vmErr error // the voice map's refusal names voice_map, not engine
 	err = protect(r.log, "validate", func() error {
 		if err := eng.Validate(bs); err != nil {
 			return err
+		}
+		if vmErr = checkVoiceMap(eng, bs, spec.VoiceMap); vmErr != nil {
+			return nil
 		}
 		var err error
 		mb, err = eng.EstimateMB(bs)
@@ -249,11 +262,15 @@ func (r *Runtime) configWith(id string, spec ModelSpec, check func(*ModelSpec) (
 		}
 		return nil, invalidf(specErrorf(FieldEngine, err, "engine %s refused the spec: %v", spec.Engine, err), "model %q", id)
 	}
+	if vmErr != nil {
+		return nil, invalidf(vmErr, "model %q", id)
+	}
 	if err := checkMemory(spec.Engine, mb); err != nil {
 		return nil, invalidf(err, "model %q", id)
 	}
 	cfg := spec.coreConfig(opts, mb)
-	cfg.Aliases, _ = CanonicalAliases(spec.Aliases) // checked above
+	cfg.Aliases, _ = CanonicalAliases(spec.Aliases)    // checked above
+	cfg.VoiceMap, _ = CanonicalVoiceMap(spec.VoiceMap) // checked above
 	if err := cfg.Validate(); err != nil {
 		return nil, r.specDisagrees(id, cfg, err)
 	}
@@ -294,7 +311,7 @@ func (s *ModelSpec) coreConfig(opts string, mb int64) *core.Config {
 // (its memory estimate aside, which the engine makes again).
 func SpecOf(c *core.Config) ModelSpec {
 	s := ModelSpec{Engine: c.Engine, Checkpoint: c.Checkpoint, Task: c.Task, Slots: c.Slots,
-		Options: json.RawMessage(c.Options), MaxQueue: c.MaxQueue, Aliases: splitAliases(c.Aliases)}
+		Options: json.RawMessage(c.Options), MaxQueue: c.MaxQueue, Aliases: splitAliases(c.Aliases), VoiceMap: VoiceMapOf(c)}
 	if c.AdmissionTimeout != core.NoTimeout {
 		d := time.Duration(c.AdmissionTimeout)
 		s.AdmissionTimeout = &d

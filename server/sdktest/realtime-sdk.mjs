@@ -71,6 +71,7 @@ async function drive(name) {
   const rt = d.open();
   out.url = String(rt.url);
   let step = null; // resolves the phase waiting on an event type
+  let expectRefusal = false; // the next error event answers the noise reduction update
   const waitFor = (type) => new Promise((resolve, reject) => { step = { type, resolve, reject }; });
   rt.on('event', (ev) => {
     out.types.push(ev.type);
@@ -79,9 +80,16 @@ async function drive(name) {
     if (step && ev.type === step.type) { const s = step; step = null; s.resolve(ev); }
   });
   rt.on('error', (e) => {
-    if (e.error?.param && out.refusal === null) out.refusal = { code: e.error.code, param: e.error.param, message: e.error.message };
-    else out.errors.push(String(e.message));
-    if (step && step.type === 'error') { const s = step; step = null; s.resolve(e); }
+    if (expectRefusal && e.error?.param && out.refusal === null) {
+      out.refusal = { code: e.error.code, param: e.error.param, message: e.error.message };
+      expectRefusal = false;
+    } else out.errors.push(e.error ? `error event code=${e.error.code} param=${e.error.param}: ${e.error.message}` : String(e.message));
+    if (step) { // a refusal ends the step it answered: the failure is reported, not waited out
+      const s = step;
+      step = null;
+      if (s.type === 'error') s.resolve(e);
+      else s.reject(new Error(`error event code=${e.error?.code} param=${e.error?.param} waiting for ${s.type}: ${e.error?.message ?? e.message}`));
+    }
   });
   const closed = new Promise((resolve) => onClose(rt, (code) => { out.close = code; if (step) step.reject(new Error(`closed ${code} waiting for ${step.type}`)); resolve(); }));
   try {
@@ -91,6 +99,7 @@ async function drive(name) {
     rt.send(d.configure);
     await w;
     w = waitFor('error');
+    expectRefusal = true;
     rt.send(d.noisy);
     await w;
     for (let off = 0; off < pcm.length; off += chunk) {

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -61,14 +62,15 @@ func TestRealtimeSDKClients(t *testing.T) {
 
 	const key = "rt-sdk-key"
 	addr := serveSluice(t, key, func(c *server.Config) { c.TLSCert, c.TLSKey = certPath, keyPath }, []string{catalogue.PocketsphinxEnUS}, []server.ModelEntry{
-		{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: json.RawMessage("1")}},
+		{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: json.RawMessage("1"),
+			Aliases: []string{"gpt-4o-transcribe"}}},
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "realtime-sdk.mjs")
 	cmd.Env = append(os.Environ(), "NODE_PATH="+mods, "SLUICE_SDK_API_KEY="+key, "SLUICE_RT_AUDIO="+pcmPath, "SLUICE_RT_PACE=4",
-		"SLUICE_RT_MODEL=asr", "SLUICE_SDK_BASE_URL=https://"+addr+"/v1", "NODE_EXTRA_CA_CERTS="+certPath)
+		"SLUICE_RT_MODEL=gpt-4o-transcribe", "SLUICE_SDK_BASE_URL=https://"+addr+"/v1", "NODE_EXTRA_CA_CERTS="+certPath)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second
@@ -93,25 +95,32 @@ func TestRealtimeSDKClients(t *testing.T) {
 			t.Fatalf("realtime-sdk.mjs printed %q: %v", sc.Bytes(), err)
 		}
 		seen[r.Client] = true
+		var failed []string // this client's failures: its rows of the SDK table
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Errorf(format, args...)
+			failed = append(failed, fmt.Sprintf(format, args...))
+		}
 		proto := "none"
 		if r.Protocol != nil && *r.Protocol != "" {
 			proto = *r.Protocol
 		}
 		t.Logf("%-7s %s (subprotocol %s): %d events, deltas %q, transcript %q, refusal %+v, close %d", r.Client, r.URL, proto, len(r.Types), r.Deltas, r.Transcript, r.Refusal, r.Close)
 		if len(r.Errors) > 0 {
-			t.Errorf("%s: errors %q", r.Client, r.Errors)
+			fail("%s: errors %q", r.Client, r.Errors)
 		}
 		if !strings.HasPrefix(r.URL, "wss://") {
-			t.Errorf("%s: url %s is not wss:", r.Client, r.URL)
+			fail("%s: url %s is not wss:", r.Client, r.URL)
 		}
 		if len(r.Types) == 0 || r.Types[0] != wantCreated[r.Client] {
-			t.Errorf("%s: first events %v, want %s", r.Client, r.Types, wantCreated[r.Client])
+			fail("%s: first events %v, want %s", r.Client, r.Types, wantCreated[r.Client])
 		}
-		if r.Refusal == nil || r.Refusal.Param != wantParam[r.Client] {
+		refusalOK := r.Refusal != nil && r.Refusal.Param == wantParam[r.Client]
+		if !refusalOK { // its own row of the table
 			t.Errorf("%s: noise reduction answered %+v, want an error naming %s", r.Client, r.Refusal, wantParam[r.Client])
 		}
 		if r.Client == "browser" && proto != "realtime" {
-			t.Errorf("browser: selected subprotocol %s, want realtime", proto)
+			fail("browser: selected subprotocol %s, want realtime", proto)
 		}
 		firstDelta, completed := -1, -1
 		for i, typ := range r.Types {
@@ -125,22 +134,60 @@ func TestRealtimeSDKClients(t *testing.T) {
 			}
 		}
 		if firstDelta < 0 || completed < firstDelta {
-			t.Errorf("%s: want deltas before the completed event: %v", r.Client, r.Types)
+			fail("%s: want deltas before the completed event: %v", r.Client, r.Types)
 		}
 		for _, w := range []string{"turn", "kitchen", "lights"} {
 			if !strings.Contains(r.Transcript, w) {
-				t.Errorf("%s: transcript %q lacks %q", r.Client, r.Transcript, w)
+				fail("%s: transcript %q lacks %q", r.Client, r.Transcript, w)
 			}
 		}
 		if r.Close != 1000 {
-			t.Errorf("%s: close code %d, want 1000", r.Client, r.Close)
+			fail("%s: close code %d, want 1000", r.Client, r.Close)
 		}
+		refusal := "no error event"
+		if r.Refusal != nil {
+			refusal = fmt.Sprintf("error event code=%s param=%s: %s", r.Refusal.Code, r.Refusal.Param, r.Refusal.Message)
+		}
+		result := fmt.Sprintf("%s, %d events (first %s), %d deltas, transcript %q, close %d", r.URL, len(r.Types), first(r.Types), len(r.Deltas), r.Transcript, r.Close)
+		if len(failed) > 0 {
+			result += "; " + strings.Join(failed, "; ")
+		}
+		calls.add("realtime."+r.Client, len(failed) == 0, sdkClients[r.Client]+": "+configureCall[r.Client]+", input_audio_buffer.append/commit", result)
+		calls.add("realtime."+r.Client+".noise_reduction", refusalOK, sdkClients[r.Client]+": "+noisyCall[r.Client], refusal)
 	}
 	for _, c := range []string{"ga", "beta", "browser"} {
 		if !seen[c] {
 			t.Errorf("no result for the %s client; stderr:\n%s", c, stderr.Bytes())
 		}
 	}
+}
+
+// The SDK's realtime clients and the calls realtime-sdk.mjs makes with
+// them, for the SDK table.
+var (
+	sdkClients = map[string]string{
+		"ga":      "new OpenAIRealtimeWS({model:'gpt-4o-transcribe'}) (openai/realtime/ws)",
+		"beta":    "new OpenAIRealtimeWS({model:'gpt-4o-transcribe'}) (openai/beta/realtime/ws)",
+		"browser": "new OpenAIRealtimeWebSocket({model:'gpt-4o-transcribe'}) (openai/realtime/websocket)",
+	}
+	configureCall = map[string]string{
+		"ga":      "send session.update {type:'transcription', audio.input.transcription.model}",
+		"beta":    "send transcription_session.update {input_audio_transcription.model}",
+		"browser": "send session.update {type:'transcription', audio.input.transcription.model}",
+	}
+	noisyCall = map[string]string{
+		"ga":      "send session.update {audio.input.noise_reduction:{type:'near_field'}}",
+		"beta":    "send transcription_session.update {input_audio_noise_reduction:{type:'near_field'}}",
+		"browser": "send session.update {audio.input.noise_reduction:{type:'near_field'}}",
+	}
+)
+
+// first is the first of types, or "none".
+func first(types []string) string {
+	if len(types) == 0 {
+		return "none"
+	}
+	return types[0]
 }
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 (its own CA,

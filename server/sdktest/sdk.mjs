@@ -5,6 +5,7 @@
 // server's /v1 URL), SLUICE_SDK_API_KEY, SLUICE_SDK_MANAGEMENT_KEY (for
 // models.delete) and NODE_PATH reaching openai.
 import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
 
 const require = createRequire(import.meta.url);
 const { default: OpenAI, toFile, BadRequestError, AuthenticationError, NotFoundError } = require('openai');
@@ -142,6 +143,14 @@ async function main() {
       return [heard(r.text) >= 3, `"${r.text}"`];
     });
   }
+  // What browsers' MediaRecorder (WebM/Opus) and phones (M4A/AAC) record.
+  for (const [format, env] of [['webm', 'SLUICE_SDK_WEBM'], ['m4a', 'SLUICE_SDK_M4A']]) {
+    await run(`transcribe.${format}`, `audio.transcriptions.create({file:speech.${format}})`, async () => {
+      const b = readFileSync(process.env[env]);
+      const r = await transcribe(b, `speech.${format}`, { response_format: 'verbose_json' });
+      return [heard(r.text) >= 3, `${b.length} B upload, ${Number(r.duration).toFixed(2)} s: "${r.text}"`];
+    });
+  }
   await run('transcribe.srt', "audio.transcriptions.create({response_format:'srt'})", async () => {
     const r = String(await transcribe(wav, 'speech.wav', { response_format: 'srt' }));
     const ok = /^1\r?\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\r?\n/.test(r) && heard(r) >= 3;
@@ -206,7 +215,7 @@ async function main() {
       const r = await transcribe(Buffer.from('These are my notes, not audio at all.\n'.repeat(20)), 'notes.txt');
       return [false, `200 (want 400): ${JSON.stringify(r)}`];
     } catch (e) {
-      return [e instanceof BadRequestError && e.status === 400, `${e.constructor.name} ${e.status}: ${e.message}`];
+      return [e instanceof BadRequestError && e.status === 400 && e.param === 'file', `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`];
     }
   });
   await run('translations', 'audio.translations.create()', async () => {
@@ -214,7 +223,7 @@ async function main() {
       await client.audio.translations.create({ model: 'asr', file: await toFile(wav, 'speech.wav') });
       return [false, '200 (want 400)'];
     } catch (e) {
-      return [e instanceof BadRequestError && /no served model translates/.test(e.message), `${e.constructor.name} ${e.status}: ${e.message}`];
+      return [e instanceof BadRequestError && e.param === 'model' && /no served model translates/.test(e.message), `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`];
     }
   });
   await run('models.list', 'models.list()', async () => {
@@ -225,6 +234,18 @@ async function main() {
       if (typeof m.created !== 'number' || typeof m.owned_by !== 'string' || m.object !== 'model') ok = false;
     }
     return [ok && ['tts', 'tts-espeak', 'asr', 'vad'].every((id) => ids.includes(id)), `${ids.length} models, each with created and owned_by: ${ids.join(', ')}`];
+  });
+  await run('models.retrieve', "models.retrieve('asr')", async () => {
+    const m = await client.models.retrieve('asr');
+    return [m.id === 'asr' && m.object === 'model', JSON.stringify({ id: m.id, object: m.object, owned_by: m.owned_by })];
+  });
+  await run('models.retrieve.not_found', "models.retrieve('gpt-5-transcribe')", async () => {
+    try {
+      await client.models.retrieve('gpt-5-transcribe');
+      return [false, '200 (want 404)'];
+    } catch (e) {
+      return [e instanceof NotFoundError && e.param === 'model' && e.code === 'model_not_found', `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`];
+    }
   });
   // OpenAI's own names: aliases of the served models (CONTRACT.md
   // names.*), and every stock voice, marin and cedar included, also in
@@ -247,6 +268,11 @@ async function main() {
       out.push(b.equals(wav));
     }
     return [out.every(Boolean), `the model's default voice each time: ${out.join(', ')}`];
+  });
+  await run('names.speech.voice_map', "audio.speech.create({model:'tts-espeak', voice:'alloy'}) with voice_map alloy -> en-gb-scotland", async () => {
+    const say = async (voice) => Buffer.from(await (await client.audio.speech.create({ model: 'tts-espeak', voice, input: SENTENCE, response_format: 'pcm' })).arrayBuffer());
+    const [alloy, mapped, ash] = [await say('alloy'), await say('en-gb-scotland'), await say('ash')];
+    return [alloy.equals(mapped) && !alloy.equals(ash), `alloy = en-gb-scotland: ${alloy.equals(mapped)}; ash (unmapped) = the default voice, not alloy's: ${!alloy.equals(ash)}`];
   });
   await run('names.speech.bad_voice', "audio.speech.create({voice:'klingon'})", async () => {
     try {
@@ -285,7 +311,7 @@ async function main() {
       await admin.models.delete('tts-delete');
       return [false, '200 (want 404)'];
     } catch (e) {
-      return [e instanceof NotFoundError && e.status === 404, `${e.constructor.name} ${e.status}: ${e.message}`];
+      return [e instanceof NotFoundError && e.status === 404 && e.param === 'model' && e.code === 'model_not_found', `${e.constructor.name} ${e.status} param=${e.param} code=${e.code}: ${e.message}`];
     }
   });
   await run('auth.wrong_key', "models.list() with apiKey 'wrong'", async () => {

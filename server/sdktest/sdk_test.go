@@ -37,7 +37,25 @@ import (
 	"github.com/sluice-dev/sluice/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, then writes the table of every SDK call they
+// made to $SLUICE_SDK_TABLE when it is set (make sdk-table), and checks
+// for leaked goroutines as goleak.VerifyTestMain does.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if path := os.Getenv("SLUICE_SDK_TABLE"); path != "" {
+		if err := os.WriteFile(path, []byte(calls.markdown()), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "sdk table: %v\n", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // limit bounds the script's whole run; it stops by itself.
 const limit = 2 * time.Minute
@@ -45,12 +63,12 @@ const limit = 2 * time.Minute
 // checks are the script's checks the test requires, each passed.
 var checks = []string{
 	"speech.wav", "speech.pcm", "speech.pcm.espeak", "speech.flac", "speech.opus", "speech.mp3", "speech.aac",
-	"transcribe.wav", "transcribe.mp3", "transcribe.flac", "transcribe.opus",
+	"transcribe.wav", "transcribe.mp3", "transcribe.flac", "transcribe.opus", "transcribe.webm", "transcribe.m4a",
 	"transcribe.srt", "transcribe.vtt", "transcribe.verbose_json.words", "transcribe.stream",
 	"speech.stream.sse", "speech.stream.audio",
 	"transcribe.text_file", "translations", "models.list", "auth.wrong_key",
-	"models.delete", "models.delete.not_found",
-	"names.list", "names.retrieve", "names.speech", "names.speech.bad_voice", "names.transcribe", "names.bad_request.param",
+	"models.retrieve", "models.retrieve.not_found", "models.delete", "models.delete.not_found",
+	"names.list", "names.retrieve", "names.speech", "names.speech.voice_map", "names.speech.bad_voice", "names.transcribe", "names.bad_request.param",
 }
 
 // result is one line of sdk.mjs.
@@ -136,7 +154,8 @@ func TestOpenAISDK(t *testing.T) {
 		[]server.ModelEntry{
 			{ID: "tts", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: two,
 				Aliases: []string{"tts-1", "tts-1-hd", "gpt-4o-mini-tts"}}},
-			{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1")}},
+			{ID: "tts-espeak", Spec: server.ModelSpec{Engine: espeak.Name, Task: "tts", Checkpoint: catalogue.EspeakEn, Slots: json.RawMessage("1"),
+				VoiceMap: map[string]string{"alloy": "en-gb-scotland"}}}, // CONTRACT.md names.voice-map
 			{ID: "asr", Spec: server.ModelSpec{Engine: pocketsphinx.Name, Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: two,
 				Aliases: []string{"whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe"}}},
 			{ID: "vad", Spec: server.ModelSpec{Engine: onnx.Name, Task: "vad", Checkpoint: catalogue.SileroV5, Slots: two}},
@@ -144,10 +163,14 @@ func TestOpenAISDK(t *testing.T) {
 			{ID: "tts-delete", Spec: server.ModelSpec{Engine: flite.Name, Task: "tts", Checkpoint: catalogue.FliteSLT, Slots: json.RawMessage("1")}},
 		})
 
+	// What browsers' MediaRecorder (WebM/Opus) and phones (M4A/AAC) record,
+	// written by FFmpeg (backends/audio/av) from flite's speech of the
+	// script's sentence, for the uploads the SDK sends as files.
+	webm, m4a := recordings(t, "Open the garage door.")
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "sdk.mjs")
-	cmd.Env = append(os.Environ(), "NODE_PATH="+mods,
+	cmd.Env = append(os.Environ(), "NODE_PATH="+mods, "SLUICE_SDK_WEBM="+webm, "SLUICE_SDK_M4A="+m4a,
 		"SLUICE_SDK_BASE_URL=http://"+addr+"/v1", "SLUICE_SDK_API_KEY="+key, "SLUICE_SDK_MANAGEMENT_KEY="+mgmt)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -169,6 +192,7 @@ func TestOpenAISDK(t *testing.T) {
 			continue
 		}
 		got[r.Check] = r
+		calls.add(r.Check, r.OK, r.Call, r.Result)
 		ok := "ok"
 		if !r.OK {
 			ok = "FAIL"

@@ -103,6 +103,8 @@ type Config struct {
 	// Aliases are core.Config.Aliases: metadata like MaxQueue (a change
 	// of them alone commits a version and keeps the pool).
 	Aliases string
+	// VoiceMap is core.Config.VoiceMap: metadata as Aliases are.
+	VoiceMap string
 
 	id int // intern number, 0 for a config not interned
 }
@@ -117,7 +119,7 @@ func (c *Config) sameSessions(o *Config) bool {
 func (c *Config) equal(o *Config) bool {
 	return c.Task == o.Task && c.Engine == o.Engine && c.Checkpoint == o.Checkpoint && c.Options == o.Options &&
 		c.Slots == o.Slots && c.AdmissionTimeout == o.AdmissionTimeout && c.MaxQueue == o.MaxQueue &&
-		c.MemoryMB == o.MemoryMB && c.Aliases == o.Aliases
+		c.MemoryMB == o.MemoryMB && c.Aliases == o.Aliases && c.VoiceMap == o.VoiceMap
 }
 
 func (c *Config) valid() bool {
@@ -190,7 +192,7 @@ func (t *ConfigTable) FromCore(c *core.Config) *Config {
 		p = x.(*Config)
 	} else {
 		p = t.Intern(Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options, Slots: c.Slots,
-			AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB, Aliases: c.Aliases})
+			AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB, Aliases: c.Aliases, VoiceMap: c.VoiceMap})
 		t.byCore.Store(c, p)
 	}
 	next := []corePair{{c: c, p: p}}

@@ -345,7 +345,7 @@ func traceCfg(c *core.TraceConfig) *abstract.Config {
 		return nil
 	}
 	return &abstract.Config{Task: c.Task, Engine: c.Engine, Checkpoint: c.Checkpoint, Options: c.Options,
-		Slots: c.Slots, AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB, Aliases: c.Aliases}
+		Slots: c.Slots, AdmissionTimeout: c.AdmissionTimeout, MaxQueue: c.MaxQueue, MemoryMB: c.MemoryMB, Aliases: c.Aliases, VoiceMap: c.VoiceMap}
 }
 
 func cfgString(c *abstract.Config) string {

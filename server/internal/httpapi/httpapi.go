@@ -8,6 +8,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -86,4 +87,35 @@ func InvalidRequest(err error) *Error {
 	e := Invalid("%v", err)
 	e.Param, e.Err = backends.ParamOf(err), err
 	return e
+}
+
+// CodeModelNotFound is the code of an OpenAI route's 404 for a model
+// name that names no model (neither an ID nor an alias), as OpenAI's own
+// answer has it, with param "model".
+const CodeModelNotFound = "model_not_found"
+
+// ModelNotFound is e, when it is a 404 not_found_error, as an OpenAI
+// route answers an unknown model: param "model", code model_not_found
+// (CONTRACT.md err.not-found); any other e is returned as it is. e itself
+// is never changed (a copy is returned).
+func ModelNotFound(e *Error) *Error {
+	if e == nil || e.Status != http.StatusNotFound || e.Type != "not_found_error" {
+		return e
+	}
+	c := *e
+	c.Param, c.Code = "model", CodeModelNotFound
+	return &c
+}
+
+// ModelNotFoundErr is ModelNotFound for an error that may be an *Error
+// (nil stays nil; another error is returned as it is).
+func ModelNotFoundErr(err error) error {
+	var e *Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	if m := ModelNotFound(e); m != e {
+		return m
+	}
+	return err
 }

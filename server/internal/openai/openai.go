@@ -85,9 +85,12 @@ type Deps struct {
 	// read to keep the connection.
 	RefuseDrain time.Duration
 	// StreamEvents runs req on lease and answers with one server-sent
-	// event per event events makes of each engine chunk.
+	// event per event events makes of each engine chunk. The events
+	// closing reports true for are held until the engine returned and
+	// sent last, with [DONE], the lease released before their last byte
+	// (CONTRACT.md phase.stream-deferred).
 	StreamEvents func(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request,
-		events func(json.RawMessage) ([][]byte, error)) error
+		events func(json.RawMessage) ([][]byte, error), closing func([]byte) bool) error
 	// WriteErrorEvent ends a started event stream with an error event.
 	WriteErrorEvent func(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *httpapi.Error)
 	// RequestID is the request's ID (the request-ID middleware's).
@@ -103,8 +106,22 @@ type Handlers struct {
 	d Deps
 }
 
-// New returns the routes' handlers over d.
-func New(d Deps) *Handlers { return &Handlers{d: d} }
+// New returns the routes' handlers over d. Every route answers a model
+// name that names no model as OpenAI does: 404 with param "model" and
+// code model_not_found (httpapi.ModelNotFound; CONTRACT.md err.not-found),
+// whether the lease or a status read found it unknown.
+func New(d Deps) *Handlers {
+	if lease := d.Lease; lease != nil {
+		d.Lease = func(r *http.Request, id, task string) (*runtime.Lease, error) {
+			l, err := lease(r, id, task)
+			return l, httpapi.ModelNotFoundErr(err)
+		}
+	}
+	if from := d.FromRuntime; from != nil {
+		d.FromRuntime = func(err error) *httpapi.Error { return httpapi.ModelNotFound(from(err)) }
+	}
+	return &Handlers{d: d}
+}
 
 // jsonType is the content type of a JSON answer.
 const jsonType = "application/json"

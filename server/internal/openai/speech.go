@@ -37,6 +37,12 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer lease.Release(true) // a no-op once released
+	if v, ok := h.mappedVoice(lease.Model(), string(p.Voice)); ok {
+		p.Voice = Voice(v)
+		if req, err = p.Request(); err != nil {
+			return httpapi.InvalidRequest(err)
+		}
+	}
 	req.ID = h.d.RequestID(r.Context())
 	if req.Stream {
 		return h.streamSpeech(w, r, lease, req, p)
@@ -50,6 +56,24 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 			Err: fmt.Errorf("model %q is not a speech model", p.Model)}
 	}
 	return h.d.WriteTask(w, r, lease, out.ContentType, out.Data)
+}
+
+// mappedVoice is the voice model's voice map gives voice when voice is one
+// of OpenAI's stock names the map lists (CONTRACT.md names.voice-map): the
+// committed config's map, read under the request's lease. Any other
+// voice, or a stock name the map leaves out, goes to the engine as it is
+// (a stock name then means the model's default voice).
+func (h *Handlers) mappedVoice(model, voice string) (string, bool) {
+	stock, ok := backends.StockVoice(voice)
+	if !ok {
+		return "", false
+	}
+	cfg, _, err := h.d.Runtime.ConfigOf(model)
+	if err != nil {
+		return "", false
+	}
+	v, ok := runtime.VoiceMapOf(&cfg)[stock]
+	return v, ok
 }
 
 // streamSpeech answers /v1/audio/speech with stream_format as OpenAI
@@ -125,17 +149,24 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 		}
 		return nil
 	}
-	var werr error
 	if !started { // the engine emitted nothing
 		lease.Release(true)
 		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
 			Err: fmt.Errorf("model %q streamed no chunk", p.Model)}
 	}
-	if sw != nil {
-		werr = event(map[string]any{"type": "speech.audio.done", "usage": map[string]int{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
-	} else {
-		werr = rc.Flush()
+	if sw != nil { // the last event: the lease released before its last byte (phase.stream-deferred)
+		b, err := json.Marshal(map[string]any{"type": "speech.audio.done", "usage": map[string]int{"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}})
+		if err != nil {
+			lease.Release(true)
+			return fmt.Errorf("openai: speech done event: %w", err)
+		}
+		_ = sw.WriteReleasing(sse.AppendEvent(nil, "", "", b), func(failed bool) { lease.Release(failed) })
+		return nil
 	}
+	// Raw audio: every byte went out with its chunk; the answer ends with
+	// the chunked body's terminator, written when this returns, after the
+	// release.
+	werr := rc.Flush()
 	lease.Release(werr != nil)
 	return nil
 }

@@ -95,7 +95,7 @@ func (h *Handlers) transcribe(w http.ResponseWriter, r *http.Request, parse func
 	req.Input = in
 	if p.Stream {
 		req.Stream = true
-		err := h.d.StreamEvents(w, r, lease, req, TranscriptEvents)
+		err := h.d.StreamEvents(w, r, lease, req, TranscriptEvents, transcriptDone)
 		u.Close()
 		return err
 	}

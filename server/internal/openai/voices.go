@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
@@ -36,6 +37,10 @@ type ModelVoices struct {
 	Voices []backends.Voice `json:"voices"`
 	// Truncated says the engine lists more than maxVoicesPerModel voices.
 	Truncated bool `json:"truncated"`
+	// VoiceMap is the voice each of OpenAI's stock names gets on this
+	// model: the model's voice_map where it maps the name, else its
+	// default voice (CONTRACT.md names.voice-map).
+	VoiceMap map[string]string `json:"voice_map"`
 }
 
 // Voices answers GET /v1/audio/voices: for every speech (tts) model in
@@ -131,6 +136,21 @@ func (h *Handlers) voicesOf(id string, version uint64, c *core.Config) (ModelVoi
 		}
 	}
 	mv.Voices = voices
+	def := voices[0].ID // an engine that flags no default: its first
+	for _, v := range voices {
+		if v.Default {
+			def = v.ID
+			break
+		}
+	}
+	mapped := runtime.VoiceMapOf(c)
+	mv.VoiceMap = make(map[string]string, len(backends.StockVoices))
+	for _, s := range backends.StockVoices {
+		mv.VoiceMap[s] = def
+		if v, ok := mapped[s]; ok {
+			mv.VoiceMap[s] = v
+		}
+	}
 	return mv, nil
 }
 

@@ -124,6 +124,17 @@ func (ls *liveSession) currentModel() string {
 	return ls.model
 }
 
+// leadsTo reports whether name, an ID or an alias, leads to model now
+// (names.alias-resolve): an update that names the session's model by an
+// alias, or by its ID after an alias admitted it, names the same model.
+func (ls *liveSession) leadsTo(name, model string) bool {
+	if model == "" {
+		return false
+	}
+	canon, ok := ls.h.d.Runtime.Resolve(name)
+	return ok && canon == model
+}
+
 // admitLate admits an unadmitted session on id, named by an update (see
 // Admission); it returns the refusal's message and code.
 func (ls *liveSession) admitLate(id string) *httpapi.Error {

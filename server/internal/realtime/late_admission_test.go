@@ -159,7 +159,7 @@ func TestLateAdmissionBeta(t *testing.T) {
 	e.send(c, map[string]any{"type": "transcription_session.update", "session": map[string]any{"input_audio_noise_reduction": map[string]any{"type": "far_field"}}})
 	e.wantError(c, "invalid_value", "session.input_audio_noise_reduction")
 	e.send(c, update("ghost"))
-	e.wantError(c, "not_found", "session.input_audio_transcription.model")
+	e.wantError(c, "model_not_found", "session.input_audio_transcription.model")
 	e.send(c, update("muted"))
 	e.wantError(c, "live_unsupported", "session.input_audio_transcription.model")
 	e.send(c, update("vad"))

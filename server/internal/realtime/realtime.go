@@ -101,7 +101,21 @@ type Handler struct {
 }
 
 // New returns the handler over d.
-func New(d Deps) *Handler { return &Handler{d: d} }
+func New(d Deps) *Handler {
+	// A model name that names no model, at the handshake or in an update,
+	// is OpenAI's model_not_found, naming the model (CONTRACT.md
+	// err.not-found; an update's error event names its own field).
+	if lease := d.Lease; lease != nil {
+		d.Lease = func(r *http.Request, id, task string) (*runtime.Lease, error) {
+			l, err := lease(r, id, task)
+			return l, httpapi.ModelNotFoundErr(err)
+		}
+	}
+	if from := d.FromRuntime; from != nil {
+		d.FromRuntime = func(err error) *httpapi.Error { return httpapi.ModelNotFound(from(err)) }
+	}
+	return &Handler{d: d}
+}
 
 // Serve answers GET /v1/realtime[?intent=transcription][&model=ID]
 // (CONTRACT.md "Live sessions"):

@@ -139,7 +139,7 @@ func (ls *liveSession) update(eventID string, ga bool, c sessionConfig) {
 	newModel := ""
 	if tc := c.InputAudioTranscription; tc != nil {
 		switch {
-		case tc.Model == "" || tc.Model == model:
+		case tc.Model == "" || tc.Model == model || ls.leadsTo(tc.Model, model): // the SDKs repeat the name they admitted with, an alias too
 		case admitted:
 			fail("input_audio_transcription.model", "the session was admitted on model %q; it cannot change to %q", model, tc.Model)
 			return

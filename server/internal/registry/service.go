@@ -223,7 +223,7 @@ func containsID(ms []Model, id string) bool {
 func recordOf(id string, c *core.Config, version uint64, loaded bool) Model {
 	return Model{ID: id, ConfigVersion: version, Loaded: loaded, Task: c.Task, Engine: c.Engine,
 		Checkpoint: c.Checkpoint, Options: json.RawMessage(c.Options), Slots: c.Slots,
-		AdmissionTimeoutNS: c.AdmissionTimeout, MaxQueue: c.MaxQueue, Aliases: runtime.SpecOf(c).Aliases}
+		AdmissionTimeoutNS: c.AdmissionTimeout, MaxQueue: c.MaxQueue, Aliases: runtime.SpecOf(c).Aliases, VoiceMap: runtime.VoiceMapOf(c)}
 }
 
 // runtimeSpec is the spec that registers the model again, unloaded, at its
@@ -232,6 +232,7 @@ func (m *Model) runtimeSpec() runtime.ModelSpec {
 	spec := runtime.SpecOf(&core.Config{Engine: m.Engine, Checkpoint: m.Checkpoint, Task: m.Task, Slots: m.Slots,
 		Options: string(m.Options), AdmissionTimeout: m.AdmissionTimeoutNS, MaxQueue: m.MaxQueue,
 		Aliases: strings.Join(m.Aliases, ",")})
+	spec.VoiceMap = m.VoiceMap
 	spec.BaseVersion, spec.RegisterOnly = m.ConfigVersion, true
 	return spec
 }

@@ -109,13 +109,16 @@ type Model struct {
 	// Aliases are core.Config.Aliases as a list (absent: none, as in the
 	// files of builds before aliases, which stay readable).
 	Aliases []string `json:"aliases,omitempty"`
+	// VoiceMap is core.Config.VoiceMap as a map (absent: none, as in the
+	// files of builds before voice maps, which stay readable).
+	VoiceMap map[string]string `json:"voice_map,omitempty"`
 }
 
 func (m *Model) equal(o *Model) bool {
 	return m.ID == o.ID && m.ConfigVersion == o.ConfigVersion && m.Loaded == o.Loaded && m.Task == o.Task &&
 		m.Engine == o.Engine && m.Checkpoint == o.Checkpoint && bytes.Equal(m.Options, o.Options) &&
 		m.Slots == o.Slots && m.AdmissionTimeoutNS == o.AdmissionTimeoutNS && m.MaxQueue == o.MaxQueue &&
-		m.Unregistered == o.Unregistered && slices.Equal(m.Aliases, o.Aliases)
+		m.Unregistered == o.Unregistered && slices.Equal(m.Aliases, o.Aliases) && maps.Equal(m.VoiceMap, o.VoiceMap)
 }
 
 // State is the recorded state: the body of a snapshot.

@@ -91,6 +91,40 @@ func (s *Writer) Write(b []byte) error {
 	return s.rc.Flush()
 }
 
+// WriteReleasing sends b, the stream's last frames, releasing the
+// request's lease (release(failed)) before b's last byte:
+// WriteReleasingAt(b, len(b)-1, release).
+func (s *Writer) WriteReleasing(b []byte, release func(failed bool)) error {
+	return s.WriteReleasingAt(b, len(b)-1, release)
+}
+
+// WriteReleasingAt sends b, the stream's last frames, releasing the
+// request's lease (release(failed)) before b[at:]: b[:at] is written and
+// flushed, then release is called (failed when the write failed), then
+// the rest is written, unflushed (the handler's return flushes it with the
+// end of the answer). The engine's work is complete when the last frames
+// are written, so the slot is no longer needed; with at inside the first
+// event a client acts on (at least the blank line that ends it, which an
+// SSE client needs to dispatch the event), a client that sends its next
+// request as soon as it has that event never finds this request's lease
+// still held (CONTRACT.md phase.stream-deferred). Empty b sends the
+// headers and releases.
+func (s *Writer) WriteReleasingAt(b []byte, at int, release func(failed bool)) error {
+	at = max(0, min(at, len(b)))
+	var werr error
+	if at > 0 {
+		werr = s.Write(b[:at])
+	} else {
+		s.Start()
+	}
+	release(werr != nil)
+	if werr != nil || at == len(b) {
+		return werr
+	}
+	_, werr = s.w.Write(b[at:])
+	return werr
+}
+
 // Data sends one unnamed event: "data: <data>\n\n".
 func (s *Writer) Data(data []byte) error { return s.Event("", data) }
 

@@ -116,3 +116,46 @@ func TestWriterDeadlines(t *testing.T) {
 		t.Fatalf("a Writer without a timeout set deadlines %v", none.deadlines)
 	}
 }
+
+// The last frames go out with the lease released before the byte at
+// which a client can act on them: everything before it is written and
+// flushed when release runs, the rest only after; a failed write releases
+// as failed (CONTRACT.md phase.stream-deferred).
+func TestWriteReleasingAt(t *testing.T) {
+	b := append(AppendEvent(nil, "", "", []byte(`{"type":"done"}`)), AppendEvent(nil, "", "", []byte("[DONE]"))...)
+	at := len(AppendEvent(nil, "", "", []byte(`{"type":"done"}`))) - 1
+	for _, c := range []struct {
+		name string
+		at   int
+		call func(sw *Writer, release func(bool)) error
+	}{
+		{"at", at, func(sw *Writer, release func(bool)) error { return sw.WriteReleasingAt(b, at, release) }},
+		{"last byte", len(b) - 1, func(sw *Writer, release func(bool)) error { return sw.WriteReleasing(b, release) }},
+	} {
+		rec := httptest.NewRecorder()
+		sw := New(rec, 0)
+		released := 0
+		err := c.call(sw, func(failed bool) {
+			released++
+			if failed {
+				t.Errorf("%s: released as failed", c.name)
+			}
+			if got := rec.Body.String(); got != string(b[:c.at]) || !rec.Flushed {
+				t.Errorf("%s: at release the client had %q (flushed %v), want %q", c.name, got, rec.Flushed, b[:c.at])
+			}
+		})
+		if err != nil || released != 1 || rec.Body.String() != string(b) {
+			t.Errorf("%s: err %v, released %d times, body %q", c.name, err, released, rec.Body.String())
+		}
+	}
+	failed := false
+	sw := New(failingWriter{httptest.NewRecorder()}, 0)
+	if err := sw.WriteReleasing(b, func(f bool) { failed = f }); err == nil || !failed {
+		t.Errorf("a failed write: err %v, released as failed %v", err, failed)
+	}
+}
+
+// failingWriter fails every body write.
+type failingWriter struct{ *httptest.ResponseRecorder }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, errors.New("gone") }
