@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -173,7 +174,10 @@ func (h *Handlers) pcmSpeech(w http.ResponseWriter, r *http.Request, lease *runt
 			return h.d.FromRuntime(err)
 		}
 		lease.Release(true)
-		if runtime.CodeOf(err) != core.CodeCancelled {
+		switch {
+		case b.werr != nil: // the client left or stopped reading
+			h.d.Logger(r.Context()).Debug("speech not delivered", "err", b.werr)
+		case runtime.CodeOf(err) != core.CodeCancelled:
 			h.d.Logger(r.Context()).Error("speech failed after its first bytes", "err", err)
 			panic(http.ErrAbortHandler) // no in-band error in raw audio
 		}
@@ -215,6 +219,7 @@ type pcmBody struct {
 	buf  []byte // the answer so far (wav: after room for its header) until sent
 	sent bool   // the headers are written: the rest streams
 	last []byte // the byte held back until the lease is released (sent)
+	werr error  // the write that failed (the client left), ending the engine's emit
 }
 
 // chunk is the engine's emit: it takes one audio.Chunk.
@@ -260,12 +265,15 @@ func (b *pcmBody) write(p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
-	if _, err := b.w.Write(b.last); err != nil {
-		return err
+	if _, b.werr = b.w.Write(b.last); b.werr != nil {
+		return b.werr
 	}
-	if _, err := b.w.Write(p[:len(p)-1]); err != nil {
-		return err
+	if _, b.werr = b.w.Write(p[:len(p)-1]); b.werr != nil {
+		return b.werr
 	}
 	b.last = append(b.last[:0], p[len(p)-1])
-	return b.rc.Flush()
+	if b.werr = b.rc.Flush(); errors.Is(b.werr, http.ErrNotSupported) {
+		b.werr = nil // a writer that cannot flush still takes the bytes
+	}
+	return b.werr
 }
