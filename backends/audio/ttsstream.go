@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -23,6 +24,7 @@ const MaxChunkSamples = 1 << 15
 // every sentence's edges). What it holds is the resampler's window and
 // one chunk, whatever the text's length. Not safe for concurrent use.
 type ChunkEmitter struct {
+	ctx   context.Context
 	emit  backends.Emit
 	to    int // the request's rate, 0: the engine's
 	from  int // the engine's rate of the pieces so far, 0 before the first
@@ -31,9 +33,12 @@ type ChunkEmitter struct {
 	index int
 }
 
-// NewChunkEmitter returns a ChunkEmitter sending r's audio through emit.
-func NewChunkEmitter(emit backends.Emit, r TTSRequest) *ChunkEmitter {
-	return &ChunkEmitter{emit: emit, to: r.SampleRate}
+// NewChunkEmitter returns a ChunkEmitter sending r's audio through emit
+// until ctx ends (then each Write and Close returns ctx's error, before
+// sending the rest of a piece: a sentence longer than a chunk is not sent
+// on to a client that left).
+func NewChunkEmitter(ctx context.Context, emit backends.Emit, r TTSRequest) *ChunkEmitter {
+	return &ChunkEmitter{ctx: ctx, emit: emit, to: r.SampleRate}
 }
 
 // Write takes the next piece of the synthesis, samples at rate, and emits
@@ -77,6 +82,9 @@ func (c *ChunkEmitter) Close() error {
 // send emits samples at rate as chunks of at most MaxChunkSamples.
 func (c *ChunkEmitter) send(rate int, samples []int16) error {
 	for len(samples) > 0 {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
 		n := min(len(samples), MaxChunkSamples)
 		b, err := json.Marshal(Chunk{Index: c.index, SampleRate: rate, Audio: base64.StdEncoding.EncodeToString(PCM16Bytes(samples[:n]))})
 		if err != nil {

@@ -335,7 +335,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	stop := context.AfterFunc(ctx, func() { abort.Store(true) })
 	defer stop()
 	var all []int16
-	chunks := audio.NewChunkEmitter(emit, r)
+	chunks := audio.NewChunkEmitter(ctx, emit, r)
 	for _, sentence := range audio.SplitSentences(r.Text, 300) {
 		if err := ctx.Err(); err != nil {
 			return backends.Output{}, err

@@ -257,7 +257,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	}
 	var all []int16
 	rate := 0
-	chunks := audio.NewChunkEmitter(emit, r)
+	chunks := audio.NewChunkEmitter(ctx, emit, r)
 	for _, text := range sentences {
 		if err := ctx.Err(); err != nil {
 			return backends.Output{}, err

@@ -35,7 +35,7 @@ func (m *model) speak(ctx context.Context, req backends.Request, emit backends.E
 		speed = 1
 	}
 	var all []int16
-	chunks := audio.NewChunkEmitter(emit, r)
+	chunks := audio.NewChunkEmitter(ctx, emit, r)
 	g := &generation{ctx: ctx, onPiece: func(p []float32) error {
 		pcm := toPCM16(p)
 		if req.Stream && emit != nil {
