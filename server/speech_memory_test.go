@@ -144,7 +144,7 @@ func (e *toneEngine) speak(ts *tserver, body string, failAt int) *lagWriter {
 // is synthesised: at no write have more than 2 MiB been made and not yet
 // written (the whole file held until the end ran 8 MB ahead), and the
 // bytes are the whole file's (wav: past a header whose sizes say
-// "unknown"; pcm: the same bytes). A short one is still the whole file
+// "unknown"; pcm, mp3 and flac: the same bytes). A short one is still the whole file
 // with its Content-Length, byte for byte. A client that leaves stops the
 // synthesis.
 func TestSpeechMemoryBoundedByChunk(t *testing.T) {
@@ -181,6 +181,19 @@ func TestSpeechMemoryBoundedByChunk(t *testing.T) {
 	w = e.speak(ts, `{"model":"tts","input":"`+text(short)+`"}`, 0)
 	if want := audio.WAV(toneRate, toneSamples(short)); !bytes.Equal(w.body.Bytes(), want) || w.h.Get("Content-Length") != "40044" {
 		t.Errorf("short wav: %d bytes, Content-Length %q; want the whole file, %d bytes", w.body.Len(), w.h.Get("Content-Length"), len(want))
+	}
+
+	// mp3 and flac are encoded chunk by chunk into the whole file's bytes.
+	for _, f := range []string{"mp3", "flac"} {
+		const n = 300
+		want, ct, _, err := audio.Encode(context.Background(), f, toneRate, toneSamples(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = e.speak(ts, `{"model":"tts","input":"`+text(n)+`","response_format":"`+f+`"}`, 0)
+		if w.code != http.StatusOK || w.h.Get("Content-Type") != ct || !bytes.Equal(w.body.Bytes(), want) {
+			t.Errorf("%s: status %d, %q, %d bytes; want the whole file's %d bytes", f, w.code, w.h.Get("Content-Type"), w.body.Len(), len(want))
+		}
 	}
 
 	// The client leaves after 3 MB: the engine's emit fails and it stops.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/internal/sndfile"
 )
 
 // MaxChunkSamples bounds the samples of one streamed Chunk: a long
@@ -97,4 +98,86 @@ func (c *ChunkEmitter) send(rate int, samples []int16) error {
 		samples = samples[n:]
 	}
 	return nil
+}
+
+// CodecWriter encodes a speech answer as mp3, opus or flac from samples
+// fed in pieces (Write), resampled to a rate the codec takes as Encode
+// does, with one resampler across the pieces: the bytes are Encode's for
+// the concatenated samples (Ogg Opus but for the stream serial
+// libsndfile draws for every file). It holds the encoded output and the
+// codec's state, not the PCM. Not safe for concurrent use; Close or Abort
+// frees it.
+type CodecWriter struct {
+	c    codec
+	rs   *Resampler // nil when the codec takes the rate
+	enc  *sndfile.Encoder
+	out  []int16
+	fed  int64 // samples at the codec's rate so far
+	done bool
+}
+
+// NewCodecWriter returns a CodecWriter of format ("mp3", "opus" or
+// "flac") for samples at rate, stopping when ctx ends. Another format
+// (aac: FFmpeg's encoder takes the whole input) is invalid.
+func NewCodecWriter(ctx context.Context, format string, rate int) (*CodecWriter, error) {
+	c, ok := codecs[format]
+	if !ok {
+		return nil, backends.Invalidf("audio: cannot encode %q in pieces (mp3, opus or flac)", format)
+	}
+	w := &CodecWriter{c: c}
+	to := codecRate(c.rates, rate)
+	if to != rate {
+		w.rs = NewResampler(rate, to)
+	}
+	enc, err := sndfile.NewEncoder(ctx, to, c.format, 1<<20, 0)
+	if err != nil {
+		return nil, fmt.Errorf("audio: encoding %s: %w", format, err)
+	}
+	w.enc = enc
+	return w, nil
+}
+
+// Write encodes the next piece of samples.
+func (w *CodecWriter) Write(samples []int16) error {
+	if w.rs != nil {
+		w.out = w.rs.Write(samples, w.out[:0])
+		samples = w.out
+	}
+	return w.encode(samples)
+}
+
+func (w *CodecWriter) encode(samples []int16) error {
+	// Encode's bound, on the samples so far: every codec here writes
+	// less than PCM16 plus its headers.
+	w.fed += int64(len(samples))
+	w.enc.SetLimit(4*w.fed + 1<<20)
+	if err := w.enc.Write(samples); err != nil {
+		return fmt.Errorf("audio: encoding: %w", err)
+	}
+	return nil
+}
+
+// Close finishes the file and returns its bytes and content type.
+func (w *CodecWriter) Close() ([]byte, string, error) {
+	if w.rs != nil {
+		if err := w.encode(w.rs.Flush(w.out[:0])); err != nil {
+			w.Abort()
+			return nil, "", err
+		}
+	}
+	w.done = true
+	b, err := w.enc.Close()
+	if err != nil {
+		return nil, "", fmt.Errorf("audio: encoding: %w", err)
+	}
+	return b, w.c.contentType, nil
+}
+
+// Abort frees the writer without finishing the file; after Close it does
+// nothing.
+func (w *CodecWriter) Abort() {
+	if !w.done {
+		w.done = true
+		w.enc.Abort()
+	}
 }

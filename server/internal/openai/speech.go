@@ -42,10 +42,14 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 	if req.Stream {
 		return h.streamSpeech(w, r, lease, req, p)
 	}
-	if f := p.ResponseFormat; f == "" || f == "wav" || f == "pcm" {
+	switch f := p.ResponseFormat; f {
+	case "", "wav", "pcm":
 		return h.pcmSpeech(w, r, lease, req, p.Model, f != "pcm")
+	case "mp3", "opus", "flac":
+		return h.codecSpeech(w, r, lease, req, p.Model, f)
 	}
-	// mp3, opus, aac and flac are encoded whole by the engine.
+	// aac is encoded whole by the engine (FFmpeg's encoder here takes
+	// the whole input).
 	out, err := lease.Infer(r.Context(), req, nil)
 	if err != nil {
 		return h.d.FromRuntime(err)
@@ -276,4 +280,54 @@ func (b *pcmBody) write(p []byte) error {
 		b.werr = nil // a writer that cannot flush still takes the bytes
 	}
 	return b.werr
+}
+
+// codecSpeech answers an mp3, opus or flac speech request from the
+// engine's chunks, each encoded as it arrives (audio.CodecWriter: the
+// bytes of the whole-file encoding), so the request holds the encoded
+// file and one chunk, never the PCM; the file goes out whole (its
+// header is completed at the end) through Deps.WriteTask. An engine that
+// does not stream answers whole, as before.
+func (h *Handlers) codecSpeech(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request, model, format string) error {
+	req.Stream = true
+	var cw *audio.CodecWriter
+	rate := 0
+	defer func() {
+		if cw != nil {
+			cw.Abort() // a no-op once closed
+		}
+	}()
+	out, err := lease.Infer(r.Context(), req, func(c json.RawMessage) error {
+		pcm, cr, err := audio.DecodeChunk(c)
+		if err != nil {
+			return fmt.Errorf("openai: speech chunk: %w", err)
+		}
+		if cw == nil {
+			if cw, err = audio.NewCodecWriter(r.Context(), format, cr); err != nil {
+				return err
+			}
+			rate = cr
+		} else if cr != rate {
+			return fmt.Errorf("openai: speech chunk at %d Hz after chunks at %d Hz", cr, rate)
+		}
+		samples, err := audio.PCM16(pcm)
+		if err != nil {
+			return err
+		}
+		return cw.Write(samples)
+	})
+	if err != nil {
+		return h.d.FromRuntime(err)
+	}
+	body, ct := out.Data, out.ContentType
+	if cw != nil && len(body) == 0 {
+		if body, ct, err = cw.Close(); err != nil {
+			return h.d.FromRuntime(err)
+		}
+	}
+	if len(body) == 0 {
+		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
+			Err: fmt.Errorf("model %q is not a speech model", model)}
+	}
+	return h.d.WriteTask(w, r, lease, ct, body)
 }
