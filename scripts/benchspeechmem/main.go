@@ -102,8 +102,8 @@ func main() {
 			fmt.Printf("%-8s skipped: %v\n", e.name, err)
 			continue
 		}
-		sums := map[string]string{}
 		for _, c := range levels {
+			base := "" // the baseline's sums at this concurrency
 			for i, b := range bins {
 				r, err := measure(b, e, c, text, *speed, *rate, *format)
 				if err != nil {
@@ -111,13 +111,16 @@ func main() {
 					continue
 				}
 				same := ""
-				if prev, ok := sums[e.name]; ok && prev != r.sum {
+				switch {
+				case i == 0:
+					base = r.sum
+				case base == r.sum:
+					same = " (same bytes as base)"
+				case base != "" && base[13:] == r.sum[13:]:
+					same = " (differs from base in the first 44 bytes only)"
+				case base != "":
 					same = " (differs from base)"
-					if prev[13:] == r.sum[13:] {
-						same = " (differs from base in the first 44 bytes only)"
-					}
 				}
-				sums[e.name] = r.sum
 				fmt.Printf("%-8s %4d %-5s %9.1f %9.1f %9.1f %10.1f %10d %s %.1f%s\n", e.name, c, names[i],
 					r.rss0, r.peak, r.peak-r.rss0, r.heap, r.size, r.sum, r.secs, same)
 			}
