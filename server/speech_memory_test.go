@@ -199,7 +199,7 @@ func TestSpeechMemoryBoundedByChunk(t *testing.T) {
 	// The client leaves after 3 MB: the engine's emit fails and it stops.
 	stops := e.stops.Load()
 	w = e.speak(ts, `{"model":"tts","input":"`+text(long)+`","response_format":"pcm","sample_rate":16000}`, 3<<20)
-	if e.stops.Load() != stops+1 || e.made.Load() >= int64(len(whole)) {
-		t.Errorf("after the client left: %d of %d bytes made, %d stops; want the synthesis stopped", e.made.Load(), len(whole), e.stops.Load()-stops)
+	if e.stops.Load() != stops+1 || e.made.Load() >= int64(len(whole)) || w.body.Len() > 3<<20 {
+		t.Errorf("after the client left at 3 MB (%d written): %d of %d bytes made, %d stops; want the synthesis stopped", w.body.Len(), e.made.Load(), len(whole), e.stops.Load()-stops)
 	}
 }
