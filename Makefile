@@ -296,8 +296,9 @@ bench-sherpa: deps
 # $(SHERPA_MODELS_ROOT)): 4,096 characters at speed 0.25 and 48 kHz WAV, about
 # 16 minutes of audio (37-81 MB) per request; a fresh server per figure
 # (scripts/benchspeechmem). SPEECH_MEM_BASE (a git ref, e.g. main) builds a
-# baseline binary measured in the same run beside it. About 3 minutes on 2
-# cores (flite's syntheses dominate).
+# baseline binary measured in the same run beside it. About 3 minutes per
+# binary on 2 loaded cores (flite's and matcha's syntheses dominate);
+# SPEECH_MEM_ARGS narrows it (-engines espeak,flite -conc 1 -format mp3).
 SPEECH_MEM_BASE ?=
 SPEECH_MEM_ARGS ?=
 bench-speech-memory: models
