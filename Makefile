@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -302,6 +302,26 @@ bench-sherpa: deps
 	$(GO) test -run '^$$' -bench 'BenchmarkCancel' -benchtime 5x -count=1 ./backends/sherpa/
 	$(GO) test -run '^$$' -bench 'BenchmarkRSS' -benchtime 1x -count=1 ./backends/sherpa/
 	$(GO) test -run '^$$' -bench 'BenchmarkLanguage' -benchtime 5x -count=1 ./backends/sherpa/
+
+# bench-speech-memory: peak RSS (VmHWM) and Go heap of `sluice serve`
+# answering long /v1/audio/speech requests, 1 and 3 at once, per TTS engine
+# (espeak-en, flite-slt, and the sherpa TTS families of
+# $(SHERPA_MODELS_ROOT)): 4,096 characters at speed 0.25 and 48 kHz WAV, about
+# 16 minutes of audio (37-81 MB) per request; a fresh server per figure
+# (scripts/benchspeechmem). SPEECH_MEM_BASE (a git ref, e.g. main) builds a
+# baseline binary measured in the same run beside it. About 3 minutes per
+# binary on 2 loaded cores (flite's and matcha's syntheses dominate);
+# SPEECH_MEM_ARGS narrows it (-engines espeak,flite -conc 1 -format mp3).
+SPEECH_MEM_BASE ?=
+SPEECH_MEM_ARGS ?=
+bench-speech-memory: models
+	$(GO) build -o bin/sluice ./cmd/sluice
+	@if [ -n "$(SPEECH_MEM_BASE)" ]; then \
+	  rm -rf out/speech-mem-base && mkdir -p out/speech-mem-base && \
+	  git archive "$(SPEECH_MEM_BASE)" | tar -x -C out/speech-mem-base && \
+	  (cd out/speech-mem-base && $(GO) build -o $(CURDIR)/bin/sluice-base ./cmd/sluice); fi
+	SLUICE_NPM_PREFIX=$(CURDIR)/$(NPM_PREFIX) $(GO) run ./scripts/benchspeechmem -bin bin/sluice \
+	  $(if $(SPEECH_MEM_BASE),-base bin/sluice-base) -models $(MODELS_ROOT) -sherpa $(SHERPA_MODELS_ROOT) $(SPEECH_MEM_ARGS)
 
 # bench-all runs every bench and bench-* target of this Makefile (found by
 # name: a target added later joins by itself) and writes docs/benchmarks.md

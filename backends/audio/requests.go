@@ -374,18 +374,6 @@ func EncodeTTS(ctx context.Context, r TTSRequest, rate int, samples []int16) (ba
 	return backends.Output{Data: WAV(rate, samples), ContentType: "audio/wav"}, nil
 }
 
-// EmitChunk sends samples at rate (resampled as r asks) as Chunk index.
-func EmitChunk(emit backends.Emit, r TTSRequest, index, rate int, samples []int16) error {
-	if r.SampleRate != 0 && r.SampleRate != rate {
-		samples, rate = Resample(samples, rate, r.SampleRate), r.SampleRate
-	}
-	b, err := json.Marshal(Chunk{Index: index, SampleRate: rate, Audio: base64.StdEncoding.EncodeToString(PCM16Bytes(samples))})
-	if err != nil {
-		return err
-	}
-	return emit(b)
-}
-
 // DecodeChunk returns the PCM16LE bytes and rate of a streamed chunk.
 func DecodeChunk(b json.RawMessage) ([]byte, int, error) {
 	var c Chunk

@@ -65,6 +65,13 @@ func WAV(rate int, samples []int16) []byte {
 	return append(out, PCM16Bytes(samples)...)
 }
 
+// WAVHeader returns the header of a mono PCM16 WAV file of dataBytes bytes
+// of samples at rate: WAV(rate, s) is WAVHeader(rate, 2*len(s)) followed by
+// PCM16Bytes(s).
+func WAVHeader(rate, dataBytes int) []byte {
+	return header(rate, uint32(dataBytes))
+}
+
 // StreamHeader returns a mono PCM16 WAV header whose sizes say "unknown"
 // (0xFFFFFFFF), for a response streamed before its length is known;
 // ParseWAV reads such files.

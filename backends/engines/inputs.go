@@ -18,7 +18,7 @@ import (
 var Commands = speech.Commands()
 
 // Inputs returns the standard requests for each task: TTS requests for
-// Commands; for ASR and VAD, flite's audio of Commands (VAD with a second
+// Commands and one streamed request; for ASR and VAD, flite's audio of Commands (VAD with a second
 // of silence around it) plus jfk.wav from the npm prefix when present.
 func Inputs(ctx context.Context, src catalogue.Sources) (map[string][]backends.Request, error) {
 	out := map[string][]backends.Request{}
@@ -45,6 +45,11 @@ func Inputs(ctx context.Context, src catalogue.Sources) (map[string][]backends.R
 		padded := append(append(append([]int16(nil), silence...), a.Samples...), silence...)
 		out["vad"] = append(out["vad"], backends.Request{ID: fmt.Sprintf("vad-%d", i), Data: audio.WAV(a.Rate, padded)})
 	}
+	// The speech route streams wav and pcm from the engine's chunks
+	// (server/internal/openai pcmSpeech): a streamed request, resampled,
+	// whose chunks are compared as a whole answer is (Infer).
+	in, _ := json.Marshal(audio.TTSRequest{Text: Commands[0] + " " + Commands[1], Format: "pcm", SampleRate: 48000})
+	out["tts"] = append(out["tts"], backends.Request{ID: fmt.Sprintf("tts-%d-stream", len(out["tts"])), Input: in, Stream: true})
 	if err := diarizationInputs(ctx, out); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,22 @@ func Normalize(o backends.Output) []byte {
 	return b.Bytes()
 }
 
+// Infer runs req on s; a streamed request's chunks (each as the engine
+// emitted it, a newline after each) are its Output.Data, so a stream is
+// compared byte for byte as a whole answer is.
+func Infer(ctx context.Context, s backends.Session, req backends.Request) (backends.Output, error) {
+	if !req.Stream {
+		return s.Infer(ctx, req, nil)
+	}
+	var chunks []byte
+	o, err := s.Infer(ctx, req, func(c json.RawMessage) error {
+		chunks = append(append(chunks, c...), '\n')
+		return nil
+	})
+	o.Data = append(chunks, o.Data...)
+	return o, err
+}
+
 // Pool is an open pool of sessions for one spec.
 type Pool struct {
 	Sessions []backends.Session
@@ -97,7 +113,7 @@ func (p *Pool) Serve(ctx context.Context, reqs []backends.Request, jobs []int) (
 		go func() {
 			defer wg.Done()
 			for i := range queue {
-				o, err := s.Infer(ctx, reqs[jobs[i]], nil)
+				o, err := Infer(ctx, s, reqs[jobs[i]])
 				if err != nil {
 					errs[k] = fmt.Errorf("session %d, request %s: %w", k, reqs[jobs[i]].ID, err)
 					return

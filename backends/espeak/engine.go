@@ -335,7 +335,8 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	stop := context.AfterFunc(ctx, func() { abort.Store(true) })
 	defer stop()
 	var all []int16
-	for i, sentence := range audio.SplitSentences(r.Text, 300) {
+	chunks := audio.NewChunkEmitter(ctx, emit, r)
+	for _, sentence := range audio.SplitSentences(r.Text, 300) {
 		if err := ctx.Err(); err != nil {
 			return backends.Output{}, err
 		}
@@ -351,7 +352,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		}
 		samples = steadyTail(samples, rate)
 		if req.Stream && emit != nil {
-			if err := audio.EmitChunk(emit, r, i, rate, samples); err != nil {
+			if err := chunks.Write(rate, samples); err != nil {
 				return backends.Output{}, err
 			}
 			continue
@@ -359,7 +360,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		all = append(all, samples...)
 	}
 	if req.Stream && emit != nil {
-		return backends.Output{}, nil
+		return backends.Output{}, chunks.Close()
 	}
 	return audio.EncodeTTS(ctx, r, s.lib.rate, all)
 }

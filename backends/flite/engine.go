@@ -257,7 +257,8 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 	}
 	var all []int16
 	rate := 0
-	for i, text := range sentences {
+	chunks := audio.NewChunkEmitter(ctx, emit, r)
+	for _, text := range sentences {
 		if err := ctx.Err(); err != nil {
 			return backends.Output{}, err
 		}
@@ -273,7 +274,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		}
 		rate = sr
 		if req.Stream && emit != nil {
-			if err := audio.EmitChunk(emit, r, i, sr, samples); err != nil {
+			if err := chunks.Write(sr, samples); err != nil {
 				return backends.Output{}, err
 			}
 			continue
@@ -281,7 +282,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		all = append(all, samples...)
 	}
 	if req.Stream && emit != nil {
-		return backends.Output{}, nil
+		return backends.Output{}, chunks.Close()
 	}
 	return audio.EncodeTTS(ctx, r, rate, all)
 }

@@ -35,13 +35,11 @@ func (m *model) speak(ctx context.Context, req backends.Request, emit backends.E
 		speed = 1
 	}
 	var all []int16
-	index := 0
+	chunks := audio.NewChunkEmitter(ctx, emit, r)
 	g := &generation{ctx: ctx, onPiece: func(p []float32) error {
 		pcm := toPCM16(p)
 		if req.Stream && emit != nil {
-			err := audio.EmitChunk(emit, r, index, m.cfg.rate, pcm)
-			index++
-			return err
+			return chunks.Write(m.cfg.rate, pcm)
 		}
 		all = append(all, pcm...)
 		return nil
@@ -75,7 +73,7 @@ func (m *model) speak(ctx context.Context, req backends.Request, emit backends.E
 		return backends.Output{}, backends.Invalidf("sherpa: %s could not synthesise the text (no known phonemes in it?)", m.cfg.name)
 	}
 	if req.Stream && emit != nil {
-		return backends.Output{}, nil
+		return backends.Output{}, chunks.Close()
 	}
 	return audio.EncodeTTS(ctx, r, m.cfg.rate, all)
 }

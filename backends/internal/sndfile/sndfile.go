@@ -322,7 +322,35 @@ func (r *Reader) Close() {
 // Encode writes mono PCM16 samples at rate as format (major | subtype)
 // into memory, refusing output past limit bytes, and stops between chunks
 // when ctx ends. The format must be one libsndfile can write at rate.
+// It is an Encoder fed the samples at once.
 func Encode(ctx context.Context, samples []int16, rate, format int, limit int64) ([]byte, error) {
+	e, err := NewEncoder(ctx, rate, format, limit, int64(len(samples))+4096)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Write(samples); err != nil {
+		e.Abort()
+		return nil, err
+	}
+	return e.Close()
+}
+
+// Encoder writes mono PCM16 fed in pieces (Write) into memory as one
+// file: the bytes are Encode's for the concatenated samples (libsndfile's
+// codecs buffer to their own frames, so the pieces' boundaries change
+// nothing). It holds the encoded output and the codec's state, never the
+// PCM. Not safe for concurrent use; Close or Abort frees it.
+type Encoder struct {
+	ctx  context.Context
+	v    *vstream
+	id   uintptr
+	h    uintptr
+	cbuf unsafe.Pointer // chunkFrames shorts
+}
+
+// NewEncoder opens an encoder of format at rate whose output may not pass
+// limit bytes (SetLimit raises it), its buffer sized for hint bytes.
+func NewEncoder(ctx context.Context, rate, format int, limit, hint int64) (*Encoder, error) {
 	if err := Load(); err != nil {
 		return nil, err
 	}
@@ -334,42 +362,73 @@ func Encode(ctx context.Context, samples []int16, rate, format int, limit int64)
 	if sfFormatCheck(info) == 0 {
 		return nil, fmt.Errorf("sndfile: format 0x%x at %d Hz cannot be written", format, rate)
 	}
-	v := &vstream{ctx: ctx, limit: limit, buf: make([]byte, 0, min(limit, int64(len(samples))+4096))}
-	id := register(v)
-	defer streams.Delete(id)
-	h := sfOpenVirtual(vioTable, modeWrite, info, id)
-	if h == 0 {
-		if v.err != nil {
-			return nil, v.err
+	e := &Encoder{ctx: ctx, v: &vstream{ctx: ctx, limit: limit, buf: make([]byte, 0, max(0, min(limit, hint)))}}
+	e.id = register(e.v)
+	e.h = sfOpenVirtual(vioTable, modeWrite, info, e.id)
+	if e.h == 0 {
+		streams.Delete(e.id)
+		if e.v.err != nil {
+			return nil, e.v.err
 		}
 		return nil, fmt.Errorf("sndfile: opening the encoder: %s", native.GoString(sfStrerror(0)))
 	}
-	cbuf := native.Malloc(chunkFrames * 2)
-	defer native.Free(cbuf)
-	c := unsafe.Slice((*int16)(cbuf), chunkFrames)
+	e.cbuf = native.Malloc(chunkFrames * 2)
+	return e, nil
+}
+
+// SetLimit sets the most bytes the output may reach.
+func (e *Encoder) SetLimit(limit int64) { e.v.limit = limit }
+
+// Write encodes samples, checking ctx between chunks. After an error the
+// encoder is only to be Aborted.
+func (e *Encoder) Write(samples []int16) error {
+	c := unsafe.Slice((*int16)(e.cbuf), chunkFrames)
 	for done := 0; done < len(samples); {
-		if err := ctx.Err(); err != nil {
-			sfClose(h)
-			return nil, fmt.Errorf("sndfile: encoding stopped: %w", err)
+		if err := e.ctx.Err(); err != nil {
+			return fmt.Errorf("sndfile: encoding stopped: %w", err)
 		}
 		n := copy(c, samples[done:])
-		if w := sfWritefShort(h, cbuf, int64(n)); w != int64(n) {
-			msg := native.GoString(sfStrerror(h))
-			sfClose(h)
-			if v.err != nil {
-				return nil, v.err
+		if w := sfWritefShort(e.h, e.cbuf, int64(n)); w != int64(n) {
+			if e.v.err != nil {
+				return e.v.err
 			}
-			return nil, fmt.Errorf("sndfile: encoding: %s", msg)
+			return fmt.Errorf("sndfile: encoding: %s", native.GoString(sfStrerror(e.h)))
 		}
 		done += n
 	}
-	if rc := sfClose(h); rc != 0 || v.err != nil {
-		if v.err != nil {
-			return nil, v.err
+	return nil
+}
+
+// Close finishes the file and returns its bytes.
+func (e *Encoder) Close() ([]byte, error) {
+	if e.h == 0 {
+		return nil, errors.New("sndfile: encoder already closed")
+	}
+	rc := sfClose(e.h)
+	e.free()
+	if rc != 0 || e.v.err != nil {
+		if e.v.err != nil {
+			return nil, e.v.err
 		}
 		return nil, fmt.Errorf("sndfile: finishing the file: error %d", rc)
 	}
-	return v.buf, nil
+	return e.v.buf, nil
+}
+
+// Abort frees the encoder without finishing the file; after Close or
+// Abort it does nothing.
+func (e *Encoder) Abort() {
+	if e.h == 0 {
+		return
+	}
+	sfClose(e.h)
+	e.free()
+}
+
+func (e *Encoder) free() {
+	streams.Delete(e.id)
+	native.Free(e.cbuf)
+	e.cbuf, e.h = nil, 0
 }
 
 // mpg123 (libsndfile's MP3 decoder) prints a line to stderr for every

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -19,8 +20,8 @@ import (
 // instructions (empty only), response_format wav|mp3|opus|aac|flac|pcm, speed,
 // stream_format, sample_rate}; a field it cannot honour is 400 naming it
 // (SpeechParams.Request, before a lease; the engine checks the voice,
-// naming the model's); the answer is the audio with the engine's content
-// type (audio/wav, audio/mpeg, audio/ogg; codecs=opus, audio/aac, audio/flac, or
+// naming the model's); the answer is the audio (wav and pcm: pcmSpeech)
+// with the engine's content type (audio/wav, audio/mpeg, audio/ogg; codecs=opus, audio/aac, audio/flac, or
 // audio/pcm; rate=24000 unless sample_rate) or, with stream_format,
 // streamed (streamSpeech).
 func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
@@ -47,6 +48,14 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 	if req.Stream {
 		return h.streamSpeech(w, r, lease, req, p)
 	}
+	switch f := p.ResponseFormat; f {
+	case "", "wav", "pcm":
+		return h.pcmSpeech(w, r, lease, req, p.Model, f != "pcm")
+	case "mp3", "opus", "flac":
+		return h.codecSpeech(w, r, lease, req, p.Model, f)
+	}
+	// aac is encoded whole by the engine (FFmpeg's encoder here takes
+	// the whole input).
 	out, err := lease.Infer(r.Context(), req, nil)
 	if err != nil {
 		return h.d.FromRuntime(err)
@@ -169,4 +178,187 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 	werr := rc.Flush()
 	lease.Release(werr != nil)
 	return nil
+}
+
+// speechBuffer is how much of a wav or pcm answer pcmSpeech holds before
+// it starts sending: an answer that ends within it goes out whole, with
+// its Content-Length and a WAV header stating its sizes (byte-identical
+// to the engine's whole-file answer); a longer one is sent as it is
+// synthesised, so a request holds at most this plus one chunk
+// (audio.MaxChunkSamples) whatever the text's length. 1 MiB is about 11 s
+// of 48 kHz audio, 33 s at 16 kHz.
+const speechBuffer = 1 << 20
+
+// pcmSpeech answers a wav or pcm speech request from the engine's chunks
+// (audio.ChunkEmitter: the same samples as the whole file). Within
+// speechBuffer the answer is the whole file (Deps.WriteTask); past it the
+// headers go out (wav: a header whose sizes say "unknown", as
+// stream_format audio's) and every chunk is written and flushed as it
+// arrives, all but the last byte, which is written after the lease is
+// released (the lease is held until all but the last byte are flushed, as
+// WriteTask holds it). A client that leaves stops the synthesis (its
+// context ends, and a failed write ends the engine's emit); an engine
+// failure after the first bytes aborts the body (never a clean end). An
+// engine that does not stream answers whole, as before.
+func (h *Handlers) pcmSpeech(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request, model string, wav bool) error {
+	req.Stream = true
+	b := &pcmBody{w: w, rc: http.NewResponseController(w), wav: wav}
+	out, err := lease.Infer(r.Context(), req, b.chunk)
+	if err != nil {
+		if !b.sent {
+			return h.d.FromRuntime(err)
+		}
+		lease.Release(true)
+		switch {
+		case b.werr != nil: // the client left or stopped reading
+			h.d.Logger(r.Context()).Debug("speech not delivered", "err", b.werr)
+		case runtime.CodeOf(err) != core.CodeCancelled:
+			h.d.Logger(r.Context()).Error("speech failed after its first bytes", "err", err)
+			panic(http.ErrAbortHandler) // no in-band error in raw audio
+		}
+		return nil
+	}
+	if b.sent {
+		ferr := b.rc.Flush()
+		lease.Release(ferr != nil)
+		if ferr == nil {
+			_, _ = w.Write(b.last)
+		}
+		return nil
+	}
+	body, ct := out.Data, out.ContentType
+	if len(body) == 0 && b.rate != 0 {
+		body, ct = b.buf, audio.PCMContentType(b.rate)
+		if wav {
+			copy(body, audio.WAVHeader(b.rate, len(body)-wavHeaderLen))
+			ct = "audio/wav"
+		}
+	}
+	if len(body) == 0 {
+		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
+			Err: fmt.Errorf("model %q is not a speech model", model)}
+	}
+	return h.d.WriteTask(w, r, lease, ct, body)
+}
+
+// wavHeaderLen is the size of the WAV header audio.WAVHeader writes.
+const wavHeaderLen = 44
+
+// pcmBody is a wav or pcm answer as the engine's chunks arrive: held in
+// buf up to speechBuffer, then sent.
+type pcmBody struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	wav  bool
+	rate int    // of the chunks, 0 before the first
+	buf  []byte // the answer so far (wav: after room for its header) until sent
+	sent bool   // the headers are written: the rest streams
+	last []byte // the byte held back until the lease is released (sent)
+	werr error  // the write that failed (the client left), ending the engine's emit
+}
+
+// chunk is the engine's emit: it takes one audio.Chunk.
+func (b *pcmBody) chunk(c json.RawMessage) error {
+	pcm, rate, err := audio.DecodeChunk(c)
+	if err != nil {
+		return fmt.Errorf("openai: speech chunk: %w", err)
+	}
+	switch {
+	case b.rate == 0:
+		b.rate = rate
+		if b.wav {
+			b.buf = make([]byte, wavHeaderLen, wavHeaderLen+len(pcm))
+		}
+	case rate != b.rate:
+		return fmt.Errorf("openai: speech chunk at %d Hz after chunks at %d Hz", rate, b.rate)
+	}
+	if b.sent {
+		return b.write(pcm)
+	}
+	b.buf = append(b.buf, pcm...)
+	if len(b.buf) <= speechBuffer {
+		return nil
+	}
+	ct := audio.PCMContentType(b.rate)
+	if b.wav {
+		copy(b.buf, audio.StreamHeader(b.rate))
+		ct = "audio/wav"
+	}
+	hd := b.w.Header()
+	hd.Set("Content-Type", ct)
+	hd.Set("X-Accel-Buffering", "no")
+	b.w.WriteHeader(http.StatusOK)
+	b.sent = true
+	buf := b.buf
+	b.buf = nil
+	return b.write(buf)
+}
+
+// write sends the byte held back and all of p but its last byte, which
+// it holds back in turn, and flushes.
+func (b *pcmBody) write(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, b.werr = b.w.Write(b.last); b.werr != nil {
+		return b.werr
+	}
+	if _, b.werr = b.w.Write(p[:len(p)-1]); b.werr != nil {
+		return b.werr
+	}
+	b.last = append(b.last[:0], p[len(p)-1])
+	if b.werr = b.rc.Flush(); errors.Is(b.werr, http.ErrNotSupported) {
+		b.werr = nil // a writer that cannot flush still takes the bytes
+	}
+	return b.werr
+}
+
+// codecSpeech answers an mp3, opus or flac speech request from the
+// engine's chunks, each encoded as it arrives (audio.CodecWriter: the
+// bytes of the whole-file encoding), so the request holds the encoded
+// file and one chunk, never the PCM; the file goes out whole (its
+// header is completed at the end) through Deps.WriteTask. An engine that
+// does not stream answers whole, as before.
+func (h *Handlers) codecSpeech(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, req backends.Request, model, format string) error {
+	req.Stream = true
+	var cw *audio.CodecWriter
+	rate := 0
+	defer func() {
+		if cw != nil {
+			cw.Abort() // a no-op once closed
+		}
+	}()
+	out, err := lease.Infer(r.Context(), req, func(c json.RawMessage) error {
+		pcm, cr, err := audio.DecodeChunk(c)
+		if err != nil {
+			return fmt.Errorf("openai: speech chunk: %w", err)
+		}
+		if cw == nil {
+			if cw, err = audio.NewCodecWriter(r.Context(), format, cr); err != nil {
+				return err
+			}
+			rate = cr
+		} else if cr != rate {
+			return fmt.Errorf("openai: speech chunk at %d Hz after chunks at %d Hz", cr, rate)
+		}
+		samples, err := audio.PCM16(pcm)
+		if err != nil {
+			return err
+		}
+		return cw.Write(samples)
+	})
+	if err != nil {
+		return h.d.FromRuntime(err)
+	}
+	body, ct := out.Data, out.ContentType
+	if cw != nil && len(body) == 0 {
+		if body, ct, err = cw.Close(); err != nil {
+			return h.d.FromRuntime(err)
+		}
+	}
+	if len(body) == 0 {
+		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
+			Err: fmt.Errorf("model %q is not a speech model", model)}
+	}
+	return h.d.WriteTask(w, r, lease, ct, body)
 }
