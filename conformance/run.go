@@ -160,6 +160,8 @@ func (r *caseRun) collectSymbols() {
 			texts = append(texts, a.Replace...)
 		case *StartStep:
 			texts = a.Fails
+		case *LogStep:
+			texts = []string{a.Contains}
 		}
 		for _, m := range dollarRe.FindAllStringSubmatch(strings.Join(texts, " "), -1) {
 			if !r.gates[m[1]] && !folders[m[1]] && m[1] != caseDirSymbol {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Steps that act on the case's own server and its files (CONTRACT.md
@@ -398,7 +399,7 @@ func (r *caseRun) startServer(a *StartStep) error {
 			return err
 		}
 	}
-	inst, err := r.restart()
+	inst, err := r.startBounded()
 	if len(a.Fails) == 0 {
 		if err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
@@ -435,6 +436,41 @@ func (r *caseRun) startServer(a *StartStep) error {
 		}
 	}
 	return nil
+}
+
+// startBounded starts a server, bounded by the step timeout: a start that
+// blocks (on a named pipe planted in the state dir, say) is an error, and
+// every named pipe in the case's folder is then opened for writing and
+// closed, so that the start stops waiting and is reaped.
+func (r *caseRun) startBounded() (Instance, error) {
+	type started struct {
+		inst Instance
+		err  error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		inst, err := r.restart()
+		ch <- started{inst, err}
+	}()
+	t := time.NewTimer(r.stepTimeout)
+	defer t.Stop()
+	select {
+	case s := <-ch:
+		return s.inst, s.err
+	case <-t.C:
+	}
+	_ = filepath.WalkDir(r.caseDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type()&fs.ModeNamedPipe != 0 {
+			if f, err := os.OpenFile(p, os.O_RDWR, 0); err == nil {
+				_ = f.Close()
+			}
+		}
+		return nil
+	})
+	if s := <-ch; s.inst != nil {
+		_ = s.inst.Close()
+	}
+	return nil, fmt.Errorf("the start did not return within %s (blocked on a file in the state dir?)", r.stepTimeout)
 }
 
 // useServer makes a running server of the case the one steps talk to.
