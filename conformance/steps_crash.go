@@ -29,7 +29,8 @@ import (
 // Models models of their own (PUT with 1..4 slots, load, unload, a bulk
 // unload of some of its models and an unknown ID; worker 0 also moves the
 // models root between two folders), one at a time; after a seeded number
-// of changes answered 200 (1..2*Workers+2; Seed picks them) the server is
+// of changes answered 200 (N to 3N-1 for N = Workers*Models, so that most
+// models changed since the last start; Seed picks them) the server is
 // killed, mid-traffic, and started again. After every start each model
 // must be as its last acknowledged change left it, or as the change in
 // flight at the kill would, with a config_version never below the last
@@ -124,7 +125,8 @@ func (r *caseRun) crashLoop(a *CrashLoopStep) error {
 		}
 		// The kill point: after a seeded number of acknowledged changes,
 		// while the other workers' changes are on their way.
-		want := 1 + rng.IntN(2*a.Workers+2)
+		n := a.Workers * a.Models
+		want := n + rng.IntN(2*n)
 		err := r.waitAcks(cr.acks, want)
 		kerr := r.stopServer(&StopStep{Kill: true})
 		cancel()
