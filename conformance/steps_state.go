@@ -93,7 +93,7 @@ func (a *FileStep) actions() int {
 func (a *FileStep) validate() error {
 	for _, p := range []string{a.Path, a.Copy, a.Symlink, a.SameAs} {
 		if p != "" && !filepath.IsLocal(p) {
-			return fmt.Errorf("file: path %q must be relative to the case's folder, without ..", p)
+			return fmt.Errorf("file: path %q must be relative to the case's folder, with no .. in it", p)
 		}
 	}
 	switch {
