@@ -76,10 +76,15 @@ func (sp *ServerSpec) shutdownTimeout() time.Duration {
 	return time.Duration(sp.ShutdownTimeoutMS) * time.Millisecond
 }
 
-// tracePath is where a server whose files live in root writes its trace.
+// tracePath is where a server whose files live in root writes its trace:
+// in the case's folder when it has one (kept across restarts, so the next
+// start finds the earlier run's trace), else in root.
 func (sp *ServerSpec) tracePath(root string) string {
-	if !sp.trace {
+	if !sp.trace && !sp.Trace {
 		return ""
+	}
+	if sp.caseDir != "" {
+		return filepath.Join(sp.caseDir, "trace.ndjson")
 	}
 	return filepath.Join(root, "trace.ndjson")
 }

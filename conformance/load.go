@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,7 +48,12 @@ var (
 
 // ownServerSteps can run only on a server the runner started for the case.
 var ownServerSteps = map[string]bool{"shutdown": true, "exited": true, "log": true, "refused": true, "sessions": true,
-	"signal": true, "teardowns": true, "folder": true, "restart": true}
+	"signal": true, "teardowns": true, "folder": true, "restart": true, "stop": true, "start": true, "use": true,
+	"file": true, "crash_loop": true}
+
+// fileSteps act on the case's folder and state dir, or on the servers
+// started on it (steps_state.go); they need `state_dir: true`.
+var fileSteps = map[string]bool{"stop": true, "start": true, "use": true, "file": true, "crash_loop": true}
 
 // LoadFS reads every *.yaml file of fsys as one matrix file.
 func LoadFS(fsys fs.FS) (*Suite, error) {
@@ -159,6 +165,22 @@ func (f *File) expandCases(situations map[string][]Step) error {
 func expand(situations map[string][]Step, steps []Step, stack []string) ([]Step, error) {
 	var out []Step
 	for _, st := range steps {
+		if rp, ok := st.Arg.(*RepeatStep); ok {
+			if rp.Times < 1 || rp.Times > 1000 || len(rp.Steps) == 0 {
+				return nil, fmt.Errorf("line %d: repeat needs times 1..1000 and steps", st.Line)
+			}
+			x, err := expand(situations, rp.Steps, stack)
+			if err != nil {
+				return nil, err
+			}
+			for k := range x {
+				x[k].File, x[k].Line = st.File, st.Line // the nested lines count from the repeat
+			}
+			for range rp.Times {
+				out = append(out, x...)
+			}
+			continue
+		}
 		if st.Kind != "situation" {
 			out = append(out, st)
 			continue
@@ -259,6 +281,15 @@ func (c *Case) validate() error {
 		if rs, ok := st.Arg.(*RestartStep); ok && (!c.Server.StateDir || rs.Kill && !c.Server.Binary) {
 			return fmt.Errorf("line %d: restart needs `server: {state_dir: true}`, and kill: true also binary: true", st.Line)
 		}
+		if fileSteps[st.Kind] && !c.Server.StateDir {
+			return fmt.Errorf("line %d: step %s needs `server: {state_dir: true}`", st.Line, st.Kind)
+		}
+		if ss, ok := st.Arg.(*StopStep); ok && ss.Kill && !c.Server.Binary {
+			return fmt.Errorf("line %d: stop with kill: true needs `binary: true`", st.Line)
+		}
+		if _, ok := st.Arg.(*CrashLoopStep); ok && !c.Server.Binary {
+			return fmt.Errorf("line %d: crash_loop kills its server: it needs `binary: true`", st.Line)
+		}
 		var err error
 		switch a := st.Arg.(type) {
 		case *PutStep:
@@ -299,6 +330,12 @@ func (c *Case) validate() error {
 					err = fmt.Errorf("line %d: a folder checkpoint needs a name", st.Line)
 				}
 			}
+		case *FileStep:
+			if err = a.validate(); err != nil {
+				err = fmt.Errorf("line %d: %w", st.Line, err)
+			}
+		case *CrashLoopStep:
+			err = a.validate(st.Line)
 		case *TeardownStep:
 			if a.Model == "" {
 				err = fmt.Errorf("line %d: teardowns needs a model", st.Line)
@@ -344,6 +381,13 @@ func (c *Case) Matrix() string { return strings.TrimSuffix(path.Base(c.file), ".
 
 // NeedsBinary reports whether the case needs a real server process.
 func (c *Case) NeedsBinary() bool { return c.Server != nil && c.Server.Binary }
+
+// TouchesFiles reports whether a step acts on the case's state dir and
+// folder, or starts a server on it beside the runner's (fileSteps):
+// against --target such a case needs the build as a binary.
+func (c *Case) TouchesFiles() bool {
+	return slices.ContainsFunc(c.Steps, func(st Step) bool { return fileSteps[st.Kind] })
+}
 
 // readsTrace reports whether a step reads the server's scheduler trace.
 func (c *Case) readsTrace() bool {

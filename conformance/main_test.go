@@ -66,3 +66,23 @@ func TestMainTargetHostPort(t *testing.T) {
 		t.Fatalf("ftp: exit %d: %q", code, errb.String())
 	}
 }
+
+// Against --target, a case that acts on its server's state dir runs only
+// with the build as a binary: without --binary it is skipped (a server
+// started in process would be the runner's build, not the target's).
+func TestFileCasesSkippedAgainstTarget(t *testing.T) {
+	n := 0
+	for _, c := range loadSuite(t).Cases {
+		if !c.TouchesFiles() {
+			continue
+		}
+		n++
+		r := RunCase(c, Options{Target: sharedURL, Launcher: InProcess{Build: testBuild}}, sharedURL, NewRunTag())
+		if r.Verdict != Skip {
+			t.Errorf("%s against --target without --binary: %s %s, want skip", c.Name, r.Verdict, r.Error)
+		}
+	}
+	if n < 7 {
+		t.Errorf("%d cases act on their state dir, want the persist cases' 7 at least", n)
+	}
+}

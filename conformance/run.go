@@ -45,16 +45,32 @@ type caseRun struct {
 	live   map[string]*websocket.Conn // live sessions by name (steps_live.go)
 
 	// restart starts the case's own server again on the same flags and
-	// state dir (restart steps); nil on the shared one.
+	// state dir (restart and start steps); nil on the shared one.
 	restart func() (Instance, error)
+	// caseDir is the case's folder (state_dir cases): the state dir as
+	// state/, and the files of file steps ($DIR in texts).
+	caseDir string
+	// servers are the case's running servers by name (start steps; the
+	// runner's is main), cur the one inst is; lastLogs the log of the
+	// last one stopped.
+	servers   map[string]Instance
+	cur       string
+	lastLogs  string
+	finishErr error // closing the servers finish closed
 }
+
+// serverlessSteps can run while the case has no server running.
+var serverlessSteps = map[string]bool{"start": true, "file": true, "use": true, "situation": true}
 
 func newCaseRun(c *Case, base string, inst Instance, tag string, stepTimeout time.Duration, slack float64) *caseRun {
 	tr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &caseRun{c: c, base: base, inst: inst, tr: tr, client: &http.Client{Transport: tr}, ctx: ctx, cancel: cancel,
 		stepTimeout: stepTimeout, slack: slack, tag: tag, models: map[string]bool{}, gates: map[string]bool{},
-		calls: map[string]*call{}, dirs: map[string]string{}, jars: map[string]map[string]string{}}
+		calls: map[string]*call{}, dirs: map[string]string{}, jars: map[string]map[string]string{}, servers: map[string]Instance{}}
+	if inst != nil {
+		r.servers[mainServer], r.cur = inst, mainServer
+	}
 	r.collectSymbols()
 	return r
 }
@@ -132,17 +148,33 @@ func (r *caseRun) collectSymbols() {
 		}
 	}
 	for _, st := range r.c.Steps {
-		if h, ok := st.Arg.(*HTTPStep); ok {
-			for _, m := range dollarRe.FindAllStringSubmatch(h.Path+" "+h.Body, -1) {
-				if !r.gates[m[1]] && !folders[m[1]] {
-					r.models[m[1]] = true
-				}
+		var texts []string
+		switch a := st.Arg.(type) {
+		case *HTTPStep:
+			texts = []string{a.Path, a.Body}
+		case *FileStep:
+			texts = append(append(append(texts, a.Contains...), a.Absent...), a.Append)
+			if a.Write != nil {
+				texts = append(texts, *a.Write)
+			}
+			texts = append(texts, a.Replace...)
+		case *StartStep:
+			texts = a.Fails
+		case *LogStep:
+			texts = []string{a.Contains}
+		}
+		for _, m := range dollarRe.FindAllStringSubmatch(strings.Join(texts, " "), -1) {
+			if !r.gates[m[1]] && !folders[m[1]] && m[1] != caseDirSymbol {
+				r.models[m[1]] = true
 			}
 		}
 	}
 }
 
 var dollarRe = regexp.MustCompile(`\$([A-Za-z][A-Za-z0-9_]*)`)
+
+// caseDirSymbol, written $DIR, is the case's folder in texts.
+const caseDirSymbol = "DIR"
 
 // expand replaces $SYM in raw text by the mapped model or gate name.
 func (r *caseRun) expand(s string) (string, error) {
@@ -156,6 +188,8 @@ func (r *caseRun) expand(s string) (string, error) {
 			return r.gate(sym)
 		case r.dirs[sym] != "":
 			return r.dirs[sym]
+		case sym == caseDirSymbol && r.caseDir != "":
+			return r.caseDir
 		}
 		err = fmt.Errorf("unknown symbol %s in %q", m, s)
 		return m
@@ -276,6 +310,9 @@ func (r *caseRun) finish() {
 	r.closeLive()
 	r.cancel()
 	r.wg.Wait()
+	if err := r.closeOthers(); err != nil {
+		r.finishErr = err
+	}
 	r.tr.CloseIdleConnections()
 	for _, d := range r.dirs {
 		_ = os.RemoveAll(d)
@@ -284,6 +321,9 @@ func (r *caseRun) finish() {
 
 // step runs one step.
 func (r *caseRun) step(st Step) error {
+	if r.c.Server != nil && r.inst == nil && !serverlessSteps[st.Kind] {
+		return errors.New("no server of the case runs (a stop step stopped it): start one first")
+	}
 	if ok, err := r.liveStep(st); ok {
 		return err
 	}
@@ -336,8 +376,18 @@ func (r *caseRun) step(st Step) error {
 		return r.folder(a)
 	case *RestartStep:
 		return r.restartServer(a)
+	case *StopStep:
+		return r.stopServer(a)
+	case *StartStep:
+		return r.startServer(a)
+	case *FileStep:
+		return r.fileStep(a)
+	case *CrashLoopStep:
+		return r.crashLoop(a)
 	case *string:
 		switch st.Kind {
+		case "use":
+			return r.useServer(*a)
 		case "open":
 			return r.open(*a)
 		case "absent":
@@ -449,31 +499,4 @@ func (r *caseRun) callNamed(name string) (*call, error) {
 		return nil, fmt.Errorf("no call %q", name)
 	}
 	return c, nil
-}
-
-// restartServer stops the case's own server (cleanly, or by SIGKILL) and
-// starts it again; later steps talk to the new one.
-func (r *caseRun) restartServer(a *RestartStep) error {
-	if a.Kill {
-		k, ok := r.inst.(interface{ Kill() error })
-		if !ok {
-			return fmt.Errorf("restart: kill needs a binary server")
-		}
-		if err := k.Kill(); err != nil {
-			return err
-		}
-	} else if err := r.inst.Shutdown("TERM"); err != nil {
-		return err
-	}
-	err := r.inst.Close()
-	if !a.Kill && err != nil {
-		return fmt.Errorf("restart: the old server: %w", err)
-	}
-	r.tr.CloseIdleConnections()
-	inst, err := r.restart()
-	if err != nil {
-		return fmt.Errorf("restart: %w", err)
-	}
-	r.inst, r.base = inst, inst.URL()
-	return nil
 }

@@ -160,6 +160,7 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 	base := shared
 	var inst Instance
 	var restart func() (Instance, error)
+	var spec ServerSpec
 	if c.Server != nil {
 		l := o.Launcher
 		if c.NeedsBinary() {
@@ -173,7 +174,7 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 			res.Verdict, res.Error = Skip, "needs an in-process server (a step goes to its handler)"
 			return res
 		}
-		spec := *c.Server
+		spec = *c.Server
 		spec.trace = c.readsTrace()
 		if dir := os.Getenv(TraceKeepEnv); dir != "" {
 			spec.trace, spec.keepTrace = true, filepath.Join(dir, c.Name+".ndjson")
@@ -185,6 +186,13 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 				return res
 			}
 		}
+		if c.TouchesFiles() && o.Target != "" && l.Kind() != "binary" {
+			// Against --target, a server the runner starts in process is
+			// the runner's own build, not the target's: what a build does
+			// with its files is checked on the build itself (--binary).
+			res.Verdict, res.Error = Skip, "acts on its server's state dir: needs the build as a binary (--binary PATH)"
+			return res
+		}
 		if spec.StateDir {
 			dir, err := os.MkdirTemp("", "sluice-conformance-state-")
 			if err != nil {
@@ -192,7 +200,7 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 				return res
 			}
 			defer os.RemoveAll(dir)
-			spec.stateDir = dir
+			spec.caseDir, spec.stateDir = dir, filepath.Join(dir, "state")
 		}
 		spec.Startup = mapStartup(spec.Startup, fmt.Sprintf("c%d.%s", c.index, tag))
 		restart = func() (Instance, error) { return l.Start(spec) }
@@ -207,10 +215,11 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 		base, res.Server = inst.URL(), l.Kind()
 	}
 	cr := newCaseRun(c, base, inst, fmt.Sprintf("c%d.%s", c.index, tag), o.StepTimeout, o.Slack)
-	cr.restart = restart
+	cr.restart, cr.caseDir = restart, spec.caseDir
 	err := cr.run()
 	cr.finish()
-	inst = cr.inst // a restart step replaced the first one
+	err = errors.Join(err, cr.finishErr)
+	inst = cr.inst // a restart or start step replaced the first one
 	if inst != nil {
 		if cerr := inst.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("own server: %w", cerr))
@@ -218,6 +227,8 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 		if err != nil {
 			err = fmt.Errorf("%w\nserver log:\n%s", err, lastLines(inst.Logs(), 40))
 		}
+	} else if err != nil && cr.lastLogs != "" {
+		err = fmt.Errorf("%w\nlog of the server stopped last:\n%s", err, lastLines(cr.lastLogs, 40))
 	}
 	if err != nil {
 		res.Verdict, res.Error = Fail, err.Error()

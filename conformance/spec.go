@@ -140,6 +140,10 @@ type ServerSpec struct {
 	// StateDir gives the server a --state-dir of the case's own, kept
 	// across its restart steps (CONTRACT.md persist.*).
 	StateDir bool `yaml:"state_dir"`
+	// Trace turns on the server's --trace, written to trace.ndjson in the
+	// case's folder (beside the state dir) and so kept across its restarts
+	// (CONTRACT.md persist.trace-kept); it needs StateDir.
+	Trace bool `yaml:"trace"`
 	// Startup lists the models of the server's startup config (--config),
 	// each as in a config file (id, task, options, ...; engine fixture and
 	// slots 1 unless given). Their IDs are model symbols, mapped like
@@ -150,6 +154,7 @@ type ServerSpec struct {
 	keepTrace  string // where the trace and its options are copied when the server stops (TraceKeepEnv)
 	modelsRoot string // the real engines' models root (Engines)
 	stateDir   string // the case's state dir (StateDir), outside every server's own folder
+	caseDir    string // the case's folder, holding stateDir (as state/) and a kept trace (file steps)
 }
 
 func boolOr(p *bool, def bool) bool {
@@ -228,6 +233,21 @@ var stepKinds = map[string]func() any{
 	"teardowns":    func() any { return new(TeardownStep) },
 	"folder":       func() any { return new(FolderStep) },
 	"restart":      func() any { return new(RestartStep) },
+	"stop":         func() any { return new(StopStep) },
+	"start":        func() any { return new(StartStep) },
+	"use":          func() any { return new(string) },
+	"file":         func() any { return new(FileStep) },
+	"crash_loop":   func() any { return new(CrashLoopStep) },
+	"repeat":       func() any { return new(RepeatStep) },
+}
+
+// RepeatStep is its steps written Times times in a row (the loader
+// inlines them, as it does situations): steps that change a model over
+// and over, to grow its server's journal. Calls inside are synchronous,
+// since a call's name is given once.
+type RepeatStep struct {
+	Times int    `yaml:"times"`
+	Steps []Step `yaml:"steps"`
 }
 
 // RestartStep stops the case's own server and starts it again with the

@@ -532,7 +532,11 @@ func (r *caseRun) exited(a *ExitStep) error {
 // logCheck counts a text in the case's server's log. Positive checks wait
 // for the line (a process logs asynchronously); absence is checked now.
 func (r *caseRun) logCheck(a *LogStep) error {
-	count := func() int { return strings.Count(r.inst.Logs(), a.Contains) }
+	text, err := r.expand(a.Contains) // model symbols and $DIR
+	if err != nil {
+		return err
+	}
+	count := func() int { return strings.Count(r.inst.Logs(), text) }
 	switch {
 	case a.Absent:
 		if n := count(); n > 0 {

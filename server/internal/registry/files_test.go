@@ -179,3 +179,45 @@ func TestLockLost(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotWithoutJournalIsDurable: a change whose record is a new
+// snapshot (the journal could not be appended to) is durable once that
+// snapshot is renamed into place, even when the empty journal after it
+// cannot be started (a link planted at its temporary file): the change
+// must then succeed, since a start restores it, and the next change
+// writes a snapshot again. On the old code the change failed (answered 500,
+// "will not survive a restart") and yet a start restored it (CONTRACT.md
+// persist.durable-before-200, persist.files).
+func TestSnapshotWithoutJournalIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	s, lb := openT(t, dir)
+	commitT(t, s, model("a", 1))
+	tmp := filepath.Join(dir, journalName+tempSuffix)
+	if err := os.Symlink(filepath.Join(t.TempDir(), "victim"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(); err == nil || !strings.Contains(err.Error(), tmp) {
+		t.Fatalf("compaction with a link at %s: %v, want an error naming it", tmp, err)
+	}
+	commitT(t, s, model("b", 1)) // a snapshot as its record; the journal fails again
+	commitT(t, s, model("c", 1))
+	if !strings.Contains(lb.String(), "symbolic link") {
+		t.Errorf("the planted link was not named in a WARN:\n%s", lb)
+	}
+	if fi, err := os.Lstat(tmp); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the planted link was changed: %v", err)
+	}
+	_ = s.Close()
+	if err := os.Remove(tmp); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadState(dir)
+	if err != nil || versions(st) != "a@1 b@1 c@1" {
+		t.Fatalf("state %q %v, want every acknowledged change", versions(st), err)
+	}
+	s, _ = openT(t, dir)
+	defer s.Close()
+	if got := versions(s.State()); got != "a@1 b@1 c@1" {
+		t.Fatalf("after reopen: %q", got)
+	}
+}

@@ -373,8 +373,14 @@ func (s *Store) commit(c change) error {
 		// and a new journal starts.
 		next := &Store{index: maps.Clone(s.index), models: slices.Clone(s.models), root: s.root, intents: maps.Clone(s.intents)}
 		next.adopt(c)
-		if err := s.compactTo(State{ModelsRoot: next.root, Models: next.models, Intents: next.pending()}); err != nil {
-			return err
+		if snapped, err := s.compactTo(State{ModelsRoot: next.root, Models: next.models, Intents: next.pending()}); err != nil {
+			if !snapped {
+				return err
+			}
+			// The snapshot holding c is in place, so c is durable: a start
+			// restores it (and replaces the older journal). Only the new
+			// journal failed; the next change writes a snapshot again.
+			s.log.Warn("state dir: the change is recorded in a new snapshot, but the journal after it could not be started; the next change writes a snapshot again", "err", err)
 		}
 		s.adopt(c)
 		return nil
@@ -394,7 +400,7 @@ func (s *Store) commit(c change) error {
 	s.jsize += int64(len(rec))
 	s.adopt(c)
 	if s.jsize > compactMin && s.jsize > s.snap {
-		if err := s.compactTo(State{ModelsRoot: s.root, Models: s.models, Intents: s.pending()}); err != nil {
+		if _, err := s.compactTo(State{ModelsRoot: s.root, Models: s.models, Intents: s.pending()}); err != nil {
 			// c is durable in the journal; the compaction is tried again
 			// at the next change.
 			s.log.Warn("state dir: compaction failed; the journal keeps growing until one succeeds", "err", err)
@@ -412,26 +418,30 @@ func (s *Store) Compact() error {
 	if err := s.checkLock(); err != nil {
 		return err
 	}
-	return s.compactTo(State{ModelsRoot: s.root, Models: s.models, Intents: s.pending()})
+	_, err := s.compactTo(State{ModelsRoot: s.root, Models: s.models, Intents: s.pending()})
+	return err
 }
 
 // compactTo makes st durable as the snapshot of the next generation, then
-// starts that generation's empty journal. Call with mu held.
-func (s *Store) compactTo(st State) error {
+// starts that generation's empty journal. snapped reports whether the
+// snapshot is in place, so st durable, even when err says the journal
+// after it failed (no journal is then open: the next change writes a
+// snapshot again). Call with mu held.
+func (s *Store) compactTo(st State) (snapped bool, err error) {
 	st.Journal = s.gen + 1
 	b, err := EncodeSnapshot(st)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := s.replace(snapshotName, b); err != nil {
-		return err
+		return false, err
 	}
 	s.gen, s.snap = st.Journal, int64(len(b))
 	if s.jf != nil {
 		_ = s.jf.Close()
 		s.jf = nil
 	}
-	return s.newJournal()
+	return true, s.newJournal()
 }
 
 // newJournal replaces the journal by an empty one of generation s.gen and

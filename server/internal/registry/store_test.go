@@ -261,7 +261,7 @@ func BenchmarkCommit(b *testing.B) {
 			for k := range n {
 				all = append(all, model(fmt.Sprintf("model-%d", k), 1))
 			}
-			if err := s.compactTo(State{Models: all}); err != nil {
+			if _, err := s.compactTo(State{Models: all}); err != nil {
 				b.Fatal(err)
 			}
 			for _, m := range all {
