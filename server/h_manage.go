@@ -29,7 +29,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(r, &body); err != nil {
 		return err
 	}
-	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.path()) // the root swaps with its catalogue
+	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.Path()) // the root swaps with its catalogue
 	if err != nil {
 		return err
 	}

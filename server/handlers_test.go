@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/modelsroot"
 )
 
 // Handler tests: the router and handlers through httptest.NewRecorder.
@@ -199,7 +200,7 @@ func TestCheckpointInsideRoot(t *testing.T) {
 	for _, cp := range []string{"voices/a", "inside/a", "builtin-voice", ""} {
 		ts.must(200, "PUT", "/v1/models/m", `{"engine":"fixture","checkpoint":"`+cp+`"}`)
 	}
-	got, err := resolveCheckpoint(root, "inside/a")
+	got, err := modelsroot.Resolve(root, "inside/a")
 	want, _ := filepath.EvalSymlinks(filepath.Join(root, "voices", "a"))
 	if err != nil || got != want {
 		t.Fatalf("resolved %q, %v; want %q", got, err, want)

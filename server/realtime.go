@@ -11,7 +11,7 @@ func (s *Server) realtimeHandler() *realtime.Handler {
 	c := &s.cfg
 	return realtime.New(realtime.Deps{
 		Runtime:  s.rt,
-		Engines:  s.roots.engines,
+		Engines:  s.roots.Engines(),
 		Sessions: s.live,
 		Config: realtime.Config{AllowedOrigins: c.AllowedOrigins, WriteTimeout: c.WriteTimeout,
 			Idle: c.RealtimeIdle, MaxSession: c.RealtimeMaxSession, Drain: c.RealtimeDrain, Buffer: c.RealtimeBuffer,

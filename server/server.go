@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/server/internal/events"
 	"github.com/sluice-dev/sluice/server/internal/follow"
 	"github.com/sluice-dev/sluice/server/internal/metrics"
+	"github.com/sluice-dev/sluice/server/internal/modelsroot"
 	"github.com/sluice-dev/sluice/server/internal/realtime"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
@@ -67,7 +68,7 @@ type Server struct {
 	met     *metrics.Metrics
 	follow  *follow.Follower // the one runtime subscription: metrics and events
 	events  *events.Hub      // GET /v1/events
-	roots   *modelsRoot      // --models-root and its catalogue, swapped together
+	roots   *modelsroot.Root // --models-root and its catalogue, swapped together
 	handler http.Handler
 	hs      *http.Server
 	edge    *edge.Edge         // connections, body limits, Host and Origin (server/internal/edge)
@@ -204,8 +205,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.events = events.New(events.Options{Epoch: epoch, Log: log, Status: s.statusObject, ShuttingDown: rt.ShuttingDown})
 	s.follow = follow.Start(rt, log, s.met, s.events) // before New returns: no lifecycle step is missed
 	s.events.Follow(s.follow)
-	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
-	s.roots.commit = s.reg.SetRoot
+	s.roots = modelsroot.New(s.cfg.ModelsRoot, engines)
+	s.roots.Commit = s.reg.SetRoot
 	s.handler = s.routes()
 	s.hs = &http.Server{
 		Handler:           s.handler,
@@ -319,7 +320,7 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 			s.log.Info("startup model kept as restored from the state dir; its config entry is not applied", "model", m.ID)
 			continue
 		}
-		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.roots.path())
+		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.roots.Path())
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/modelsroot"
 )
 
 // ModelSpec is the body of PUT /v1/models/{id} and an entry of the
@@ -97,7 +98,7 @@ func specJSON(s *runtime.ModelSpec, parallel bool) ModelSpec {
 // ToRuntime converts the decoded spec for the server's mode (parallel:
 // started with --parallel-jobs; without it any slots field is refused)
 // into the runtime's ModelSpec, with the checkpoint resolved inside
-// modelsRoot (see resolveCheckpoint). It checks JSON types only: the
+// modelsRoot (see modelsroot.Resolve). It checks JSON types only: the
 // ranges are the runtime's validator's, which Apply runs once, before
 // anything live changes (its *runtime.SpecError names the field, which the
 // answer's param carries). Errors are *Error values (400
@@ -107,7 +108,7 @@ func (s *ModelSpec) ToRuntime(parallel bool, modelsRoot string) (runtime.ModelSp
 	if err != nil {
 		return runtime.ModelSpec{}, err
 	}
-	if spec.Checkpoint, err = resolveCheckpoint(modelsRoot, spec.Checkpoint); err != nil {
+	if spec.Checkpoint, err = modelsroot.Resolve(modelsRoot, spec.Checkpoint); err != nil {
 		return runtime.ModelSpec{}, err
 	}
 	return spec, nil

@@ -14,7 +14,7 @@ import (
 func (s *Server) openaiHandlers() *openai.Handlers {
 	return openai.New(openai.Deps{
 		Runtime:         s.rt,
-		Engines:         s.roots.engines,
+		Engines:         s.roots.Engines(),
 		ValidModelID:    validModelID,
 		Lease:           s.taskLease,
 		WriteTask:       writeTask,
