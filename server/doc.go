@@ -35,7 +35,7 @@
 // oip.Host that routes.go wires (oipHandlers: the runtime, the edge's body
 // decoding and task lease, the registry's managers) and writes its own
 // error body (oip.Scope puts its writer in the request's context; the
-// shared writeError asks the context, not the URL).
+// shared httpapi.WriteError asks the context, not the URL).
 // internal/openai serves the OpenAI routes (/v1/audio/*) and holds their
 // wire shapes, through an openai.Deps that wire_openai.go wires (the
 // runtime, the task lease of task.go, the edge's body reading and
@@ -44,7 +44,7 @@
 // internal/registry is the persistent registry's service. internal/edge
 // is the serving edge (connections and their limit, body limits and upload
 // spooling, Host and Origin checks), internal/auth the keys and dashboard
-// sessions; both write their refusals through the writeError they are
+// sessions; both write their refusals through the httpapi.WriteError they are
 // handed.
 //
 // Threading rule: a Server is safe for concurrent use by net/http. Its own

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/modelsroot"
 )
 
@@ -24,7 +26,7 @@ func (s *Server) handleCatalogue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil { // the answer says only what is wrong; the reasons, once, for the operator
 		s.scanLogged.Do(func() { s.log.Warn("models root failed its scan", "models_root", root, "err", err) })
 	}
-	return writeJSON(w, modelsroot.ListOf(root, cat, err))
+	return httpapi.WriteJSON(w, modelsroot.ListOf(root, cat, err))
 }
 
 // ModelsRootRequest is the body of PUT /v1/settings/models-root.
@@ -40,11 +42,11 @@ type ModelsRootRequest struct {
 // catalogue.
 func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) error {
 	var body ModelsRootRequest
-	if err := decodeStrict(r, &body); err != nil {
+	if err := edge.Decode(r, &body); err != nil {
 		return err
 	}
 	if body.ModelsRoot == "" {
-		return InvalidParam("models_root", "models_root is required")
+		return httpapi.InvalidParam("models_root", "models_root is required")
 	}
 	cat, err := s.roots.Set(r.Context(), body.ModelsRoot)
 	if err != nil && r.Context().Err() != nil {
@@ -53,15 +55,15 @@ func (s *Server) handleSetModelsRoot(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		e := modelsroot.ScanError(body.ModelsRoot, err)
 		if e.Status < 500 { // the reasons, for the operator only
-			logger(r.Context()).Info("models root refused", "models_root", body.ModelsRoot, "err", err)
+			httpapi.Logger(r.Context()).Info("models root refused", "models_root", body.ModelsRoot, "err", err)
 		}
 		return e
 	}
-	logger(r.Context()).Info("models root changed", "models_root", cat.Root, "checkpoints", len(cat.Names()))
-	return writeJSON(w, modelsroot.ListOf(cat.Root, cat, nil))
+	httpapi.Logger(r.Context()).Info("models root changed", "models_root", cat.Root, "checkpoints", len(cat.Names()))
+	return httpapi.WriteJSON(w, modelsroot.ListOf(cat.Root, cat, nil))
 }
 
 // scanStopped is a scan that stopped because its client went away.
-func scanStopped(err error) *Error {
-	return FromCode(core.CodeCancelled, "the client went away; the scan stopped and nothing changed", err)
+func scanStopped(err error) *httpapi.Error {
+	return httpapi.FromCode(core.CodeCancelled, "the client went away; the scan stopped and nothing changed", err)
 }

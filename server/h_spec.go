@@ -3,9 +3,8 @@ package server
 import (
 	"net/http"
 
-	"github.com/sluice-dev/sluice/core"
-	"github.com/sluice-dev/sluice/core/runtime"
-	"github.com/sluice-dev/sluice/server/internal/modelsroot"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/modelspec"
 )
 
 // handleGetSpec answers GET /v1/models/{id}/spec (management): the model's
@@ -21,14 +20,7 @@ func (s *Server) handleGetSpec(w http.ResponseWriter, r *http.Request) error {
 	}
 	cfg, _, err := s.rt.ConfigOf(id)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntime(err)
 	}
-	return writeJSON(w, specOf(&cfg, s.cfg.ParallelJobs, s.roots.Path()))
-}
-
-// specOf converts a committed config back into a model spec.
-func specOf(c *core.Config, parallel bool, root string) ModelSpec {
-	spec := runtime.SpecOf(c)
-	spec.Checkpoint = modelsroot.Rel(root, spec.Checkpoint)
-	return specJSON(&spec, parallel)
+	return httpapi.WriteJSON(w, modelspec.Of(&cfg, s.cfg.ParallelJobs, s.roots.Path()))
 }

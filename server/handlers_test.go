@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/server/internal/modelsroot"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // Handler tests: the router and handlers through httptest.NewRecorder.
@@ -257,7 +258,7 @@ func TestBulkUnload(t *testing.T) {
 	ts := newServer(t, nil)
 	ts.put("a", `{"engine":"fixture"}`)
 	ts.put("b", `{"engine":"fixture","slots":2}`)
-	var res BulkUnloadResult
+	var res wire.BulkUnloadResult
 	ts.must(200, "POST", "/v1/models/unload", `{"models":["b","x","a","b"]}`).json(t, &res)
 	if strings.Join(res.Unloaded, ",") != "b,a" || strings.Join(res.NotFound, ",") != "x" {
 		t.Fatalf("%+v", res)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // deadlines) through the recorder.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// requestState is everything the requestID middleware keeps per request,
+// requestState is everything the RequestIDs middleware keeps per request,
 // in one allocation.
 type requestState struct {
 	statusRecorder
@@ -49,17 +49,18 @@ type requestState struct {
 	idbuf [16]byte
 }
 
-// requestID gives every request an ID (the client's X-Request-Id when it is
-// well-formed, else a random one), returns it in the response header, and
-// puts it with the server's logger in the context (logger(ctx) carries it);
-// it logs one line per request at debug level.
-func requestID(base *slog.Logger) func(http.Handler) http.Handler {
+// RequestIDs gives every request an ID (the client's X-Request-Id when it
+// is well-formed, else a random one), returns it in the response header,
+// and puts it with the server's logger in the context (Logger(ctx) carries
+// it, RequestID(ctx) returns it); it logs one line per request at debug
+// level.
+func RequestIDs(base *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			st := &requestState{}
 			st.ResponseWriter = w
 			id := r.Header.Get(RequestIDHeader)
-			if !validName(id, 64) { // a client's ID must be [A-Za-z0-9._-]{1,64}
+			if !ValidName(id, 64) { // a client's ID must be [A-Za-z0-9._-]{1,64}
 				// Request IDs name requests in logs; they need to be unique,
 				// not secret: the runtime's per-thread ChaCha8 source is
 				// enough and costs nothing next to crypto/rand.
@@ -79,9 +80,38 @@ func requestID(base *slog.Logger) func(http.Handler) http.Handler {
 			}
 			next.ServeHTTP(&st.statusRecorder, r.WithContext(ctx))
 			if debug {
-				logger(ctx).Debug("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				Logger(ctx).Debug("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
 					slog.Int("status", st.status), slog.Int64("bytes", st.bytes), slog.Duration("took", time.Since(start)))
 			}
 		})
 	}
+}
+
+// requestInfo is what the RequestIDs middleware puts in a request's
+// context: the request ID and the server's logger. The request-scoped
+// logger is built from them only when something is logged, so a request
+// that logs nothing pays for no logger.
+type requestInfo struct {
+	id   string
+	base *slog.Logger
+}
+
+type requestInfoKey struct{}
+
+// Logger returns the request-scoped logger (carrying request_id), or
+// slog's default outside a request.
+func Logger(ctx context.Context) *slog.Logger {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri.base.With(slog.String("request_id", ri.id))
+	}
+	return slog.Default()
+}
+
+// RequestID returns the request ID the RequestIDs middleware gave the
+// request, or "".
+func RequestID(ctx context.Context) string {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri.id
+	}
+	return ""
 }
