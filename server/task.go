@@ -50,13 +50,13 @@ func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, er
 }
 
 // writeTask writes a finished task answer and releases the lease before
-// its last byte (writeReleasing: a client's next request never finds this
+// its last byte (httpapi.WriteReleasing: a client's next request never finds this
 // one's lease, CONTRACT.md phase.executing).
 func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	werr := writeReleasing(w, body, func(failed bool) { lease.Release(failed) })
+	werr := httpapi.WriteReleasing(w, body, func(failed bool) { lease.Release(failed) })
 	if werr != nil {
 		httpapi.Logger(r.Context()).Debug("answer not delivered", "err", werr)
 	}
