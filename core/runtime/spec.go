@@ -236,11 +236,8 @@ func (r *Runtime) configWith(id string, spec ModelSpec, check func(*ModelSpec) (
 		Options: json.RawMessage(opts), Slots: spec.Slots}
 	var mb int64
 	err = protect(r.log, "validate", func() error {
-		if err := eng.Validate(bs); err != nil {
-			return err
-		}
 		var err error
-		mb, err = eng.EstimateMB(bs)
+		mb, err = eng.Check(bs) // one resolve of the options: validation and estimate
 		return err
 	})
 	if err != nil {

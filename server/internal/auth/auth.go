@@ -9,7 +9,7 @@
 // WebSocket; OpenAI's browser clients send it so): it counts as the
 // Bearer token (CONTRACT.md live.subprotocol). A Bearer
 // token is accepted wherever its key is; a session only on the routes the
-// dashboard itself calls (package server's routes.go: the dashboard's
+// dashboard itself calls (the server's router: the dashboard's
 // reads, and for a session made with the management key the management
 // routes its buttons use), never on inference; and a session's
 // state-changing request also needs a same-origin proof, so a cookie alone
