@@ -16,7 +16,7 @@ import (
 //
 // Middleware, outermost first: the request metrics (internal/metrics), the
 // inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
-// request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
+// request-scoped logger with the refusal counter and sampled log (internal/httpapi), the Host allow-list and the cross-origin check
 // (internal/edge), the credential (one Bearer header or a dashboard
 // session: internal/auth), the body limit (internal/edge). Each route group then names who
 // may use it: the dashboard's reads take the API key or any dashboard
@@ -33,7 +33,7 @@ func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.met.Middleware) // outermost: every answer is measured, refusals included
 	r.Use(oip.Scope)        // errors under /v2 in the protocol's shape, the refusals below included
-	r.Use(edge.Track, httpapi.RequestIDs(s.log), s.refuse.Middleware, s.edge.CheckHost, s.edge.CheckOrigin,
+	r.Use(edge.Track, httpapi.RequestIDs(s.log, s.refuse), s.edge.CheckHost, s.edge.CheckOrigin,
 		a.Authenticate, s.edge.LimitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
 	// to a client without one.

@@ -85,7 +85,10 @@ type credential struct {
 type credKey struct{}
 
 func credOf(r *http.Request) credential {
-	c, _ := r.Context().Value(credKey{}).(credential)
+	c, ok := httpapi.Local(r.Context(), httpapi.SlotCredential).(credential)
+	if !ok {
+		c, _ = r.Context().Value(credKey{}).(credential)
+	}
 	return c
 }
 
@@ -234,7 +237,10 @@ func (a *Auth) Authenticate(next http.Handler) http.Handler {
 				c = credential{cookie: true, scope: a.sessions.lookup(ck.Value)}
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credKey{}, c)))
+		if !httpapi.SetLocal(r.Context(), httpapi.SlotCredential, c) { // the request's state, else a value of its own
+			r = r.WithContext(context.WithValue(r.Context(), credKey{}, c))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

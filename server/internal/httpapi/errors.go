@@ -115,8 +115,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "internal error", Err: err}
 	}
 	if refused(e) {
-		if sink, ok := r.Context().Value(refusalsKey{}).(*Refusals); ok {
-			sink.record(r, e)
+		if ri, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok && ri.refusals != nil {
+			ri.refusals.record(r, e)
 		}
 	} else {
 		Logger(r.Context()).Error("request failed", slog.Int("status", e.Status), slog.String("type", e.Type), slog.Any("err", err))

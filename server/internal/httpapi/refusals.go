@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -24,8 +23,8 @@ const (
 	RefusalBurst = 5
 )
 
-// Refusals counts refusals and logs them sampled. Its Middleware puts it
-// in every request's context, where WriteError finds it.
+// Refusals counts refusals and logs them sampled. RequestIDs puts it in
+// every request's state, where WriteError finds it.
 type Refusals struct {
 	count func(typ, code string) // the metrics' refusal counter
 	// Now is time.Now; tests pin it before serving.
@@ -41,19 +40,10 @@ type refusalBucket struct {
 	suppressed int64
 }
 
-type refusalsKey struct{}
-
 // NewRefusals returns a sink that counts each refusal with count (its
 // error type and code) and logs it sampled.
 func NewRefusals(count func(typ, code string)) *Refusals {
 	return &Refusals{count: count, Now: time.Now, buckets: map[string]*refusalBucket{}}
-}
-
-// Middleware puts the sink in the request's context.
-func (k *Refusals) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), refusalsKey{}, k)))
-	})
 }
 
 // record counts one refusal and logs it if its type's bucket allows.

@@ -51,10 +51,13 @@ type requestState struct {
 
 // RequestIDs gives every request an ID (the client's X-Request-Id when it
 // is well-formed, else a random one), returns it in the response header,
-// and puts it with the server's logger in the context (Logger(ctx) carries
-// it, RequestID(ctx) returns it); it logs one line per request at debug
-// level.
-func RequestIDs(base *slog.Logger) func(http.Handler) http.Handler {
+// and puts it with the server's logger and refusals (the sink WriteError
+// counts refusals in; nil: none) in the context (Logger(ctx) carries it,
+// RequestID(ctx) returns it); it logs one line per request at debug
+// level. That context value is the request's one state: the middlewares
+// below keep their values in it (SetLocal), so the chain copies the
+// request once, here.
+func RequestIDs(base *slog.Logger, refusals *Refusals) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			st := &requestState{}
@@ -71,7 +74,7 @@ func RequestIDs(base *slog.Logger) func(http.Handler) http.Handler {
 			}
 			st.hdr[0] = id
 			w.Header()[RequestIDHeader] = st.hdr[:]
-			st.info = requestInfo{id: id, base: base}
+			st.info = requestInfo{id: id, base: base, refusals: refusals}
 			ctx := context.WithValue(r.Context(), requestInfoKey{}, &st.info)
 			debug := base.Enabled(ctx, slog.LevelDebug)
 			var start time.Time
@@ -92,8 +95,43 @@ func RequestIDs(base *slog.Logger) func(http.Handler) http.Handler {
 // logger is built from them only when something is logged, so a request
 // that logs nothing pays for no logger.
 type requestInfo struct {
-	id   string
-	base *slog.Logger
+	id       string
+	base     *slog.Logger
+	refusals *Refusals
+	local    [numSlots]any
+}
+
+// Slot names one per-request value of a middleware below RequestIDs
+// (the edge's body limits, auth's credential), kept in the request's one
+// state instead of a context value of its own: no context value and no
+// copy of the request per middleware.
+type Slot int
+
+// The slots.
+const (
+	SlotBody Slot = iota
+	SlotCredential
+	numSlots
+)
+
+// SetLocal stores v in slot of the request state in ctx, before the
+// handler runs (the middleware's own goroutine); it returns false when
+// ctx has no request state (outside RequestIDs), where the caller keeps
+// its value in a context value of its own.
+func SetLocal(ctx context.Context, slot Slot, v any) bool {
+	ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo)
+	if ok {
+		ri.local[slot] = v
+	}
+	return ok
+}
+
+// Local returns slot's value in the request state in ctx, or nil.
+func Local(ctx context.Context, slot Slot) any {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri.local[slot]
+	}
+	return nil
 }
 
 type requestInfoKey struct{}

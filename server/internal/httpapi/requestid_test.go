@@ -12,7 +12,7 @@ import (
 func TestRequestID(t *testing.T) {
 	var logs bytes.Buffer
 	base := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := RequestIDs(base)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := RequestIDs(base, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		Logger(r.Context()).Info("inside")
 		w.WriteHeader(http.StatusTeapot)
 	}))
