@@ -12,7 +12,7 @@ import (
 )
 
 // routes builds the router: one handler per endpoint, each returning its
-// error through adapt.
+// error through httpapi.Adapt.
 //
 // Middleware, outermost first: the request metrics (internal/metrics), the
 // inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
