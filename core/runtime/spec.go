@@ -128,6 +128,11 @@ func (s *ModelSpec) Validate() error {
 	return err
 }
 
+// CanonicalFields is Validate returning the options in canonical form
+// (CanonicalOptions), for a caller that needs both: one pass of the
+// validator, not a second canonicalisation of the options.
+func (s *ModelSpec) CanonicalFields() (options string, err error) { return checkFields(s) }
+
 // checkFields is Validate, returning the canonical options.
 func checkFields(s *ModelSpec) (string, error) {
 	if _, err := CanonicalAliases(s.Aliases); err != nil {
