@@ -176,9 +176,9 @@ reliability:
 
 # fuzz: 10 minutes per target (60 minutes in all).
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/
-	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStrictKeys$$' -fuzztime 10m ./server/
+	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/internal/modelspec/
+	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/internal/modelspec/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStrictKeys$$' -fuzztime 10m ./server/internal/modelspec/
 	$(GO) test -run '^$$' -fuzz '^FuzzV2InferRequest$$' -fuzztime 10m ./server/internal/oip/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWAV$$' -fuzztime 10m ./backends/audio/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInput$$' -fuzztime 10m ./backends/audio/

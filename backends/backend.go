@@ -76,9 +76,13 @@ type Engine interface {
 	// Validate checks a spec completely before any live change: options,
 	// files, slot count against what the engine can ever admit.
 	Validate(spec Spec) error
-	// EstimateMB returns the resident memory of a whole pool of spec.Slots
-	// sessions, in megabytes, charged against the memory budget.
-	EstimateMB(spec Spec) (int64, error)
+	// Check is Validate that also returns the resident memory of a whole
+	// pool of spec.Slots sessions, in megabytes, charged against the
+	// memory budget: the spec's options and files are resolved once for
+	// both, as a registration needs both (core/runtime calls it once per
+	// registration or reconfigure; Validate is for callers that need no
+	// estimate, such as a catalogue scan).
+	Check(spec Spec) (int64, error)
 	// Open opens the primary session and returns it with the parallel
 	// capacity it advertises (1 for an engine without a parallel factory).
 	Open(ctx context.Context, spec Spec) (Session, int, error)

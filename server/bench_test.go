@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // The server's own cost per inference, without the network: the whole
@@ -66,7 +68,7 @@ func BenchmarkInferBare(b *testing.B) {
 			return
 		}
 		var req InferRequest
-		if err := decodeBytesStrict(bytes.NewReader(body), &req); err != nil {
+		if err := httpapi.DecodeJSON(body, &req); err != nil {
 			http.Error(w, err.Error(), 400)
 			return
 		}

@@ -19,8 +19,8 @@ type scanHook struct {
 
 func holdScans(ts *tserver, root string) *scanHook {
 	h := &scanHook{entered: make(chan context.Context, 4), release: make(chan struct{})}
-	inner := ts.s.roots.scan
-	ts.s.roots.scan = func(ctx context.Context, r string) (*catalogue.Catalogue, error) {
+	inner := ts.s.roots.Scan
+	ts.s.roots.Scan = func(ctx context.Context, r string) (*catalogue.Catalogue, error) {
 		if r == root {
 			h.entered <- ctx
 			select {

@@ -179,7 +179,7 @@ func TestModelsRootSwapConsistent(t *testing.T) {
 					return
 				default:
 				}
-				root, cat, err := ts.s.roots.current(context.Background())
+				root, cat, err := ts.s.roots.Current(context.Background())
 				if err != nil || cat == nil {
 					t.Errorf("no catalogue: %v", err)
 					return

@@ -1,15 +1,10 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
 	"time"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/modelspec"
 )
 
 // Config is the server's configuration: what `sluice serve` flags set.
@@ -120,11 +115,16 @@ type Config struct {
 	_ struct{}
 }
 
+// ModelSpec is the body of PUT /v1/models/{id} and an entry of the
+// startup config file (server/internal/modelspec).
+type ModelSpec = modelspec.Spec
+
 // ModelEntry is one model of the startup config file.
-type ModelEntry struct {
-	ID   string
-	Spec ModelSpec
-}
+type ModelEntry = modelspec.Entry
+
+// DecodeModelSpec decodes a model spec (the JSON body of PUT
+// /v1/models/{id}) strictly: unknown fields and trailing data are errors.
+func DecodeModelSpec(b []byte, s *ModelSpec) error { return httpapi.DecodeJSON(b, s) }
 
 // DefaultMaxModels is the default of --max-models.
 const DefaultMaxModels = 1024
@@ -162,56 +162,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// fileConfig is the YAML of --config FILE:
-//
-//	models:
-//	  - id: tts
-//	    engine: fixture
-//	    slots: 2
-//	    options: {load_ms: 50}
-type fileConfig struct {
-	Models []map[string]any `yaml:"models"`
-}
+// LoadModelsFile reads the models to register at start from a YAML file
+// (modelspec.LoadFile).
+func LoadModelsFile(path string) ([]ModelEntry, error) { return modelspec.LoadFile(path) }
 
-// LoadModelsFile reads the models to register at start from a YAML file.
-func LoadModelsFile(path string) ([]ModelEntry, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	return ParseModelsYAML(b)
-}
-
-// ParseModelsYAML parses the YAML of a models file; each entry is a model
-// spec (the JSON body of PUT /v1/models/{id}) plus its id, decoded strictly.
-func ParseModelsYAML(b []byte) ([]ModelEntry, error) {
-	var fc fileConfig
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) { // an empty file lists no models
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	var out []ModelEntry
-	seen := map[string]bool{}
-	for k, m := range fc.Models {
-		id, _ := m["id"].(string)
-		if err := validModelID(id); err != nil {
-			return nil, fmt.Errorf("config: model %d: %w", k, err)
-		}
-		if seen[id] {
-			return nil, fmt.Errorf("config: model %q listed twice", id)
-		}
-		seen[id] = true
-		delete(m, "id")
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return nil, fmt.Errorf("config: model %q: %w", id, err)
-		}
-		var spec ModelSpec
-		if err := decodeBytesStrict(bytes.NewReader(raw), &spec); err != nil {
-			return nil, fmt.Errorf("config: model %q: %w", id, err)
-		}
-		out = append(out, ModelEntry{ID: id, Spec: spec})
-	}
-	return out, nil
-}
+// ParseModelsYAML parses the YAML of a models file (modelspec.ParseYAML).
+func ParseModelsYAML(b []byte) ([]ModelEntry, error) { return modelspec.ParseYAML(b) }

@@ -1,51 +1,54 @@
-// Package server is Sluice's HTTP API on chi: status, inference, management
-// and fixture-control endpoints, with one error type mapped to HTTP in one
-// place, strict JSON decoding, body limits, API keys, request-scoped slog
-// loggers, Prometheus metrics and a graceful shutdown that cancels stalled
-// socket I/O.
+// Package server is Sluice's HTTP API on chi, as wiring: it builds the
+// runtime, the persistent registry, the observers, the serving edge and the
+// router from Config (New), serves and shuts down (Serve, Run, Shutdown),
+// and holds the handlers of its own /v1 routes: status, inference,
+// management, the catalogue, the fixture gates and the dashboard's config.
+// Everything else lives under internal/, in packages that never import this
+// one; only cmd/sluice, conformance/inproc and the benchmark harnesses
+// import it (TestLayering; docs/design.md "The server's packages").
 //
 // Handlers translate HTTP to runtime calls and back; they hold no scheduling
-// logic. Every handler returns an error through an adapter (adapt), so no
+// logic. Every handler returns an error through httpapi.Adapt, so no
 // handler can write an error and carry on; runtime errors become API errors
-// through runtime.CodeOf and FromCode only.
+// through httpapi.FromRuntime and FromCode only.
 //
-// Files: server.go (Server, New, Options), routes.go (the router),
-// h_*.go (one handler per endpoint), model.go (answer bodies),
-// spec.go and decode.go (request bodies), checkpoint.go (models-root
-// confinement), mw_*.go (middleware), wire_edge.go (the edge and the
-// keys, from internal/edge and internal/auth), shutdown.go (Serve, Run,
+// Files: server.go (Server, New, Options), routes.go (the router and its
+// middleware), h_*.go (one handler per endpoint), task.go (the task lease
+// the adapters share), wire_edge.go, wire_openai.go and realtime.go (the
+// edge, the keys and the adapters, wired), shutdown.go (Serve, Run,
 // Shutdown and its slices), obs.go (what the metrics and the event stream
-// read of this package), config.go (flags and the models file). The
-// dashboard (CONTRACT.md ui.*): catalogue.go and h_catalogue.go (the models
-// root and its catalogue, swapped together), h_spec.go (a model's
-// committed spec), ui.go and ui/ (the embedded page).
+// read of this package), config.go (flags; the models file is
+// internal/modelspec's), tls.go, trace.go and trace_options.go (the
+// --trace file), ui.go and ui/ (the embedded dashboard, CONTRACT.md ui.*).
 //
-// Observability lives under internal/: internal/follow is the one runtime
-// follower (one subscription, one goroutine) whose steps feed both
-// internal/metrics (Prometheus: the registry, the load and unload
-// histograms, the request middleware) and internal/events (the hub behind
-// GET /v1/events: it translates the runtime's steps and status snapshots,
-// never a state of its own, keeps a ring for Last-Event-ID and fans out
-// without blocking; and its handler). internal/sse is the one writer of
-// text/event-stream answers (the event stream, the /infer and
-// transcription streams).
+// Under internal/:
 //
-// Protocol adapters live under internal/ and never import this package:
-// internal/oip serves the Open Inference Protocol (/v2) through an
-// oip.Host that routes.go wires (oipHandlers: the runtime, the edge's body
-// decoding and task lease, the registry's managers) and writes its own
-// error body (oip.Scope puts its writer in the request's context; the
-// shared writeError asks the context, not the URL).
-// internal/openai serves the OpenAI routes (/v1/audio/*) and holds their
-// wire shapes, through an openai.Deps that wire_openai.go wires (the
-// runtime, the task lease of task.go, the edge's body reading and
-// spooling, the event stream). internal/httpapi holds
-// the error type they share (Error is an alias of httpapi.Error);
-// internal/registry is the persistent registry's service. internal/edge
-// is the serving edge (connections and their limit, body limits and upload
-// spooling, Host and Origin checks), internal/auth the keys and dashboard
-// sessions; both write their refusals through the writeError they are
-// handed.
+//   - httpapi: the one error type and its one mapping (FromCode,
+//     FromRuntime), the one error writer (WriteError, Adapt) with refusal
+//     counting and sampling, request IDs and request-scoped loggers with
+//     the request's one state (RequestIDs, SetLocal), the strict JSON
+//     decoder and the names a request may use.
+//   - edge: connections and their limit, per-write deadlines, body limits,
+//     upload spooling, Host and Origin checks, the JSON body decoder
+//     (Decode); auth: the keys and dashboard sessions. Both write their
+//     refusals through the writer they are handed.
+//   - modelsroot: the models root and its catalogue, swapped together,
+//     and a checkpoint's confinement inside the root; modelspec: a model
+//     spec's JSON and the startup models file; wire: the /v1 model object
+//     and the management and inference bodies; registry: the persistent
+//     registry's management operations.
+//   - openai (/v1/audio/*), oip (/v2, the Open Inference Protocol) and
+//     realtime (/v1/realtime): protocol adapters, wired through their Deps
+//     or Host (wire_openai.go, routes.go, realtime.go); a protocol's own
+//     error body is put in the request's context (httpapi.WithShape), so
+//     the one writer needs no URL.
+//   - follow: the one runtime follower (one subscription, one goroutine)
+//     whose steps feed metrics (Prometheus: the registry, the load and
+//     unload histograms, the request middleware) and events (the hub
+//     behind GET /v1/events: it translates the runtime's steps and status
+//     snapshots, never a state of its own, keeps a ring for Last-Event-ID
+//     and fans out without blocking); sse is the one writer of
+//     text/event-stream answers.
 //
 // Threading rule: a Server is safe for concurrent use by net/http. Its own
 // mutable state is the edge's connection tracker (one mutex for the set, one per

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // End-to-end tests: one per endpoint, over a real loopback listener
@@ -63,7 +66,7 @@ func TestE2EGetModel(t *testing.T) {
 func TestE2EInfer(t *testing.T) {
 	ts := startServer(t, nil)
 	ts.put("a", `{"engine":"fixture","slots":2}`)
-	r := ts.must(200, "POST", "/v1/models/a/infer", `{"input":{"text":"hi"}}`, RequestIDHeader, "req-1")
+	r := ts.must(200, "POST", "/v1/models/a/infer", `{"input":{"text":"hi"}}`, httpapi.RequestIDHeader, "req-1")
 	var res struct {
 		ID            string         `json:"id"`
 		Output        map[string]any `json:"output"`
@@ -71,14 +74,14 @@ func TestE2EInfer(t *testing.T) {
 		Slot          *int           `json:"slot"`
 	}
 	r.json(t, &res)
-	if res.ID != "req-1" || r.header.Get(RequestIDHeader) != "req-1" || res.ConfigVersion != 1 || res.Slot == nil ||
+	if res.ID != "req-1" || r.header.Get(httpapi.RequestIDHeader) != "req-1" || res.ConfigVersion != 1 || res.Slot == nil ||
 		res.Output["model"] != "a" {
 		t.Fatalf("%s", r.body)
 	}
 	r = ts.must(200, "POST", "/v1/models/a/infer", `{"input":null,"stream":false,"admission_timeout_ms":1000}`)
 	r.json(t, &res)
-	if res.ID == "" || res.ID != r.header.Get(RequestIDHeader) {
-		t.Fatalf("id %q, header %q", res.ID, r.header.Get(RequestIDHeader))
+	if res.ID == "" || res.ID != r.header.Get(httpapi.RequestIDHeader) {
+		t.Fatalf("id %q, header %q", res.ID, r.header.Get(httpapi.RequestIDHeader))
 	}
 	ts.must(404, "POST", "/v1/models/zz/infer", `{"input":1}`).errType(t)
 	if r := ts.must(500, "POST", "/v1/models/a/infer", `{"input":{"fail":true}}`); r.errType(t) != "internal_error" {
@@ -141,7 +144,7 @@ func TestE2EUnload(t *testing.T) {
 	ts := startServer(t, nil)
 	ts.put("a", `{"engine":"fixture"}`)
 	for range 2 { // idempotent
-		var u UnloadResult
+		var u wire.UnloadResult
 		ts.must(200, "POST", "/v1/models/a/unload", "").json(t, &u)
 		if u.ID != "a" || u.Loaded {
 			t.Fatalf("%+v", u)
@@ -154,7 +157,7 @@ func TestE2EBulkUnload(t *testing.T) {
 	ts := startServer(t, nil)
 	ts.put("a", `{"engine":"fixture"}`)
 	ts.put("b", `{"engine":"fixture"}`)
-	var res BulkUnloadResult
+	var res wire.BulkUnloadResult
 	ts.must(200, "POST", "/v1/models/unload", `{"models":["a","nope","b"]}`).json(t, &res)
 	if strings.Join(res.Unloaded, ",") != "a,b" || strings.Join(res.NotFound, ",") != "nope" {
 		t.Fatalf("%+v", res)

@@ -42,9 +42,9 @@ type blobSeen struct {
 	tail  string
 }
 
-func (e *blobEngine) Name() string                            { return "blobcheck" }
-func (e *blobEngine) Validate(backends.Spec) error            { return nil }
-func (e *blobEngine) EstimateMB(backends.Spec) (int64, error) { return 0, nil }
+func (e *blobEngine) Name() string                       { return "blobcheck" }
+func (e *blobEngine) Validate(backends.Spec) error       { return nil }
+func (e *blobEngine) Check(backends.Spec) (int64, error) { return 0, nil }
 func (e *blobEngine) Probe(context.Context, backends.Spec) (int, error) {
 	return 1, nil
 }

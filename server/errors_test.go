@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // A burst of admission-timeout refusals is counted, one by one, in the
@@ -15,7 +17,7 @@ func TestRefusalsCountedAndSampled(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	var mu sync.Mutex
 	now := t0
-	ts.s.refuse.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ts.s.refuse.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	ts.put("a", `{"engine":"fixture","slots":1}`)
 	var hold sync.WaitGroup
 	hold.Go(func() { ts.must(200, "POST", "/v1/models/a/infer", `{"input":{"gate":"g"}}`) })
@@ -43,8 +45,8 @@ func TestRefusalsCountedAndSampled(t *testing.T) {
 	if c := strings.Count(logs, "level=ERROR"); c != 0 {
 		t.Fatalf("%d ERROR lines:\n%s", c, logs)
 	}
-	if c := strings.Count(logs, `msg="request refused"`); c != refusalBurst {
-		t.Fatalf("%d refusal lines logged for %d refusals at one instant, want %d", c, n, refusalBurst)
+	if c := strings.Count(logs, `msg="request refused"`); c != httpapi.RefusalBurst {
+		t.Fatalf("%d refusal lines logged for %d refusals at one instant, want %d", c, n, httpapi.RefusalBurst)
 	}
 	if !strings.Contains(ts.metricsText(), `sluice_http_refusals_total{code="server_busy",type="server_busy"} 1000`) {
 		t.Fatalf("refusals not counted:\n%s", grepLines(ts.metricsText(), "sluice_http_refusals"))

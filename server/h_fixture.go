@@ -6,6 +6,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice/backends/fixture"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // The fixture-control endpoints exist only with --fixture, behind the
@@ -20,17 +21,17 @@ type GateList struct {
 
 // handleListGates answers GET /v1/fixture/gates.
 func (s *Server) handleListGates(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, GateList{Gates: s.fx.Gates().List()})
+	return httpapi.WriteJSON(w, GateList{Gates: s.fx.Gates().List()})
 }
 
 // handleOpenGate answers POST /v1/fixture/gates/{name}/open: steps waiting
 // there go on, later steps pass. It answers the gate as it is afterwards.
 func (s *Server) handleOpenGate(w http.ResponseWriter, r *http.Request) error {
 	name := chi.URLParam(r, "name")
-	if !validName(name, 128) {
-		return InvalidParam("name", "gate name %q must match [A-Za-z0-9._-]{1,128}", name)
+	if !httpapi.ValidName(name, 128) {
+		return httpapi.InvalidParam("name", "gate name %q must match [A-Za-z0-9._-]{1,128}", name)
 	}
 	g := s.fx.Gates()
 	g.Open(name)
-	return writeJSON(w, fixture.GateInfo{Name: name, Open: true, Waiting: g.Waiting(name)})
+	return httpapi.WriteJSON(w, fixture.GateInfo{Name: name, Open: true, Waiting: g.Waiting(name)})
 }

@@ -11,7 +11,10 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/sse"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // jsonContentType is the Content-Type header value of JSON answers (shared,
@@ -40,10 +43,10 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req InferRequest
-	if err := decodeStrict(r, &req); err != nil {
+	if err := edge.Decode(r, &req); err != nil {
 		return err
 	}
-	if err := parseInfer(&req); err != nil {
+	if err := wire.ParseInfer(&req); err != nil {
 		return err
 	}
 	timeout, err := admissionTimeout(r, req.AdmissionTimeoutMS)
@@ -53,18 +56,18 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	lease, err := s.rt.Acquire(ctx, id, timeout) // (2)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntime(err)
 	}
 	defer lease.Release(true) // a no-op once released below
-	breq := backends.Request{ID: requestIDFrom(ctx), Input: req.Input, Stream: req.Stream}
+	breq := backends.Request{ID: httpapi.RequestID(ctx), Input: req.Input, Stream: req.Stream}
 	if req.Stream {
 		return s.stream(w, r, lease, breq)
 	}
 	out, err := lease.Infer(ctx, breq, nil) // (3)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntime(err)
 	}
-	res := InferResult{ID: breq.ID, Output: out.JSON, ConfigVersion: lease.Version(), Slot: lease.Slot(),
+	res := wire.InferResult{ID: breq.ID, Output: out.JSON, ConfigVersion: lease.Version(), Slot: lease.Slot(),
 		ContentType: out.ContentType, Data: out.Data}
 	b, err := json.Marshal(&res)
 	if err != nil {
@@ -74,8 +77,8 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header() // (4)
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	if werr := writeReleasing(w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
-		logger(ctx).Debug("answer not delivered", "err", werr)
+	if werr := httpapi.WriteReleasing(w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
+		httpapi.Logger(ctx).Debug("answer not delivered", "err", werr)
 	}
 	return nil
 }
@@ -89,8 +92,8 @@ func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 	if ms == nil {
 		if h := r.Header.Get(AdmissionTimeoutHeader); h != "" {
 			v, err := strconv.ParseInt(h, 10, 64)
-			if err != nil || v < 0 || v > maxTimeoutMS {
-				return nil, InvalidParam(AdmissionTimeoutHeader, "%s must be an integer 0..%d", AdmissionTimeoutHeader, maxTimeoutMS)
+			if err != nil || v < 0 || v > runtime.MaxTimeoutMS {
+				return nil, httpapi.InvalidParam(AdmissionTimeoutHeader, "%s must be an integer 0..%d", AdmissionTimeoutHeader, runtime.MaxTimeoutMS)
 			}
 			ms = &v
 		}
@@ -177,12 +180,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 	if err != nil {
 		lease.Release(true)
 		if !sw.Started() {
-			return fromRuntime(err)
+			return httpapi.FromRuntime(err)
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
-			b, _ := json.Marshal(wireOf(fromRuntime(err)))
+			b, _ := json.Marshal(httpapi.WireOf(httpapi.FromRuntime(err)))
 			_ = sw.Event("error", b)
-			logger(r.Context()).Error("stream failed", "err", err)
+			httpapi.Logger(r.Context()).Error("stream failed", "err", err)
 		}
 		return nil
 	}
@@ -209,8 +212,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *run
 //
 // Kept for the speech stream until it writes through sse.Writer (then:
 // sw.Event("error", b) as streamEvents does).
-func writeErrorEvent(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *Error) {
-	b, _ := json.Marshal(wireOf(e))
+func writeErrorEvent(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *httpapi.Error) {
+	b, _ := json.Marshal(httpapi.WireOf(e))
 	_, _ = w.Write(sse.AppendEvent(buf[:0], "", "error", b))
 	_ = rc.Flush()
 }

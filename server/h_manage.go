@@ -8,8 +8,10 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/registry"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // The management endpoints. The router's management
@@ -27,10 +29,10 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var body ModelSpec
-	if err := decodeStrict(r, &body); err != nil {
+	if err := edge.Decode(r, &body); err != nil {
 		return err
 	}
-	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.path()) // the root swaps with its catalogue
+	spec, err := body.ToRuntime(s.cfg.ParallelJobs, s.roots.Path()) // the root swaps with its catalogue
 	if err != nil {
 		return err
 	}
@@ -41,8 +43,8 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
-	return writeJSON(w, s.model(st))
+	httpapi.Logger(r.Context()).Info("model applied", "model", id, "config_version", st.ConfigVersion, "slots", st.Slots)
+	return httpapi.WriteJSON(w, s.model(st))
 }
 
 // handleLoad answers POST /v1/models/{id}/load: 200 with the model object
@@ -56,7 +58,7 @@ func (s *Server) handleLoad(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return manageErr(err)
 	}
-	return writeJSON(w, s.model(st))
+	return httpapi.WriteJSON(w, s.model(st))
 }
 
 // handleUnload answers POST /v1/models/{id}/unload: 200 {"id","loaded":false}
@@ -70,7 +72,7 @@ func (s *Server) handleUnload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return manageErr(err)
 	}
-	return writeJSON(w, UnloadResult{ID: id, Loaded: st.Loaded})
+	return httpapi.WriteJSON(w, wire.UnloadResult{ID: id, Loaded: st.Loaded})
 }
 
 // handleDelete answers DELETE /v1/models/{id} (OpenAI's models.delete):
@@ -89,12 +91,12 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil && !registry.NotDurable(err) {
 		return httpapi.ModelNotFoundErr(manageErr(err)) // OpenAI's models.delete: param model (err.not-found)
 	}
-	s.created.forget(id) // unregistered, durable or not
+	s.created.Forget(id) // unregistered, durable or not
 	if err != nil {
 		return manageErr(err)
 	}
-	logger(r.Context()).Info("model unregistered", "model", id, "config_version", st.ConfigVersion)
-	return writeJSON(w, DeletedModel{ID: id, Object: "model", Deleted: true})
+	httpapi.Logger(r.Context()).Info("model unregistered", "model", id, "config_version", st.ConfigVersion)
+	return httpapi.WriteJSON(w, wire.DeletedModel{ID: id, Object: "model", Deleted: true})
 }
 
 // handleBulkUnload answers POST /v1/models/unload with {"models":[...]}: 200
@@ -102,15 +104,15 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
 // unknown IDs go to not_found and never fail the known ones (CONTRACT.md
 // err.not-found). A malformed ID is malformed input: 400.
 func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error {
-	var body BulkUnloadRequest
-	if err := decodeStrict(r, &body); err != nil {
+	var body wire.BulkUnloadRequest
+	if err := edge.Decode(r, &body); err != nil {
 		return err
 	}
 	if body.Models == nil {
-		return InvalidParam("models", "models is required")
+		return httpapi.InvalidParam("models", "models is required")
 	}
 	for _, id := range body.Models {
-		if err := validModelID(id); err != nil {
+		if err := httpapi.ValidModelID(id); err != nil {
 			return err
 		}
 	}
@@ -118,19 +120,19 @@ func (s *Server) handleBulkUnload(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return manageErr(err)
 	}
-	out := BulkUnloadResult{Unloaded: res.Unloaded, NotFound: res.NotFound}
+	out := wire.BulkUnloadResult{Unloaded: res.Unloaded, NotFound: res.NotFound}
 	if out.Unloaded == nil {
 		out.Unloaded = []string{}
 	}
 	if out.NotFound == nil {
 		out.NotFound = []string{}
 	}
-	return writeJSON(w, out)
+	return httpapi.WriteJSON(w, out)
 }
 
 // apply is register (the registry's Apply, or the runtime's for a startup
 // config, whose models are recorded only once a management change touches
-// them: CONTRACT.md persist.config-merge); its errors are *Error values
+// them: CONTRACT.md persist.config-merge); its errors are *httpapi.Error values
 // for the API. The --max-models cap is the runtime's, decided where the
 // registration happens (runtime.Options.MaxModels): its refusal is 400
 // too_many_models (CONTRACT.md err.max-models).
@@ -138,15 +140,15 @@ func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec,
 	register func(context.Context, string, runtime.ModelSpec) (core.ModelStatus, error)) (core.ModelStatus, error) {
 	st, err := register(ctx, id, spec)
 	if err == nil || runtime.Committed(err) || registry.NotDurable(err) {
-		s.created.note(id, time.Now())
+		s.created.Note(id, time.Now())
 	}
 	var ce *runtime.CapError
 	if errors.As(err, &ce) {
-		return st, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models", Message: ce.Error(), Err: err}
+		return st, &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "too_many_models", Message: ce.Error(), Err: err}
 	}
 	var ne *runtime.NameError
 	if errors.As(err, &ne) { // a name another model holds (CONTRACT.md names.alias-conflict)
-		return st, &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "alias_conflict", Param: ne.Field,
+		return st, &httpapi.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "alias_conflict", Param: ne.Field,
 			Message: ne.Error(), Err: err}
 	}
 	if err != nil {
@@ -157,15 +159,15 @@ func (s *Server) apply(ctx context.Context, id string, spec runtime.ModelSpec,
 
 // manageErr maps a management operation's error for the API: a change
 // that is live but not durable is 500 internal_error (CONTRACT.md
-// persist.durable-before-200), an *Error stays as it is, and a runtime
+// persist.durable-before-200), an *httpapi.Error stays as it is, and a runtime
 // error goes through its code.
 func manageErr(err error) error {
-	var e *Error
+	var e *httpapi.Error
 	switch {
 	case registry.NotDurable(err):
 		return notDurable(err)
 	case errors.As(err, &e):
 		return e
 	}
-	return fromRuntime(err)
+	return httpapi.FromRuntime(err)
 }

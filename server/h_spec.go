@@ -2,11 +2,9 @@ package server
 
 import (
 	"net/http"
-	"path/filepath"
-	"strings"
 
-	"github.com/sluice-dev/sluice/core"
-	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/modelspec"
 )
 
 // handleGetSpec answers GET /v1/models/{id}/spec (management): the model's
@@ -22,39 +20,7 @@ func (s *Server) handleGetSpec(w http.ResponseWriter, r *http.Request) error {
 	}
 	cfg, _, err := s.rt.ConfigOf(id)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntime(err)
 	}
-	return writeJSON(w, specOf(&cfg, s.cfg.ParallelJobs, s.roots.path()))
-}
-
-// specOf converts a committed config back into a model spec.
-func specOf(c *core.Config, parallel bool, root string) ModelSpec {
-	spec := runtime.SpecOf(c)
-	spec.Checkpoint = relCheckpoint(root, spec.Checkpoint)
-	return specJSON(&spec, parallel)
-}
-
-// relCheckpoint undoes resolveCheckpoint where it can: an absolute path
-// inside root becomes relative to it; anything else is returned unchanged
-// (an engine-specific name, or a path under a models root that was since
-// replaced, which a PUT then refuses).
-func relCheckpoint(root, cp string) string {
-	if !filepath.IsAbs(cp) {
-		return cp
-	}
-	if root == "" {
-		root = "."
-	}
-	base, err := filepath.Abs(root)
-	if err != nil {
-		return cp
-	}
-	if real, err := filepath.EvalSymlinks(base); err == nil {
-		base = real
-	}
-	rel, err := filepath.Rel(base, cp)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return cp
-	}
-	return filepath.ToSlash(rel)
+	return httpapi.WriteJSON(w, modelspec.Of(&cfg, s.cfg.ParallelJobs, s.roots.Path()))
 }

@@ -1,19 +1,36 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice/core"
-	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
+
+// Model is the model object of GET /v1/models, GET /v1/models/{id}, PUT
+// and load answers (server/internal/wire).
+type Model = wire.Model
+
+// ModelList is the answer of GET /v1/models.
+type ModelList = wire.ModelList
+
+// InferRequest is the body of POST /v1/models/{id}/infer.
+type InferRequest = wire.InferRequest
+
+// model is the model object of GET /v1/models, GET /v1/models/{id}, PUT and
+// load answers: wire.ModelOf with its created.
+func (s *Server) model(st core.ModelStatus) Model {
+	m := wire.ModelOf(st)
+	m.Created = s.created.Of(st.ID)
+	return m
+}
 
 // handleHealth answers GET /healthz: the process is up.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, map[string]string{"status": "ok"})
+	return httpapi.WriteJSON(w, map[string]string{"status": "ok"})
 }
 
 // handleReady answers GET /readyz: ready while listening and not shutting
@@ -21,9 +38,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 // time.shutdown-new-submission).
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 	if s.stopping.Load() || s.rt.ShuttingDown() {
-		return FromCode(core.CodeShuttingDown, "server is shutting down", nil)
+		return httpapi.FromCode(core.CodeShuttingDown, "server is shutting down", nil)
 	}
-	return writeJSON(w, map[string]string{"status": "ready"})
+	return httpapi.WriteJSON(w, map[string]string{"status": "ready"})
 }
 
 // handleListModels answers GET /v1/models from one atomic snapshot of every
@@ -36,17 +53,10 @@ func (s *Server) handleListModels(w http.ResponseWriter, r *http.Request) error 
 	}
 	for i := range st { // the aliases, from the same snapshot (CONTRACT.md names.alias-list)
 		for _, a := range list.Data[i].Aliases {
-			list.Data = append(list.Data, aliasEntry(list.Data[i], a))
+			list.Data = append(list.Data, wire.AliasEntry(list.Data[i], a))
 		}
 	}
-	return writeJSON(w, list)
-}
-
-// aliasEntry is the list entry of alias a of model m: m's object under
-// the alias's name, saying which model it names.
-func aliasEntry(m Model, a string) Model {
-	m.AliasOf, m.ID, m.Aliases = m.ID, a, []string{}
-	return m
+	return httpapi.WriteJSON(w, list)
 }
 
 // handleGetModel answers GET /v1/models/{id}, or 404; an alias answers
@@ -63,34 +73,19 @@ func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	st, err := s.rt.StatusOf(canon)
 	if err != nil {
-		return httpapi.ModelNotFound(fromRuntime(err)) // OpenAI's models.retrieve: param model (err.not-found)
+		return httpapi.ModelNotFound(httpapi.FromRuntime(err)) // OpenAI's models.retrieve: param model (err.not-found)
 	}
 	if alias { // an OpenAI client's models.retrieve("whisper-1")
-		return writeJSON(w, aliasEntry(s.model(st), id))
+		return httpapi.WriteJSON(w, wire.AliasEntry(s.model(st), id))
 	}
-	return writeJSON(w, s.model(st))
+	return httpapi.WriteJSON(w, s.model(st))
 }
 
 // modelID returns the {id} of the route, validated.
 func modelID(r *http.Request) (string, error) {
 	id := chi.URLParam(r, "id")
-	if err := validModelID(id); err != nil {
+	if err := httpapi.ValidModelID(id); err != nil {
 		return "", err
 	}
 	return id, nil
-}
-
-// fromRuntime maps a runtime error to the API error through its core code
-// (runtime.CodeOf, then FromCode: the one mapping).
-func fromRuntime(err error) *Error {
-	msg := err.Error()
-	var e *runtime.Error
-	if errors.As(err, &e) && e.Msg != "" {
-		msg = e.Msg
-	}
-	c := runtime.CodeOf(err)
-	if c == core.CodeInvalid {
-		msg = err.Error() // the cause says what is invalid
-	}
-	return FromCode(c, msg, err)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/modelsroot"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // Handler tests: the router and handlers through httptest.NewRecorder.
@@ -199,7 +201,7 @@ func TestCheckpointInsideRoot(t *testing.T) {
 	for _, cp := range []string{"voices/a", "inside/a", "builtin-voice", ""} {
 		ts.must(200, "PUT", "/v1/models/m", `{"engine":"fixture","checkpoint":"`+cp+`"}`)
 	}
-	got, err := resolveCheckpoint(root, "inside/a")
+	got, err := modelsroot.Resolve(root, "inside/a")
 	want, _ := filepath.EvalSymlinks(filepath.Join(root, "voices", "a"))
 	if err != nil || got != want {
 		t.Fatalf("resolved %q, %v; want %q", got, err, want)
@@ -256,7 +258,7 @@ func TestBulkUnload(t *testing.T) {
 	ts := newServer(t, nil)
 	ts.put("a", `{"engine":"fixture"}`)
 	ts.put("b", `{"engine":"fixture","slots":2}`)
-	var res BulkUnloadResult
+	var res wire.BulkUnloadResult
 	ts.must(200, "POST", "/v1/models/unload", `{"models":["b","x","a","b"]}`).json(t, &res)
 	if strings.Join(res.Unloaded, ",") != "b,a" || strings.Join(res.NotFound, ",") != "x" {
 		t.Fatalf("%+v", res)

@@ -395,3 +395,13 @@ func (ts *tserver) awaitMetrics(want ...string) {
 		ts.t.Fatalf("metrics never showed %q: %v\n%s", want, err, ts.metricsText())
 	}
 }
+
+// errorBody reads an error answer (a null param or code reads as "").
+type errorBody struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Param   string `json:"param"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // form is a multipart body with a file part (unless file is nil) and
@@ -91,7 +92,7 @@ func TestOpenAINamesAndVoices(t *testing.T) {
 	if !strings.Contains(tr.Text, "garage") {
 		t.Errorf("transcript %q", tr.Text)
 	}
-	var res InferResult
+	var res wire.InferResult
 	ts.must(200, "POST", "/v1/models/tts-1/infer", `{"input":{"text":"hi"}}`, "Content-Type", "application/json").json(t, &res)
 	if res.ContentType != "audio/wav" {
 		t.Errorf("infer through an alias: %+v", res.ContentType)

@@ -1,6 +1,9 @@
 package server
 
-import "github.com/sluice-dev/sluice/server/internal/realtime"
+import (
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/realtime"
+)
 
 // realtimeHandler wires the live-transcription adapter
 // (server/internal/realtime, GET /v1/realtime) to the runtime, the engines
@@ -11,16 +14,16 @@ func (s *Server) realtimeHandler() *realtime.Handler {
 	c := &s.cfg
 	return realtime.New(realtime.Deps{
 		Runtime:  s.rt,
-		Engines:  s.roots.engines,
+		Engines:  s.roots.Engines(),
 		Sessions: s.live,
 		Config: realtime.Config{AllowedOrigins: c.AllowedOrigins, WriteTimeout: c.WriteTimeout,
 			Idle: c.RealtimeIdle, MaxSession: c.RealtimeMaxSession, Drain: c.RealtimeDrain, Buffer: c.RealtimeBuffer,
 			MaxRate: c.RealtimeMaxRate, VADModel: c.RealtimeVADModel},
-		ValidModelID: validModelID,
+		ValidModelID: httpapi.ValidModelID,
 		Lease:        s.taskLease,
-		FromRuntime:  fromRuntime,
-		DecodeStrict: decodeJSONStrict,
-		Logger:       logger,
-		RequestID:    requestIDFrom,
+		FromRuntime:  httpapi.FromRuntime,
+		DecodeStrict: httpapi.DecodeJSON,
+		Logger:       httpapi.Logger,
+		RequestID:    httpapi.RequestID,
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // A server_busy refused for a load backoff carries the remaining backoff as
@@ -20,7 +21,7 @@ func TestRetryAfterFromTheBackoff(t *testing.T) {
 		{2*time.Second + time.Millisecond, "3"}, {time.Minute, "60"}} {
 		cause := &runtime.Error{Code: core.CodeServerBusy, Msg: "busy", RetryAfter: c.left}
 		w := httptest.NewRecorder()
-		writeError(w, httptest.NewRequest("GET", "/", nil), FromCode(core.CodeServerBusy, "busy", cause))
+		httpapi.WriteError(w, httptest.NewRequest("GET", "/", nil), httpapi.FromCode(core.CodeServerBusy, "busy", cause))
 		if got := w.Header().Get("Retry-After"); got != c.want || w.Code != 503 {
 			t.Errorf("backoff %v: %d Retry-After %q, want 503 %q", c.left, w.Code, got, c.want)
 		}

@@ -7,15 +7,16 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/oip"
 )
 
 // routes builds the router: one handler per endpoint, each returning its
-// error through adapt.
+// error through httpapi.Adapt.
 //
 // Middleware, outermost first: the request metrics (internal/metrics), the
 // inference protocol's error scope (oip.Scope), the connection tracker (shutdown deadlines), the request ID and
-// request-scoped logger, the refusal counter and sampled log (errors.go), the Host allow-list and the cross-origin check
+// request-scoped logger with the refusal counter and sampled log (internal/httpapi), the Host allow-list and the cross-origin check
 // (internal/edge), the credential (one Bearer header or a dashboard
 // session: internal/auth), the body limit (internal/edge). Each route group then names who
 // may use it: the dashboard's reads take the API key or any dashboard
@@ -32,92 +33,92 @@ func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.met.Middleware) // outermost: every answer is measured, refusals included
 	r.Use(oip.Scope)        // errors under /v2 in the protocol's shape, the refusals below included
-	r.Use(edge.Track, requestID(s.log), s.refuse.middleware, s.edge.CheckHost, s.edge.CheckOrigin,
+	r.Use(edge.Track, httpapi.RequestIDs(s.log, s.refuse), s.edge.CheckHost, s.edge.CheckOrigin,
 		a.Authenticate, s.edge.LimitBody)
 	// Unknown routes and methods need the API key too, so they say nothing
 	// to a client without one.
-	r.NotFound(a.DashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
-		return NotFound("no route for %s %s", r.Method, r.URL.Path)
+	r.NotFound(a.DashboardRead()(httpapi.Adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return httpapi.NotFound("no route for %s %s", r.Method, r.URL.Path)
 	})).ServeHTTP)
-	r.MethodNotAllowed(a.DashboardRead()(adapt(func(w http.ResponseWriter, r *http.Request) error {
-		return &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+	r.MethodNotAllowed(a.DashboardRead()(httpapi.Adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return &httpapi.Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 			Message: r.Method + " is not allowed on " + r.URL.Path}
 	})).ServeHTTP)
 
 	// Always open: probes, the dashboard's static shell (it holds no data;
 	// CONTRACT.md ui.shell) and the sign-in itself.
-	r.Get("/healthz", adapt(s.handleHealth)) // HEAD as GET too: load balancers probe with either
-	r.Head("/healthz", adapt(s.handleHealth))
-	r.Get("/readyz", adapt(s.handleReady))
-	r.Head("/readyz", adapt(s.handleReady))
+	r.Get("/healthz", httpapi.Adapt(s.handleHealth)) // HEAD as GET too: load balancers probe with either
+	r.Head("/healthz", httpapi.Adapt(s.handleHealth))
+	r.Get("/readyz", httpapi.Adapt(s.handleReady))
+	r.Head("/readyz", httpapi.Adapt(s.handleReady))
 	ui := uiHandler()
 	r.Get("/", ui.ServeHTTP)
 	r.Get("/ui/*", ui.ServeHTTP)
-	r.Get("/v2/health/live", adapt(v2.Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready), HEAD as GET
-	r.Head("/v2/health/live", adapt(v2.Live))
-	r.Get("/v2/health/ready", adapt(v2.Ready))
-	r.Head("/v2/health/ready", adapt(v2.Ready))
-	r.Post("/v1/ui/session", adapt(a.HandleSignIn))
-	r.Delete("/v1/ui/session", adapt(a.HandleSignOut))
+	r.Get("/v2/health/live", httpapi.Adapt(v2.Live)) // the protocol's probes (CONTRACT.md oip.live, oip.ready), HEAD as GET
+	r.Head("/v2/health/live", httpapi.Adapt(v2.Live))
+	r.Get("/v2/health/ready", httpapi.Adapt(v2.Ready))
+	r.Head("/v2/health/ready", httpapi.Adapt(v2.Ready))
+	r.Post("/v1/ui/session", httpapi.Adapt(a.HandleSignIn))
+	r.Delete("/v1/ui/session", httpapi.Adapt(a.HandleSignOut))
 
 	// The dashboard's reads: the API key or a dashboard session.
 	r.Group(func(r chi.Router) {
 		r.Use(a.DashboardRead())
-		r.Get("/v1/models", adapt(s.handleListModels))
-		r.Get("/v1/events", adapt(s.events.Handle)) // a stream: no timeout middleware here either
-		r.Get("/v1/catalogue", adapt(s.handleCatalogue))
-		r.Get("/v1/ui/config", adapt(s.handleUIConfig))
-		r.Post("/v2/repository/index", adapt(v2.Index)) // GET /v1/models's snapshot
+		r.Get("/v1/models", httpapi.Adapt(s.handleListModels))
+		r.Get("/v1/events", httpapi.Adapt(s.events.Handle)) // a stream: no timeout middleware here either
+		r.Get("/v1/catalogue", httpapi.Adapt(s.handleCatalogue))
+		r.Get("/v1/ui/config", httpapi.Adapt(s.handleUIConfig))
+		r.Post("/v2/repository/index", httpapi.Adapt(v2.Index)) // GET /v1/models's snapshot
 	})
 
 	// The rest of the API: the API key as a Bearer token only.
 	r.Group(func(r chi.Router) {
 		r.Use(a.APIRead())
 		r.Get("/metrics", s.met.Handler().ServeHTTP)
-		r.Get("/v1/models/{id}", adapt(s.handleGetModel))
-		r.Post("/v1/models/{id}/infer", adapt(s.handleInfer))
+		r.Get("/v1/models/{id}", httpapi.Adapt(s.handleGetModel))
+		r.Post("/v1/models/{id}/infer", httpapi.Adapt(s.handleInfer))
 		// The OpenAI routes (internal/openai).
-		r.Post("/v1/audio/speech", adapt(oa.Speech))
-		r.Post("/v1/audio/transcriptions", adapt(oa.Transcription))
-		r.Post("/v1/audio/voice-activity", adapt(oa.VoiceActivity))
-		r.Post("/v1/audio/diarization", adapt(oa.Diarization))
-		r.Post("/v1/audio/speech/embedding", adapt(oa.SpeakerEmbedding)) // speaches' route
-		r.Get("/v1/audio/voices", adapt(oa.Voices))
-		r.Post("/v1/audio/translations", adapt(oa.Translation))
-		r.Get("/v1/realtime", adapt(s.realtimeHandler().Serve)) // a WebSocket: holds its lease for the session
+		r.Post("/v1/audio/speech", httpapi.Adapt(oa.Speech))
+		r.Post("/v1/audio/transcriptions", httpapi.Adapt(oa.Transcription))
+		r.Post("/v1/audio/voice-activity", httpapi.Adapt(oa.VoiceActivity))
+		r.Post("/v1/audio/diarization", httpapi.Adapt(oa.Diarization))
+		r.Post("/v1/audio/speech/embedding", httpapi.Adapt(oa.SpeakerEmbedding)) // speaches' route
+		r.Get("/v1/audio/voices", httpapi.Adapt(oa.Voices))
+		r.Post("/v1/audio/translations", httpapi.Adapt(oa.Translation))
+		r.Get("/v1/realtime", httpapi.Adapt(s.realtimeHandler().Serve)) // a WebSocket: holds its lease for the session
 		// The inference protocol (internal/oip), as /v1/models/{id} and its infer.
-		r.Get("/v2", adapt(v2.Server))
-		r.Get("/v2/models/{id}", adapt(v2.Model))
-		r.Get("/v2/models/{id}/ready", adapt(v2.ModelReady))
-		r.Head("/v2/models/{id}/ready", adapt(v2.ModelReady))
-		r.Post("/v2/models/{id}/infer", adapt(v2.Infer))
+		r.Get("/v2", httpapi.Adapt(v2.Server))
+		r.Get("/v2/models/{id}", httpapi.Adapt(v2.Model))
+		r.Get("/v2/models/{id}/ready", httpapi.Adapt(v2.ModelReady))
+		r.Head("/v2/models/{id}/ready", httpapi.Adapt(v2.ModelReady))
+		r.Post("/v2/models/{id}/infer", httpapi.Adapt(v2.Infer))
 		// The advertised version, config_version; any other is 404 (oip.versions).
-		r.Get("/v2/models/{id}/versions/{version}", adapt(v2.Model))
-		r.Get("/v2/models/{id}/versions/{version}/ready", adapt(v2.ModelReady))
-		r.Head("/v2/models/{id}/versions/{version}/ready", adapt(v2.ModelReady))
-		r.Post("/v2/models/{id}/versions/{version}/infer", adapt(v2.Infer))
+		r.Get("/v2/models/{id}/versions/{version}", httpapi.Adapt(v2.Model))
+		r.Get("/v2/models/{id}/versions/{version}/ready", httpapi.Adapt(v2.ModelReady))
+		r.Head("/v2/models/{id}/versions/{version}/ready", httpapi.Adapt(v2.ModelReady))
+		r.Post("/v2/models/{id}/versions/{version}/infer", httpapi.Adapt(v2.Infer))
 	})
 
 	// Management the dashboard's buttons use: the management key or a
 	// session made with it.
 	r.Group(func(r chi.Router) {
 		r.Use(a.DashboardManage())
-		r.Put("/v1/models/{id}", adapt(s.handleApply))
-		r.Post("/v1/models/{id}/load", adapt(s.handleLoad))
-		r.Post("/v1/models/{id}/unload", adapt(s.handleUnload))
-		r.Get("/v1/models/{id}/spec", adapt(s.handleGetSpec))
-		r.Put("/v1/settings/models-root", adapt(s.handleSetModelsRoot))
-		r.Post("/v2/repository/models/{id}/load", adapt(v2.Load)) // the same managers (internal/oip)
-		r.Post("/v2/repository/models/{id}/unload", adapt(v2.Unload))
+		r.Put("/v1/models/{id}", httpapi.Adapt(s.handleApply))
+		r.Post("/v1/models/{id}/load", httpapi.Adapt(s.handleLoad))
+		r.Post("/v1/models/{id}/unload", httpapi.Adapt(s.handleUnload))
+		r.Get("/v1/models/{id}/spec", httpapi.Adapt(s.handleGetSpec))
+		r.Put("/v1/settings/models-root", httpapi.Adapt(s.handleSetModelsRoot))
+		r.Post("/v2/repository/models/{id}/load", httpapi.Adapt(v2.Load)) // the same managers (internal/oip)
+		r.Post("/v2/repository/models/{id}/unload", httpapi.Adapt(v2.Unload))
 	})
 	// Other management: the management key only.
 	r.Group(func(r chi.Router) {
 		r.Use(a.APIManage())
-		r.Post("/v1/models/unload", adapt(s.handleBulkUnload))
-		r.Delete("/v1/models/{id}", adapt(s.handleDelete))
+		r.Post("/v1/models/unload", httpapi.Adapt(s.handleBulkUnload))
+		r.Delete("/v1/models/{id}", httpapi.Adapt(s.handleDelete))
 		if s.fx != nil {
-			r.Get("/v1/fixture/gates", adapt(s.handleListGates))
-			r.Post("/v1/fixture/gates/{name}/open", adapt(s.handleOpenGate))
+			r.Get("/v1/fixture/gates", httpapi.Adapt(s.handleListGates))
+			r.Post("/v1/fixture/gates/{name}/open", httpapi.Adapt(s.handleOpenGate))
 		}
 	})
 	return r
@@ -134,12 +135,12 @@ func (s *Server) oipHandlers() *oip.Handlers {
 		StartupModels:  s.startupModels,
 		StartupFailure: s.startupFailure,
 		ModelID:        modelID,
-		Decode:         decodeStrict,
-		DecodeOptional: decodeOptional,
+		Decode:         edge.Decode,
+		DecodeOptional: edge.DecodeOptional,
 		Lease:          s.taskLease,
 		WriteTask:      writeTask,
-		RequestID:      requestIDFrom,
-		FromRuntime:    func(err error) error { return fromRuntime(err) },
+		RequestID:      httpapi.RequestID,
+		FromRuntime:    func(err error) error { return httpapi.FromRuntime(err) },
 		Load: func(ctx context.Context, id string) error {
 			if _, err := s.reg.Load(ctx, id); err != nil {
 				return manageErr(err)

@@ -22,9 +22,12 @@ import (
 	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/events"
 	"github.com/sluice-dev/sluice/server/internal/follow"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/metrics"
+	"github.com/sluice-dev/sluice/server/internal/modelsroot"
 	"github.com/sluice-dev/sluice/server/internal/realtime"
 	"github.com/sluice-dev/sluice/server/internal/registry"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // Options are what a Server needs beyond the flags of Config.
@@ -67,15 +70,15 @@ type Server struct {
 	met     *metrics.Metrics
 	follow  *follow.Follower // the one runtime subscription: metrics and events
 	events  *events.Hub      // GET /v1/events
-	roots   *modelsRoot      // --models-root and its catalogue, swapped together
+	roots   *modelsroot.Root // --models-root and its catalogue, swapped together
 	handler http.Handler
 	hs      *http.Server
 	edge    *edge.Edge         // connections, body limits, Host and Origin (server/internal/edge)
 	trace   *os.File           // opened from Config.TraceFile, closed after shutdown
 	auth    *auth.Auth         // keys and dashboard sessions (internal/auth), built with the routes
-	refuse  *refusalSink       // CONTRACT.md err.refusal-log
+	refuse  *httpapi.Refusals  // CONTRACT.md err.refusal-log
 	live    *realtime.Sessions // open realtime sessions (server/internal/realtime)
-	created createdAt          // each model's registration second (model.go)
+	created wire.Created       // each model's registration second (model.go)
 
 	scanLogged sync.Once // the startup root's scan failure, logged once
 
@@ -192,7 +195,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	for _, m := range restored {
 		s.restored[m.ID] = m.Loaded && !m.Unregistered // a tombstone: known to the state dir, so a startup config does not bring it back
 		if !m.Unregistered {
-			s.created.note(m.ID, time.Now())
+			s.created.Note(m.ID, time.Now())
 			s.restoredOrder = append(s.restoredOrder, m.ID)
 			log.Info("model restored from the state dir", "model", m.ID, "config_version", m.ConfigVersion, "loaded", m.Loaded)
 		}
@@ -200,12 +203,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.met = metrics.New(rt.Status, rt.AdmissionStats)
 	s.met.Register(s.edge.Collectors()...)
 	s.met.Checks(rt)
-	s.refuse = newRefusalSink(s.met)
+	s.refuse = httpapi.NewRefusals(s.met.Refusal)
 	s.events = events.New(events.Options{Epoch: epoch, Log: log, Status: s.statusObject, ShuttingDown: rt.ShuttingDown})
 	s.follow = follow.Start(rt, log, s.met, s.events) // before New returns: no lifecycle step is missed
 	s.events.Follow(s.follow)
-	s.roots = newModelsRoot(s.cfg.ModelsRoot, engines)
-	s.roots.commit = s.reg.SetRoot
+	s.roots = modelsroot.New(s.cfg.ModelsRoot, engines)
+	s.roots.Commit = s.reg.SetRoot
 	s.handler = s.routes()
 	s.hs = &http.Server{
 		Handler:           s.handler,
@@ -319,12 +322,12 @@ func (s *Server) RegisterModels(ctx context.Context, models []ModelEntry) error 
 			s.log.Info("startup model kept as restored from the state dir; its config entry is not applied", "model", m.ID)
 			continue
 		}
-		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.roots.path())
+		spec, err := m.Spec.ToRuntime(s.cfg.ParallelJobs, s.roots.Path())
 		if err != nil {
 			return fmt.Errorf("server: model %q: %w", m.ID, err)
 		}
 		st, err := s.apply(ctx, m.ID, spec, s.rt.Apply)
-		var e *Error
+		var e *httpapi.Error
 		if errors.As(err, &e) && e.Code == "too_many_models" {
 			return fmt.Errorf("server: model %q: %s", m.ID, e.Message)
 		}

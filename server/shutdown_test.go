@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // Shutdown tests (CONTRACT.md time.shutdown-*). Each stalled-I/O case holds
@@ -210,7 +211,7 @@ func TestLogStuckWorkNamesStuckRequests(t *testing.T) {
 	wg.Go(func() {
 		req, _ := http.NewRequest(http.MethodPost, ts.url+"/v1/models/a/infer", strings.NewReader(`{"input":{"stuck":true,"gate":"held"}}`))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(RequestIDHeader, "stuck-7")
+		req.Header.Set(httpapi.RequestIDHeader, "stuck-7")
 		if res, err := ts.client.Do(req); err == nil {
 			res.Body.Close()
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/modelspec"
 	"github.com/sluice-dev/sluice/server/internal/registry"
 )
 
@@ -59,10 +60,10 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 
 		// The decoding and the validator alone.
 		var ms ModelSpec
-		if err := decodeString(body, &ms); err != nil {
+		if err := DecodeModelSpec([]byte(body), &ms); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		_, err := ms.toRuntime(true)
+		_, err := toRuntime(&ms, true)
 		if want := c.field; c.engine && specFieldOf(err) != "" || !c.engine && specFieldOf(err) != want {
 			t.Errorf("%s: toRuntime names %q (%v), want %q", c.name, specFieldOf(err), err, want)
 		}
@@ -78,7 +79,7 @@ func TestSpecBoundsEveryEntry(t *testing.T) {
 		}
 
 		// The state dir: the same spec in core's encoding, restored at start.
-		rs, err := ms.convert(true)
+		rs, err := ms.Convert(true)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -157,17 +158,17 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 	for _, body := range []string{`{"engine":"fixture","slots":3}`, `{"engine":"fixture","admission_timeout_ms":0,"max_queue":5}`,
 		`{"engine":"fixture","admission_timeout_ms":1500,"options":{"a":1}}`} {
 		var ms ModelSpec
-		if err := decodeString(body, &ms); err != nil {
+		if err := DecodeModelSpec([]byte(body), &ms); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := ms.toRuntime(true)
+		rs, err := toRuntime(&ms, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back := specJSON(&rs, true)
+		back := modelspec.JSON(&rs, true)
 		b1, _ := json.Marshal(ms)
 		b2, _ := json.Marshal(back)
-		again, err := back.toRuntime(true)
+		again, err := toRuntime(&back, true)
 		if err != nil || again.Slots != rs.Slots || again.MaxQueue != rs.MaxQueue ||
 			(again.AdmissionTimeout == nil) != (rs.AdmissionTimeout == nil) || rs.AdmissionTimeout != nil && *again.AdmissionTimeout != *rs.AdmissionTimeout {
 			t.Errorf("%s -> %s -> %s: %v", b1, b2, fmt.Sprint(again), err)
@@ -178,8 +179,8 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 // toRuntime is what PUT /v1/models/{id} checks of a spec, without the
 // runtime: the JSON conversion (convert), then the runtime's validator,
 // which Apply runs once.
-func (s *ModelSpec) toRuntime(parallel bool) (runtime.ModelSpec, error) {
-	out, err := s.convert(parallel)
+func toRuntime(s *ModelSpec, parallel bool) (runtime.ModelSpec, error) {
+	out, err := s.Convert(parallel)
 	if err == nil {
 		err = out.Validate()
 	}

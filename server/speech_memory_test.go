@@ -35,9 +35,9 @@ type toneEngine struct {
 	stops atomic.Int64 // requests that stopped because emit failed
 }
 
-func (e *toneEngine) Name() string                            { return "tone" }
-func (e *toneEngine) Validate(backends.Spec) error            { return nil }
-func (e *toneEngine) EstimateMB(backends.Spec) (int64, error) { return 0, nil }
+func (e *toneEngine) Name() string                       { return "tone" }
+func (e *toneEngine) Validate(backends.Spec) error       { return nil }
+func (e *toneEngine) Check(backends.Spec) (int64, error) { return 0, nil }
 func (e *toneEngine) Probe(context.Context, backends.Spec) (int, error) {
 	return 1, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // The task lease the protocol adapters share (the OpenAI routes,
@@ -25,7 +26,7 @@ import (
 // err.wrong-task), and an engine is never asked for what it cannot
 // produce.
 func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, error) {
-	if err := validModelID(id); err != nil {
+	if err := httpapi.ValidModelID(id); err != nil {
 		return nil, err
 	}
 	timeout, err := admissionTimeout(r, nil)
@@ -39,25 +40,25 @@ func (s *Server) taskLease(r *http.Request, id, task string) (*runtime.Lease, er
 		if te.Have != "" {
 			got = fmt.Sprintf("task %q", te.Have)
 		}
-		return nil, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
+		return nil, &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",
 			Message: fmt.Sprintf("model %q serves %s; %s needs a %s model", id, got, r.URL.Path, task), Err: err}
 	}
 	if err != nil {
-		return nil, fromRuntime(err)
+		return nil, httpapi.FromRuntime(err)
 	}
 	return lease, nil
 }
 
 // writeTask writes a finished task answer and releases the lease before
-// its last byte (writeReleasing: a client's next request never finds this
+// its last byte (httpapi.WriteReleasing: a client's next request never finds this
 // one's lease, CONTRACT.md phase.executing).
 func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	werr := writeReleasing(w, body, func(failed bool) { lease.Release(failed) })
+	werr := httpapi.WriteReleasing(w, body, func(failed bool) { lease.Release(failed) })
 	if werr != nil {
-		logger(r.Context()).Debug("answer not delivered", "err", werr)
+		httpapi.Logger(r.Context()).Debug("answer not delivered", "err", werr)
 	}
 	return nil
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // notDurable is the answer to a change that is live but could not be
 // written: 500, never a silent success.
 func notDurable(err error) error {
-	return &Error{Status: 500, Type: "internal_error",
+	return &httpapi.Error{Status: 500, Type: "internal_error",
 		Message: "the change was applied but could not be made durable in --state-dir; it will not survive a restart", Err: err}
 }
 

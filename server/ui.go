@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/server/internal/auth"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // The dashboard (CONTRACT.md ui.*): plain HTML, CSS and JavaScript embedded in the
@@ -50,7 +51,7 @@ func (s *Server) handleUIConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	c.Session = auth.SessionScope(r)
 	w.Header().Set("Cache-Control", "no-store")
-	return writeJSON(w, c)
+	return httpapi.WriteJSON(w, c)
 }
 
 // uiHandler serves the embedded dashboard: / is index.html, /ui/NAME the

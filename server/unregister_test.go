@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
 // CONTRACT.md unreg.delete, unreg.not-found, unreg.404-after,
@@ -18,9 +19,9 @@ func TestDeleteModel(t *testing.T) {
 	ts.put("a", `{"engine":"fixture","slots":1}`)
 	ts.put("a", `{"engine":"fixture","slots":2}`) // v2
 	ts.put("b", `{"engine":"fixture"}`)
-	var got DeletedModel
+	var got wire.DeletedModel
 	ts.must(200, "DELETE", "/v1/models/a", "").json(t, &got)
-	if got != (DeletedModel{ID: "a", Object: "model", Deleted: true}) {
+	if got != (wire.DeletedModel{ID: "a", Object: "model", Deleted: true}) {
 		t.Fatalf("DELETE answered %+v", got)
 	}
 	for _, c := range []struct{ method, path, body string }{
@@ -38,7 +39,7 @@ func TestDeleteModel(t *testing.T) {
 	if len(list.Data) != 1 || list.Data[0].ID != "b" {
 		t.Fatalf("GET /v1/models after DELETE lists %+v", list.Data)
 	}
-	var bulk BulkUnloadResult
+	var bulk wire.BulkUnloadResult
 	ts.must(200, "POST", "/v1/models/unload", `{"models":["a","b"]}`).json(t, &bulk)
 	if strings.Join(bulk.NotFound, ",") != "a" || strings.Join(bulk.Unloaded, ",") != "b" {
 		t.Fatalf("bulk unload after DELETE: %+v", bulk)

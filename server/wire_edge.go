@@ -5,11 +5,12 @@ import (
 
 	"github.com/sluice-dev/sluice/server/internal/auth"
 	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // newEdge builds the serving edge (server/internal/edge: connections and
 // their limit, body limits and upload spooling, Host and Origin checks)
-// from cfg; its refusals go through writeError like every other answer.
+// from cfg; its refusals go through httpapi.WriteError like every other answer.
 func newEdge(cfg Config, log *slog.Logger) (*edge.Edge, error) {
 	return edge.New(edge.Config{
 		Listen: cfg.Listen, AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
@@ -18,7 +19,7 @@ func newEdge(cfg Config, log *slog.Logger) (*edge.Edge, error) {
 		BodyReadTimeout: cfg.BodyReadTimeout, MinBodyRate: cfg.MinBodyRate, BodyRateGrace: cfg.BodyRateGrace,
 		SpoolThreshold: cfg.SpoolThreshold, SpoolDir: cfg.SpoolDir,
 		BodyBudget: cfg.BodyBudget, SpoolBudget: cfg.SpoolBudget,
-		WriteError: writeError, Log: log,
+		WriteError: httpapi.WriteError, Log: log,
 	})
 }
 
@@ -36,10 +37,10 @@ const DefaultSignInLimit = auth.DefaultSignInLimit
 
 // newAuth builds the keys, dashboard sessions and route guards
 // (server/internal/auth) from the configuration; sign-in bodies are
-// decoded like every JSON body (decodeStrict), refusals written by
-// writeError.
+// decoded like every JSON body (edge.Decode), refusals written by
+// httpapi.WriteError.
 func (s *Server) newAuth() *auth.Auth {
 	c := s.cfg
 	return auth.New(auth.Config{APIKey: c.APIKey, ManagementKey: c.ManagementKey, Management: c.UIManagement,
-		SignInLimit: c.SignInLimit, WriteError: writeError, Decode: decodeStrict, Log: s.log})
+		SignInLimit: c.SignInLimit, WriteError: httpapi.WriteError, Decode: edge.Decode, Log: s.log})
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/openai"
 )
 
@@ -14,11 +15,11 @@ import (
 func (s *Server) openaiHandlers() *openai.Handlers {
 	return openai.New(openai.Deps{
 		Runtime:         s.rt,
-		Engines:         s.roots.engines,
-		ValidModelID:    validModelID,
+		Engines:         s.roots.Engines(),
+		ValidModelID:    httpapi.ValidModelID,
 		Lease:           s.taskLease,
 		WriteTask:       writeTask,
-		Decode:          decodeStrict,
+		Decode:          edge.Decode,
 		Spool:           spoolUpload,
 		BodyError:       edge.BodyError,
 		BodyDone:        func(r *http.Request, err error) { edge.BodyOf(r.Context()).End(err) },
@@ -26,9 +27,9 @@ func (s *Server) openaiHandlers() *openai.Handlers {
 		RefuseDrain:     edge.RefuseDrain,
 		StreamEvents:    s.streamEvents,
 		WriteErrorEvent: writeErrorEvent,
-		RequestID:       requestIDFrom,
-		Logger:          logger,
-		FromRuntime:     fromRuntime,
+		RequestID:       httpapi.RequestID,
+		Logger:          httpapi.Logger,
+		FromRuntime:     httpapi.FromRuntime,
 	})
 }
 

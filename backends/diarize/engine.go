@@ -230,23 +230,21 @@ func Available() error { return onnx.Available() }
 // Name implements backends.Engine.
 func (e *Engine) Name() string { return Name }
 
-// Validate implements backends.Engine.
+// Validate implements backends.Engine: Check without its estimate.
 func (e *Engine) Validate(spec backends.Spec) error {
-	c, err := resolve(spec)
-	if err != nil {
-		return err
-	}
-	if spec.Slots < 1 || spec.Slots > c.maxSlots {
-		return backends.Invalidf("diarize: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
-	}
-	return nil
+	_, err := e.Check(spec)
+	return err
 }
 
-// EstimateMB implements backends.Engine.
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
+// Check implements backends.Engine, from one resolve of the spec: the
+// slot count; the estimate grows with the longest audio it admits.
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
 	c, err := resolve(spec)
 	if err != nil {
 		return 0, err
+	}
+	if spec.Slots < 1 || spec.Slots > c.maxSlots {
+		return 0, backends.Invalidf("diarize: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
 	}
 	return backends.LinearMB(baseMB, perSlotMB+int64(mbPerMin*(c.maxSecs+59)/60), spec.Slots), nil
 }

@@ -226,33 +226,33 @@ func (e *Engine) Voices(spec backends.Spec) ([]backends.Voice, error) {
 	return append([]backends.Voice{{ID: c.voice, Languages: []string{c.voice}, SampleRate: outputRate, Default: true}}, out...), nil
 }
 
-// Validate implements backends.Engine: any slot count above one is refused
-// with ErrInvalid, which the runtime answers 400 while keeping the existing
-// pool (contract: unsupported capacity on an existing registration, T16).
+// Validate implements backends.Engine: Check without its estimate. Any
+// slot count above one is refused with ErrInvalid, which the runtime
+// answers 400 while keeping the existing pool (contract: unsupported
+// capacity on an existing registration, T16).
 func (e *Engine) Validate(spec backends.Spec) error {
+	_, err := e.Check(spec)
+	return err
+}
+
+// Check implements backends.Engine, from one resolve of the spec: the
+// slot count (one), the library and its one data path.
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
 	c, err := resolve(spec)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n := maxSlots(c.name); spec.Slots < 1 || spec.Slots > n {
-		return backends.Invalidf("espeak: eSpeak NG keeps process-global state and has no parallel factory: checkpoint %s admits %d slot, asked for %d", c.name, n, spec.Slots)
+		return 0, backends.Invalidf("espeak: eSpeak NG keeps process-global state and has no parallel factory: checkpoint %s admits %d slot, asked for %d", c.name, n, spec.Slots)
 	}
 	l, err := load()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.dataPath != "" && l.dataPath != c.data {
-		return errOtherData(l.dataPath, c.data)
-	}
-	return nil
-}
-
-// EstimateMB implements backends.Engine.
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
-	if _, err := resolve(spec); err != nil {
-		return 0, err
+		return 0, errOtherData(l.dataPath, c.data)
 	}
 	return estimateMB, nil
 }

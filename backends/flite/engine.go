@@ -150,26 +150,25 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-// Validate implements backends.Engine.
+// Validate implements backends.Engine: Check without its estimate.
 func (e *Engine) Validate(spec backends.Spec) error {
+	_, err := e.Check(spec)
+	return err
+}
+
+// Check implements backends.Engine, from one resolve of the spec: the
+// library and the voice's slot ceiling.
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
 	c, err := resolve(spec)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	l, err := load()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n := l.maxSlots(c.opts.Voice, c.maxSlots); spec.Slots < 1 || spec.Slots > n {
-		return backends.Invalidf("flite: voice %s admits 1..%d slots, asked for %d", c.opts.Voice, n, spec.Slots)
-	}
-	return nil
-}
-
-// EstimateMB implements backends.Engine.
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
-	if _, err := resolve(spec); err != nil {
-		return 0, err
+		return 0, backends.Invalidf("flite: voice %s admits 1..%d slots, asked for %d", c.opts.Voice, n, spec.Slots)
 	}
 	return backends.LinearMB(baseMB, perSlotMB, spec.Slots), nil
 }

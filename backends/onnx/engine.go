@@ -256,33 +256,32 @@ func checkModelFile(p string) error {
 	return nil
 }
 
-// Validate implements backends.Engine. It loads the runtime (not the model)
-// to check the execution provider exists.
+// Validate implements backends.Engine: Check without its estimate.
 func (e *Engine) Validate(spec backends.Spec) error {
+	_, err := e.Check(spec)
+	return err
+}
+
+// Check implements backends.Engine, from one resolve of the spec: the
+// slot count, the runtime library and the session options the tuning
+// asks for.
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
 	c, err := resolve(spec)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if spec.Slots < 1 || spec.Slots > c.maxSlots {
-		return backends.Invalidf("onnx: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
+		return 0, backends.Invalidf("onnx: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
 	}
 	o, err := loadOrt(e.lib)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	opts, err := o.sessionOptions(c.tuning)
 	if err != nil {
-		return backends.AsInvalid(err)
+		return 0, backends.AsInvalid(err)
 	}
 	o.releaseSessionOpts(opts)
-	return nil
-}
-
-// EstimateMB implements backends.Engine.
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
-	if _, err := resolve(spec); err != nil {
-		return 0, err
-	}
 	return backends.LinearMB(baseMB, perSlotMB, spec.Slots), nil
 }
 

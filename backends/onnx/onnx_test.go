@@ -313,7 +313,7 @@ func TestValidateAndRequests(t *testing.T) {
 			t.Errorf("request %q: %v", req.Input, err)
 		}
 	}
-	est, err := e.EstimateMB(spec(dir, 4, ""))
+	est, err := e.Check(spec(dir, 4, ""))
 	if err != nil || est <= 0 {
 		t.Fatalf("estimate %d %v", est, err)
 	}

@@ -197,21 +197,23 @@ func checkModel(c config) error {
 	return nil
 }
 
-// Validate implements backends.Engine.
+// Validate implements backends.Engine: Check without its estimate.
 func (e *Engine) Validate(spec backends.Spec) error {
-	c, err := resolve(spec)
-	if err != nil {
-		return err
-	}
-	if spec.Slots < 1 || spec.Slots > c.maxSlots {
-		return backends.Invalidf("pocketsphinx: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
-	}
-	return Available()
+	_, err := e.Check(spec)
+	return err
 }
 
-// EstimateMB implements backends.Engine.
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
-	if _, err := resolve(spec); err != nil {
+// Check implements backends.Engine, from one resolve of the spec: the
+// slot count and the library.
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
+	c, err := resolve(spec)
+	if err != nil {
+		return 0, err
+	}
+	if spec.Slots < 1 || spec.Slots > c.maxSlots {
+		return 0, backends.Invalidf("pocketsphinx: checkpoint %s admits 1..%d slots, asked for %d", c.name, c.maxSlots, spec.Slots)
+	}
+	if err := Available(); err != nil {
 		return 0, err
 	}
 	return backends.LinearMB(baseMB, perSlotMB, spec.Slots), nil

@@ -296,35 +296,36 @@ func (e *Engine) checkSizes(dir string) error {
 	return nil
 }
 
-// Validate implements backends.Engine.
+// Validate implements backends.Engine: Check without its estimate.
 func (e *Engine) Validate(spec backends.Spec) error {
+	_, err := e.Check(spec)
+	return err
+}
+
+// Check implements backends.Engine, from one resolve of the spec: the
+// slot count against the checkpoint's capacity, the library, and the load
+// in a child process; the estimate is the model's weights once (the slots
+// share one library object), ONNX Runtime's arena and the library's
+// per-call buffers per slot.
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
 	c, err := e.resolve(spec)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if spec.Slots < 1 || spec.Slots > c.capacity {
-		return backends.Invalidf("sherpa: checkpoint %s admits 1..%d slots at %d threads each on %d cores, asked for %d", c.name, c.capacity, c.opts.Threads, runtime.NumCPU(), spec.Slots)
+		return 0, backends.Invalidf("sherpa: checkpoint %s admits 1..%d slots at %d threads each on %d cores, asked for %d", c.name, c.capacity, c.opts.Threads, runtime.NumCPU(), spec.Slots)
 	}
 	if err := Available(); err != nil {
-		return err
+		return 0, err
 	}
 	// The load in a child process (child.go) belongs to validation: a
 	// checkpoint that kills the library is refused at registration, as
 	// invalid, not at its first load. A checkpoint that passed is
 	// remembered, so this costs one child per checkpoint and options.
 	if !e.cfg.NoChild {
-		return childCheck(context.Background(), spec, c)
-	}
-	return nil
-}
-
-// EstimateMB implements backends.Engine: the model's weights once (the
-// slots share one library object), ONNX Runtime's arena and the
-// library's per-call buffers per slot.
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
-	c, err := e.resolve(spec)
-	if err != nil {
-		return 0, err
+		if err := childCheck(context.Background(), spec, c); err != nil {
+			return 0, err
+		}
 	}
 	// A language family's slot may hold maxLangs more recognizers, each
 	// its own copy of the weights (langs.go).

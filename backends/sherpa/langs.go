@@ -13,7 +13,7 @@ import (
 // its checkpoint's default one: sherpa-onnx sets SenseVoice's, Whisper's
 // and Canary's language in the recognizer's config at creation, so a
 // request in another language needs a recognizer of its own (each a copy
-// of the weights; EstimateMB counts maxLangs of them per slot).
+// of the weights; Check counts maxLangs of them per slot).
 const maxLangs = 2
 
 // langCache is one slot's recognizers for languages other than the

@@ -287,24 +287,26 @@ func languagesOf(info ModelInfo) []string {
 	return l.langs
 }
 
-// Validate implements backends.Engine.
+// Validate implements backends.Engine: Check without its estimate.
 func (e *Engine) Validate(spec backends.Spec) error {
-	c, err := resolve(spec)
-	if err != nil {
-		return err
-	}
-	if spec.Slots < 1 || spec.Slots > c.capacity {
-		return backends.Invalidf("whisper: checkpoint %s admits 1..%d slots at %d threads each on %d cores, asked for %d", c.name, c.capacity, c.threads, runtime.NumCPU(), spec.Slots)
-	}
-	return Available()
+	_, err := e.Check(spec)
+	return err
 }
 
-// EstimateMB implements backends.Engine: the weights once, and per state
-// its KV caches (self and cross attention, f16) and its compute buffers
-// (the encoder's attention scores dominate: 1500 x 1500 f32 per head).
-func (e *Engine) EstimateMB(spec backends.Spec) (int64, error) {
+// Check implements backends.Engine, from one resolve of the spec: the
+// slot count against the checkpoint's capacity and the library's
+// presence; the estimate is the weights once, and per state its KV caches
+// (self and cross attention, f16) and its compute buffers (the encoder's
+// attention scores dominate: 1500 x 1500 f32 per head).
+func (e *Engine) Check(spec backends.Spec) (int64, error) {
 	c, err := resolve(spec)
 	if err != nil {
+		return 0, err
+	}
+	if spec.Slots < 1 || spec.Slots > c.capacity {
+		return 0, backends.Invalidf("whisper: checkpoint %s admits 1..%d slots at %d threads each on %d cores, asked for %d", c.name, c.capacity, c.threads, runtime.NumCPU(), spec.Slots)
+	}
+	if err := Available(); err != nil {
 		return 0, err
 	}
 	return backends.LinearMB(8+c.info.WeightBytes>>20, stateBytes(c.info.Hparams)>>20, spec.Slots), nil

@@ -134,6 +134,11 @@ func (s *ModelSpec) Validate() error {
 	return err
 }
 
+// CanonicalFields is Validate returning the options in canonical form
+// (CanonicalOptions), for a caller that needs both: one pass of the
+// validator, not a second canonicalisation of the options.
+func (s *ModelSpec) CanonicalFields() (options string, err error) { return checkFields(s) }
+
 // checkFields is Validate, returning the canonical options.
 func checkFields(s *ModelSpec) (string, error) {
 	if _, err := CanonicalAliases(s.Aliases); err != nil {
@@ -246,15 +251,12 @@ func (r *Runtime) configWith(id string, spec ModelSpec, check func(*ModelSpec) (
 	var mb int64
 	var vmErr error // the voice map's refusal names voice_map, not engine
 	err = protect(r.log, "validate", func() error {
-		if err := eng.Validate(bs); err != nil {
+		var err error
+		if mb, err = eng.Check(bs); err != nil { // one resolve of the options: validation and estimate
 			return err
 		}
-		if vmErr = checkVoiceMap(eng, bs, spec.VoiceMap); vmErr != nil {
-			return nil
-		}
-		var err error
-		mb, err = eng.EstimateMB(bs)
-		return err
+		vmErr = checkVoiceMap(eng, bs, spec.VoiceMap)
+		return nil
 	})
 	if err != nil {
 		if isPanic(err) {

@@ -1,12 +1,17 @@
 package runtime
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/backends"
+	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 )
 
@@ -148,5 +153,42 @@ func TestSpecOfRoundTrip(t *testing.T) {
 			d != nil && *d != *back.AdmissionTimeout || back.Validate() != nil {
 			t.Errorf("%v: %+v", d, back)
 		}
+	}
+}
+
+// checkCounter counts the fixture's spec checks: a registration resolves
+// an engine's options once (Check), never once to validate and again to
+// estimate.
+type checkCounter struct {
+	backends.Engine
+	checks, validates atomic.Int32
+}
+
+func (c *checkCounter) Check(s backends.Spec) (int64, error) {
+	c.checks.Add(1)
+	return c.Engine.Check(s)
+}
+
+func (c *checkCounter) Validate(s backends.Spec) error {
+	c.validates.Add(1)
+	return c.Engine.Validate(s)
+}
+
+// One registration, one reconfigure, one refused spec: one Check each,
+// no Validate (the engine resolves its options once per registration).
+func TestEngineCheckedOncePerApply(t *testing.T) {
+	cc := &checkCounter{Engine: fixture.New()}
+	e := newEnv(t, core.Options{}, withEngine("counted", cc))
+	s := spec(1, `{"memory_mb":7}`)
+	s.Engine = "counted"
+	e.apply("a", s)
+	s.Slots = 2
+	e.apply("a", s)
+	s.Options = json.RawMessage(`{"bogus":1}`)
+	if _, err := e.rt.Apply(context.Background(), "a", s); err == nil {
+		t.Fatal("an unknown option was accepted")
+	}
+	if c, v := cc.checks.Load(), cc.validates.Load(); c != 3 || v != 0 {
+		t.Fatalf("%d Check and %d Validate calls for 3 applies, want 3 and 0", c, v)
 	}
 }

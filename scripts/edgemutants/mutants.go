@@ -207,13 +207,13 @@ var mutants = []mutant{
 		edits: []edit{{file: "server/routes.go", old: "\t\tr.Use(a.DashboardManage())", new: "\t\tr.Use(a.DashboardRead())"}}},
 	{name: "auth-v2-repo-load-open", area: "auth", why: "the OIP repository load route is registered among the read routes",
 		edits: []edit{
-			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(v2.Load)) // the same managers (internal/oip)\n", new: ""},
-			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/models/{id}/infer\", adapt(v2.Infer))\n", new: "\t\tr.Post(\"/v2/models/{id}/infer\", adapt(v2.Infer))\n\t\tr.Post(\"/v2/repository/models/{id}/load\", adapt(v2.Load))\n"},
+			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/repository/models/{id}/load\", httpapi.Adapt(v2.Load)) // the same managers (internal/oip)\n", new: ""},
+			{file: "server/routes.go", old: "\t\tr.Post(\"/v2/models/{id}/infer\", httpapi.Adapt(v2.Infer))\n", new: "\t\tr.Post(\"/v2/models/{id}/infer\", httpapi.Adapt(v2.Infer))\n\t\tr.Post(\"/v2/repository/models/{id}/load\", httpapi.Adapt(v2.Load))\n"},
 		}},
 	{name: "auth-models-root-open", area: "auth", why: "PUT /v1/settings/models-root is registered among the read routes",
 		edits: []edit{
-			{file: "server/routes.go", old: "\t\tr.Put(\"/v1/settings/models-root\", adapt(s.handleSetModelsRoot))\n", new: ""},
-			{file: "server/routes.go", old: "\t\tr.Get(\"/v1/ui/config\", adapt(s.handleUIConfig))\n", new: "\t\tr.Get(\"/v1/ui/config\", adapt(s.handleUIConfig))\n\t\tr.Put(\"/v1/settings/models-root\", adapt(s.handleSetModelsRoot))\n"},
+			{file: "server/routes.go", old: "\t\tr.Put(\"/v1/settings/models-root\", httpapi.Adapt(s.handleSetModelsRoot))\n", new: ""},
+			{file: "server/routes.go", old: "\t\tr.Get(\"/v1/ui/config\", httpapi.Adapt(s.handleUIConfig))\n", new: "\t\tr.Get(\"/v1/ui/config\", httpapi.Adapt(s.handleUIConfig))\n\t\tr.Put(\"/v1/settings/models-root\", httpapi.Adapt(s.handleSetModelsRoot))\n"},
 		}},
 	{name: "auth-repeated-header", area: "auth", why: "a repeated Authorization header is not refused (the first one wins)",
 		edits: []edit{{file: "server/internal/auth/auth.go", old: "\tswitch len(vals) {\n\tcase 0:", new: "\tswitch min(len(vals), 1) {\n\tcase 0:"}}},

@@ -9,7 +9,7 @@
 // WebSocket; OpenAI's browser clients send it so): it counts as the
 // Bearer token (CONTRACT.md live.subprotocol). A Bearer
 // token is accepted wherever its key is; a session only on the routes the
-// dashboard itself calls (package server's routes.go: the dashboard's
+// dashboard itself calls (the server's router: the dashboard's
 // reads, and for a session made with the management key the management
 // routes its buttons use), never on inference; and a session's
 // state-changing request also needs a same-origin proof, so a cookie alone
@@ -85,7 +85,10 @@ type credential struct {
 type credKey struct{}
 
 func credOf(r *http.Request) credential {
-	c, _ := r.Context().Value(credKey{}).(credential)
+	c, ok := httpapi.Local(r.Context(), httpapi.SlotCredential).(credential)
+	if !ok {
+		c, _ = r.Context().Value(credKey{}).(credential)
+	}
 	return c
 }
 
@@ -234,7 +237,10 @@ func (a *Auth) Authenticate(next http.Handler) http.Handler {
 				c = credential{cookie: true, scope: a.sessions.lookup(ck.Value)}
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credKey{}, c)))
+		if !httpapi.SetLocal(r.Context(), httpapi.SlotCredential, c) { // the request's state, else a value of its own
+			r = r.WithContext(context.WithValue(r.Context(), credKey{}, c))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

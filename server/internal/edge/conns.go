@@ -16,8 +16,8 @@ import (
 //
 // Every accepted connection is wrapped in a Conn that notes, once
 // shutdown has begun, when its reads and writes last made progress. While
-// the server shuts down, the slice loop (package server's shutdown.go,
-// through Edge.Tick) visits every connection every TickEvery and gives it
+// the server shuts down, the server's slice loop (its Shutdown, through
+// Edge.Tick) visits every connection every TickEvery and gives it
 // a deadline of stallSlice after its last progress:
 //
 //   - read deadlines only while the connection waits for a request header

@@ -295,7 +295,11 @@ var defaultBody = Body{MaxJSON: 1 << 20, SpoolThreshold: 1 << 20}
 // defaults for one that did not pass LimitBody.
 func BodyOf(ctx context.Context) Body {
 	b := defaultBody
-	if l, _ := ctx.Value(limitsKey{}).(*bodyLimits); l != nil {
+	l, _ := httpapi.Local(ctx, httpapi.SlotBody).(*bodyLimits)
+	if l == nil {
+		l, _ = ctx.Value(limitsKey{}).(*bodyLimits)
+	}
+	if l != nil {
 		b.MaxJSON, b.SpoolThreshold, b.SpoolDir = l.maxJSON, l.threshold, l.spoolDir
 	}
 	b.conn = connFrom(ctx)
@@ -367,7 +371,9 @@ func (e *Edge) LimitBody(next http.Handler) http.Handler {
 			return
 		}
 		lim := e.limits
-		r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
+		if !httpapi.SetLocal(r.Context(), httpapi.SlotBody, lim) { // the request's state, else a value of its own
+			r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
+		}
 		if !hasBody {
 			next.ServeHTTP(w, r)
 			return

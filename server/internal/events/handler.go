@@ -123,10 +123,9 @@ func (h *Hub) Handle(w http.ResponseWriter, r *http.Request) error {
 }
 
 // shuttingDown is the 503 of a stream asked for once the shutdown began
-// (package server's FromCode of core.CodeShuttingDown).
+// (the one mapping, httpapi.FromCode).
 func shuttingDown(cause error) *httpapi.Error {
-	return &httpapi.Error{Status: http.StatusServiceUnavailable, Type: "shutting_down", Code: core.CodeShuttingDown.String(),
-		Message: "server is shutting down", Err: cause}
+	return httpapi.FromCode(core.CodeShuttingDown, "server is shutting down", cause)
 }
 
 // lastEventID reads the resume point: the Last-Event-ID header, else the

@@ -1,9 +1,13 @@
 // Package httpapi holds what the server's wiring and its protocol adapters
-// (server/internal/oip, server/internal/openai) share at the HTTP edge:
-// the one error type handlers return, and the error shape a protocol puts
-// in a request's context so that the one error writer (package server's
-// writeError) answers in that protocol's shape, the edge's refusals
-// included, without looking at the URL itself.
+// (server/internal/oip, server/internal/openai, server/internal/realtime)
+// share at the HTTP edge: the one error type handlers return and the one
+// mapping of the scheduler's outcomes to it (FromCode, FromRuntime); the
+// one error writer (WriteError, behind Adapt), which answers in the shape
+// a protocol put in the request's context (WithShape), the edge's
+// refusals included, and counts and samples refusals (Refusals); request
+// IDs and request-scoped loggers (RequestIDs, Logger, RequestID); and the
+// strict JSON decoder with the names a request may use (DecodeJSON,
+// RequireJSON, ValidName, ValidModelID). It imports nothing of the server.
 package httpapi
 
 import (

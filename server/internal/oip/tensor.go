@@ -84,7 +84,7 @@ var v2Tasks = map[string]v2Task{
 }
 
 // maxParamName bounds an unknown parameter echoed in an error (as the
-// OpenAI routes' bound in package server).
+// OpenAI routes bound theirs).
 const maxParamName = 64
 
 // v2Invalid is a 400 invalid_request_error naming the offending field.

@@ -40,17 +40,17 @@ func (g *Registry) announce(id string, spec runtime.ModelSpec) (*Model, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g.applying[id]++
-	if g.applying[id] > 1 || spec.Validate() != nil {
+	if g.applying[id] > 1 {
+		return nil, nil
+	}
+	opts, err := spec.CanonicalFields() // the validator's fields and the canonical options, one pass
+	if err != nil {
 		return nil, nil
 	}
 	if g.engines != nil {
 		if _, err := g.engines.Get(spec.Engine); err != nil {
 			return nil, nil // refused before any commit
 		}
-	}
-	opts, err := runtime.CanonicalOptions(spec.Options)
-	if err != nil {
-		return nil, nil
 	}
 	m := Model{ID: id, Loaded: !spec.RegisterOnly, Task: spec.Task, Engine: spec.Engine, Checkpoint: spec.Checkpoint,
 		Options: json.RawMessage(opts), Slots: spec.Slots, AdmissionTimeoutNS: core.NoTimeout, MaxQueue: spec.MaxQueue}

@@ -1,4 +1,9 @@
-package server
+// Package wire holds the wire shapes of the /v1 model routes (the model
+// object and its list, the management and inference answers and request
+// bodies) and the registration times the model object carries. The
+// protocol adapters keep their own shapes (server/internal/openai,
+// server/internal/oip).
+package wire
 
 import (
 	"encoding/json"
@@ -7,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // OwnedBy is the owned_by of every model object: the models are this
@@ -20,7 +27,7 @@ type Model struct {
 	Object string `json:"object"` // always "model"
 	// Created is OpenAI's created: the Unix second this process registered
 	// the model (a restored model: when this process restored it, see
-	// createdAt); the events stream's status objects carry it too.
+	// Created); the events stream's status objects carry it too.
 	Created        int64  `json:"created,omitempty"`
 	OwnedBy        string `json:"owned_by"` // always OwnedBy
 	Task           string `json:"task"`
@@ -61,8 +68,9 @@ type ModelList struct {
 	Data   []Model `json:"data"`
 }
 
-// modelOf converts a runtime status into the model object.
-func modelOf(s core.ModelStatus) Model {
+// ModelOf converts a runtime status into the model object, without its
+// Created (see Created.Of).
+func ModelOf(s core.ModelStatus) Model {
 	m := Model{
 		ID: s.ID, Object: "model", OwnedBy: OwnedBy, Task: s.Task, Engine: s.Engine, State: s.State.String(), Loaded: s.Loaded,
 		Slots: s.Slots, ActiveSlots: s.ActiveSlots, QueuedRequests: s.QueuedRequests,
@@ -79,20 +87,20 @@ func modelOf(s core.ModelStatus) Model {
 	return m
 }
 
-// createdAt records the Unix second each model was registered in this
+// Created records the Unix second each model was registered in this
 // process: noted when an Apply registers a new ID (a reconfigure keeps the
 // first time), when the state dir restores one, or when the events stream
 // describes the registration, whichever comes first (all within the
 // registration). The registry file does not record it, so a restart
 // restamps restored models; an unregistered model's time is forgotten, so
 // the map holds at most the registered models.
-type createdAt struct {
+type Created struct {
 	mu sync.Mutex
 	at map[string]int64
 }
 
-// note records now for id unless id has a time already.
-func (c *createdAt) note(id string, now time.Time) {
+// Note records now for id unless id has a time already.
+func (c *Created) Note(id string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.at == nil {
@@ -103,33 +111,25 @@ func (c *createdAt) note(id string, now time.Time) {
 	}
 }
 
-// forget drops id's time: the model was unregistered, and a later
+// Forget drops id's time: the model was unregistered, and a later
 // registration of the ID is stamped afresh.
-func (c *createdAt) forget(id string) {
+func (c *Created) Forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.at, id)
 }
 
-// of returns id's registration second, noting now for an ID registered
-// without note (none is today; the answer must never lack created).
-func (c *createdAt) of(id string) int64 {
+// Of returns id's registration second, noting now for an ID registered
+// without Note (none is today; the answer must never lack created).
+func (c *Created) Of(id string) int64 {
 	c.mu.Lock()
 	t, ok := c.at[id]
 	c.mu.Unlock()
 	if !ok {
-		c.note(id, time.Now())
-		return c.of(id)
+		c.Note(id, time.Now())
+		return c.Of(id)
 	}
 	return t
-}
-
-// model is the model object of GET /v1/models, GET /v1/models/{id}, PUT and
-// load answers: modelOf with its created.
-func (s *Server) model(st core.ModelStatus) Model {
-	m := modelOf(st)
-	m.Created = s.created.of(st.ID)
-	return m
 }
 
 // UnloadResult is the answer of POST /v1/models/{id}/unload.
@@ -162,4 +162,34 @@ type InferResult struct {
 	// the engine returned one; Data is base64 in JSON.
 	ContentType string `json:"content_type,omitempty"`
 	Data        []byte `json:"data,omitempty"`
+}
+
+// InferRequest is the body of POST /v1/models/{id}/infer.
+type InferRequest struct {
+	Input              json.RawMessage `json:"input"`
+	Stream             bool            `json:"stream,omitempty"`
+	AdmissionTimeoutMS *int64          `json:"admission_timeout_ms,omitempty"`
+}
+
+// ParseInfer validates an inference request.
+func ParseInfer(req *InferRequest) error {
+	if req.Input == nil {
+		return httpapi.InvalidParam("input", "input is required")
+	}
+	if req.AdmissionTimeoutMS != nil && (*req.AdmissionTimeoutMS < 0 || *req.AdmissionTimeoutMS > runtime.MaxTimeoutMS) {
+		return httpapi.InvalidParam("admission_timeout_ms", "admission_timeout_ms must be 0..%d", runtime.MaxTimeoutMS)
+	}
+	return nil
+}
+
+// BulkUnloadRequest is the body of POST /v1/models/unload.
+type BulkUnloadRequest struct {
+	Models []string `json:"models"`
+}
+
+// AliasEntry is the list entry of alias a of model m: m's object under
+// the alias's name, saying which model it names.
+func AliasEntry(m Model, a string) Model {
+	m.AliasOf, m.ID, m.Aliases = m.ID, a, []string{}
+	return m
 }

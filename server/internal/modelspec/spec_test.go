@@ -1,4 +1,4 @@
-package server
+package modelspec
 
 import (
 	"bytes"
@@ -11,12 +11,26 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
+	"github.com/sluice-dev/sluice/server/internal/wire"
 )
 
-func decodeString(s string, v any) error { return decodeBytesStrict(strings.NewReader(s), v) }
+func decodeString(s string, v any) error { return httpapi.DecodeJSON([]byte(s), v) }
+
+// toRuntime is what PUT /v1/models/{id} checks of a spec, without the
+// runtime: the JSON conversion (Convert), then the runtime's validator,
+// which Apply runs once.
+func toRuntime(s *Spec, parallel bool) (runtime.ModelSpec, error) {
+	out, err := s.Convert(parallel)
+	if err == nil {
+		err = out.Validate()
+	}
+	return out, err
+}
 
 func TestDecodeStrict(t *testing.T) {
-	var spec ModelSpec
+	var spec Spec
 	for _, bad := range []string{``, `{`, `{"engine":"x"} {}`, `{"engine":"x"}x`, `{"engine":"x","bogus":1}`, `[]`} {
 		if err := decodeString(bad, &spec); err == nil {
 			t.Fatalf("%q accepted", bad)
@@ -28,8 +42,8 @@ func TestDecodeStrict(t *testing.T) {
 	r := httptest.NewRequest("POST", "/", bytes.NewReader([]byte(`{"engine":"`+strings.Repeat("x", 100)+`"}`)))
 	r.Header.Set("Content-Type", "application/json")
 	r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, 10)
-	var e *Error
-	if err := decodeStrict(r, &spec); !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
+	var e *httpapi.Error
+	if err := edge.Decode(r, &spec); !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("body limit: %v", err)
 	}
 }
@@ -56,11 +70,11 @@ func TestParseSpec(t *testing.T) {
 		{`{"engine":"f","options":[1]}`, true, false, 0},
 	}
 	for _, c := range cases {
-		var s ModelSpec
+		var s Spec
 		err := decodeString(c.body, &s)
 		var p runtime.ModelSpec
 		if err == nil {
-			p, err = s.toRuntime(c.parallel)
+			p, err = toRuntime(&s, c.parallel)
 		}
 		if (err == nil) != c.ok || (c.ok && p.Slots != c.slots) {
 			t.Fatalf("%s parallel=%v: %+v %v", c.body, c.parallel, p, err)
@@ -70,12 +84,12 @@ func TestParseSpec(t *testing.T) {
 
 func TestModelID(t *testing.T) {
 	for _, ok := range []string{"a", "tts-1.en_US", strings.Repeat("x", 128)} {
-		if validModelID(ok) != nil {
+		if httpapi.ValidModelID(ok) != nil {
 			t.Fatal(ok)
 		}
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "a b", strings.Repeat("x", 129), "é"} {
-		if validModelID(bad) == nil {
+		if httpapi.ValidModelID(bad) == nil {
 			t.Fatal(bad)
 		}
 	}
@@ -89,11 +103,11 @@ func FuzzModelSpec(f *testing.F) {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, body string, parallel bool) {
-		var s ModelSpec
+		var s Spec
 		if decodeString(body, &s) != nil {
 			return
 		}
-		p, err := s.toRuntime(parallel)
+		p, err := toRuntime(&s, parallel)
 		if err != nil {
 			return
 		}
@@ -115,11 +129,11 @@ func FuzzInferRequest(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		var req InferRequest
+		var req wire.InferRequest
 		if decodeString(body, &req) != nil {
 			return
 		}
-		if parseInfer(&req) == nil && req.Input == nil {
+		if wire.ParseInfer(&req) == nil && req.Input == nil {
 			t.Fatal("accepted a request without input")
 		}
 	})
@@ -129,7 +143,7 @@ func FuzzInferRequest(f *testing.F) {
 // encoding/json keeps the last of two keys and matches keys
 // case-insensitively, so both passed the strict decoder.
 func TestDecodeStrictKeys(t *testing.T) {
-	var spec ModelSpec
+	var spec Spec
 	for _, c := range []struct{ body, key string }{
 		{`{"engine":"fixture","engine":"espeak"}`, `"engine" is given twice`},
 		{`{"Engine":"fixture"}`, `"Engine" must be spelled "engine"`},
@@ -141,12 +155,12 @@ func TestDecodeStrictKeys(t *testing.T) {
 		{`{"engine":"fixture","options":{` + manyKeys(40) + `,"k7":0}}`, `"options.k7" is given twice`},
 	} {
 		err := decodeString(c.body, &spec)
-		var e *Error
+		var e *httpapi.Error
 		if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Message, c.key) {
 			t.Errorf("%s: %v, want 400 naming %s", c.body, err, c.key)
 		}
 	}
-	var inf InferRequest
+	var inf wire.InferRequest
 	if err := decodeString(`{"input":{"text":"a","text":"b"}}`, &inf); err == nil || !strings.Contains(err.Error(), `"input.text" is given twice`) {
 		t.Errorf("duplicate inside input: %v", err)
 	}
@@ -188,7 +202,7 @@ func TestParseModelsYAMLKeys(t *testing.T) {
 		{"models:\n  - id: a\n    engine: fixture\n    engine: espeak\n", `already defined`},
 		{"models:\n  - id: a\n    engine: fixture\n    options: {load_ms: 1, load_ms: 2}\n", `already defined`},
 	} {
-		if _, err := ParseModelsYAML([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := ParseYAML([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %s", c.yaml, err, c.want)
 		}
 	}
@@ -251,7 +265,7 @@ func FuzzDecodeStrictKeys(f *testing.F) {
 			return
 		}
 		want := refDuplicate(json.NewDecoder(bytes.NewReader(b)))
-		err := decodeJSONStrict(b, &v)
+		err := httpapi.DecodeJSON(b, &v)
 		if (err != nil) != want {
 			t.Fatalf("%q: walker %v, tokenizer says duplicate=%v", b, err, want)
 		}

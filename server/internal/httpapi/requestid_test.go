@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -12,8 +12,8 @@ import (
 func TestRequestID(t *testing.T) {
 	var logs bytes.Buffer
 	base := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := requestID(base)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		logger(r.Context()).Info("inside")
+	h := RequestIDs(base, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Logger(r.Context()).Info("inside")
 		w.WriteHeader(http.StatusTeapot)
 	}))
 	rec := httptest.NewRecorder()

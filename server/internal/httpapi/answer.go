@@ -1,10 +1,10 @@
-package server
+package httpapi
 
 import (
 	"net/http"
 )
 
-// writeReleasing writes a complete, non-streamed answer body and releases
+// WriteReleasing writes a complete, non-streamed answer body and releases
 // its lease (release(failed)) before the body's last byte is written: the
 // answer is whole in memory, so the slot is no longer needed, and a client
 // that sends its next request as soon as it has read this answer never
@@ -12,7 +12,7 @@ import (
 // Everything but the last byte is written and
 // flushed first, so a client that went away is still recorded as a failed
 // request. It returns the write error, if any.
-func writeReleasing(w http.ResponseWriter, body []byte, release func(failed bool)) error {
+func WriteReleasing(w http.ResponseWriter, body []byte, release func(failed bool)) error {
 	if len(body) == 0 {
 		release(false)
 		return nil

@@ -1,4 +1,10 @@
-package server
+// Package modelsroot is the server's models root (--models-root) and its
+// catalogue, swapped together (CONTRACT.md fail.models-root), the answer
+// shapes of GET /v1/catalogue and PUT /v1/settings/models-root, and the
+// confinement of a spec's checkpoint inside the root (Resolve, Rel).
+// It never imports package server: the server holds one Root and maps
+// its errors with ScanError.
+package modelsroot
 
 import (
 	"context"
@@ -12,9 +18,10 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/backends/catalogue"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
-// modelsRoot is the models root and its catalogue, always swapped together
+// Root is the models root and its catalogue, always swapped together
 // (CONTRACT.md fail.models-root): readers see the old pair or the new one,
 // never a mix. The configured root is scanned on first use; a failed scan
 // at startup keeps the root for checkpoint resolution and reports why it has
@@ -25,15 +32,15 @@ import (
 // its context) serialises changes, and first serialises the first scan of
 // the configured root. Readers take neither: while a change scans, they
 // answer from the last completed scan.
-type modelsRoot struct {
+type Root struct {
 	engines backends.Registry // immutable
-	// commit, when set, makes a new root durable (--state-dir) after its
+	// Commit, when set, makes a new root durable (--state-dir) after its
 	// scan and before the swap; its failure keeps the old pair (CONTRACT.md
 	// persist.models-root). Set once before serving.
-	commit func(root string) error
-	// scan scans a root (scanModelsRoot; tests wrap it). Set once before
-	// serving.
-	scan func(ctx context.Context, root string) (*catalogue.Catalogue, error)
+	Commit func(root string) error
+	// Scan scans a root (the package's Scan; tests wrap it). Set once
+	// before serving.
+	Scan func(ctx context.Context, root string) (*catalogue.Catalogue, error)
 
 	swap  chan struct{}
 	first sync.Mutex
@@ -45,27 +52,33 @@ type modelsRoot struct {
 	scanned bool
 }
 
-func newModelsRoot(root string, engines backends.Registry) *modelsRoot {
-	m := &modelsRoot{root: root, engines: engines, swap: make(chan struct{}, 1)}
-	m.scan = func(ctx context.Context, root string) (*catalogue.Catalogue, error) {
-		return scanModelsRoot(ctx, root, engines)
+// New returns root, not scanned yet, whose checkpoints must be accepted by
+// one of engines.
+func New(root string, engines backends.Registry) *Root {
+	m := &Root{root: root, engines: engines, swap: make(chan struct{}, 1)}
+	m.Scan = func(ctx context.Context, root string) (*catalogue.Catalogue, error) {
+		return Scan(ctx, root, engines)
 	}
 	return m
 }
 
-// path returns the current models root.
-func (m *modelsRoot) path() string {
+// Engines returns the engines the root's checkpoints are checked against:
+// the server's.
+func (m *Root) Engines() backends.Registry { return m.engines }
+
+// Path returns the current models root.
+func (m *Root) Path() string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.root
 }
 
-// current returns the root and its catalogue (nil with the reason when the
+// Current returns the root and its catalogue (nil with the reason when the
 // root failed its scan), scanning the configured root on first use. A
 // change of root in progress does not hold it up: it answers from the last
 // completed scan. Only ctx ending during the first scan returns ctx's error
 // (that scan is then done again by the next caller).
-func (m *modelsRoot) current(ctx context.Context) (string, *catalogue.Catalogue, error) {
+func (m *Root) Current(ctx context.Context) (string, *catalogue.Catalogue, error) {
 	m.mu.RLock()
 	root, cat, err, scanned := m.root, m.cat, m.err, m.scanned
 	m.mu.RUnlock()
@@ -78,7 +91,7 @@ func (m *modelsRoot) current(ctx context.Context) (string, *catalogue.Catalogue,
 	root, scanned = m.root, m.scanned
 	m.mu.RUnlock()
 	if !scanned {
-		cat, err = m.scan(ctx, root)
+		cat, err = m.Scan(ctx, root)
 		if ctx.Err() != nil && err != nil {
 			return root, nil, ctx.Err()
 		}
@@ -93,22 +106,22 @@ func (m *modelsRoot) current(ctx context.Context) (string, *catalogue.Catalogue,
 	return m.root, m.cat, m.err
 }
 
-// set scans root completely and only then swaps root and catalogue
+// Set scans root completely and only then swaps root and catalogue
 // together; on any failure, ctx ending included (the scan stops then), the
 // old pair stays as it was.
-func (m *modelsRoot) set(ctx context.Context, root string) (*catalogue.Catalogue, error) {
+func (m *Root) Set(ctx context.Context, root string) (*catalogue.Catalogue, error) {
 	select {
 	case m.swap <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	defer func() { <-m.swap }()
-	cat, err := m.scan(ctx, root)
+	cat, err := m.Scan(ctx, root)
 	if err != nil {
 		return nil, err
 	}
-	if m.commit != nil {
-		if err := m.commit(cat.Root); err != nil {
+	if m.Commit != nil {
+		if err := m.Commit(cat.Root); err != nil {
 			return nil, errNotDurable{err}
 		}
 	}
@@ -118,14 +131,14 @@ func (m *modelsRoot) set(ctx context.Context, root string) (*catalogue.Catalogue
 	return cat, nil
 }
 
-// scanModelsRoot is the server's adapter to catalogue.Scan: every
+// Scan is the server's adapter to catalogue.Scan: every
 // checkpoint's manifest and files are verified, and its engine must be one
 // this server serves and must accept the checkpoint at one slot (what
 // backends/engines.ScanRoot does for the real engines, here for the
 // server's own registry, the fixture included). Errors wrapping
 // backends.ErrInvalid are the folder's fault; an engine panic is an
 // internal fault. The scan stops when ctx ends (the client left).
-func scanModelsRoot(ctx context.Context, root string, engines backends.Registry) (cat *catalogue.Catalogue, err error) {
+func Scan(ctx context.Context, root string, engines backends.Registry) (cat *catalogue.Catalogue, err error) {
 	if root == "" {
 		return nil, backends.Invalidf("models root must not be empty")
 	}
@@ -163,9 +176,9 @@ type Checkpoint struct {
 	Manifest catalogue.Manifest `json:"manifest"`
 }
 
-// CatalogueList is the answer of GET /v1/catalogue and PUT
+// List is the answer of GET /v1/catalogue and PUT
 // /v1/settings/models-root.
-type CatalogueList struct {
+type List struct {
 	Object     string       `json:"object"` // always "list"
 	ModelsRoot string       `json:"models_root"`
 	Data       []Checkpoint `json:"data"`
@@ -174,8 +187,10 @@ type CatalogueList struct {
 	Error string `json:"error,omitempty"`
 }
 
-func catalogueList(root string, cat *catalogue.Catalogue, scanErr error) CatalogueList {
-	out := CatalogueList{Object: "list", ModelsRoot: root, Data: []Checkpoint{}}
+// ListOf is the answer for root and its catalogue, or for the reason
+// scanErr it has none (which names nothing inside root).
+func ListOf(root string, cat *catalogue.Catalogue, scanErr error) List {
+	out := List{Object: "list", ModelsRoot: root, Data: []Checkpoint{}}
 	if cat == nil {
 		if scanErr != nil {
 			out.Error = rootProblem(root, scanErr) // never the folder's entries (err.models-root-leak)
@@ -204,21 +219,21 @@ type errNotDurable struct{ err error }
 func (e errNotDurable) Error() string { return "recording the models root: " + e.err.Error() }
 func (e errNotDurable) Unwrap() error { return e.err }
 
-// scanError maps a failed scan of root (the path as the client gave it)
+// ScanError maps a failed scan of root (the path as the client gave it)
 // to the API: the folder's fault is 400 invalid_request_error saying what
 // is wrong with it, anything else 500. The message names root and nothing
 // under it: a scan's reasons name every entry of the folder, which for
 // /etc would list its contents (CONTRACT.md err.models-root-leak); they go
-// to the server log instead (logScanError).
-func scanError(root string, err error) *Error {
+// to the server log instead (the server logs them).
+func ScanError(root string, err error) *httpapi.Error {
 	if errors.As(err, new(errNotDurable)) {
-		return &Error{Status: 500, Type: "internal_error", Message: "the models root could not be made durable in --state-dir; nothing changed", Err: err}
+		return &httpapi.Error{Status: 500, Type: "internal_error", Message: "the models root could not be made durable in --state-dir; nothing changed", Err: err}
 	}
 	if errors.Is(err, backends.ErrInvalid) {
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_models_root",
+		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_models_root",
 			Message: "models root refused, nothing changed: " + rootProblem(root, err), Err: err}
 	}
-	return &Error{Status: 500, Type: "internal_error", Message: "scanning the models root failed; nothing changed", Err: err}
+	return &httpapi.Error{Status: 500, Type: "internal_error", Message: "scanning the models root failed; nothing changed", Err: err}
 }
 
 // rootProblem says what is wrong with a models root that failed its scan,

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// RequestIDHeader carries the request ID in both directions.
+const RequestIDHeader = "X-Request-Id"
+
+// statusRecorder remembers the status a handler wrote, for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush,
+// deadlines) through the recorder.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// requestState is everything the RequestIDs middleware keeps per request,
+// in one allocation.
+type requestState struct {
+	statusRecorder
+	info  requestInfo
+	hdr   [1]string
+	idbuf [16]byte
+}
+
+// RequestIDs gives every request an ID (the client's X-Request-Id when it
+// is well-formed, else a random one), returns it in the response header,
+// and puts it with the server's logger and refusals (the sink WriteError
+// counts refusals in; nil: none) in the context (Logger(ctx) carries it,
+// RequestID(ctx) returns it); it logs one line per request at debug
+// level. That context value is the request's one state: the middlewares
+// below keep their values in it (SetLocal), so the chain copies the
+// request once, here.
+func RequestIDs(base *slog.Logger, refusals *Refusals) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			st := &requestState{}
+			st.ResponseWriter = w
+			id := r.Header.Get(RequestIDHeader)
+			if !ValidName(id, 64) { // a client's ID must be [A-Za-z0-9._-]{1,64}
+				// Request IDs name requests in logs; they need to be unique,
+				// not secret: the runtime's per-thread ChaCha8 source is
+				// enough and costs nothing next to crypto/rand.
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+				hex.Encode(st.idbuf[:], b[:])
+				id = string(st.idbuf[:])
+			}
+			st.hdr[0] = id
+			w.Header()[RequestIDHeader] = st.hdr[:]
+			st.info = requestInfo{id: id, base: base, refusals: refusals}
+			ctx := context.WithValue(r.Context(), requestInfoKey{}, &st.info)
+			debug := base.Enabled(ctx, slog.LevelDebug)
+			var start time.Time
+			if debug {
+				start = time.Now()
+			}
+			next.ServeHTTP(&st.statusRecorder, r.WithContext(ctx))
+			if debug {
+				Logger(ctx).Debug("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+					slog.Int("status", st.status), slog.Int64("bytes", st.bytes), slog.Duration("took", time.Since(start)))
+			}
+		})
+	}
+}
+
+// requestInfo is what the RequestIDs middleware puts in a request's
+// context: the request ID and the server's logger. The request-scoped
+// logger is built from them only when something is logged, so a request
+// that logs nothing pays for no logger.
+type requestInfo struct {
+	id       string
+	base     *slog.Logger
+	refusals *Refusals
+	local    [numSlots]any
+}
+
+// Slot names one per-request value of a middleware below RequestIDs
+// (the edge's body limits, auth's credential), kept in the request's one
+// state instead of a context value of its own: no context value and no
+// copy of the request per middleware.
+type Slot int
+
+// The slots.
+const (
+	SlotBody Slot = iota
+	SlotCredential
+	numSlots
+)
+
+// SetLocal stores v in slot of the request state in ctx, before the
+// handler runs (the middleware's own goroutine); it returns false when
+// ctx has no request state (outside RequestIDs), where the caller keeps
+// its value in a context value of its own.
+func SetLocal(ctx context.Context, slot Slot, v any) bool {
+	ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo)
+	if ok {
+		ri.local[slot] = v
+	}
+	return ok
+}
+
+// Local returns slot's value in the request state in ctx, or nil.
+func Local(ctx context.Context, slot Slot) any {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri.local[slot]
+	}
+	return nil
+}
+
+type requestInfoKey struct{}
+
+// Logger returns the request-scoped logger (carrying request_id), or
+// slog's default outside a request.
+func Logger(ctx context.Context) *slog.Logger {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri.base.With(slog.String("request_id", ri.id))
+	}
+	return slog.Default()
+}
+
+// RequestID returns the request ID the RequestIDs middleware gave the
+// request, or "".
+func RequestID(ctx context.Context) string {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return ri.id
+	}
+	return ""
+}
