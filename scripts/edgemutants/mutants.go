@@ -111,8 +111,8 @@ func v2DurableEdits(nth int) []edit {
 // v2DurableEdit is v2DurableEdits' change of the nth manager's error path.
 func v2DurableEdit(nth int) edit {
 	return edit{file: "server/internal/oip/repo.go", nth: nth,
-		old: "\t\treturn err\n\t}\n\treturn v2True(w)\n",
-		new: "\t\tif e, _ := err.(*httpapi.Error); e.Status != 500 {\n\t\t\treturn e\n\t\t}\n\t}\n\treturn v2True(w)\n"}
+		old: "\t\treturn err\n\t}\n\treturn v2Empty(w)\n",
+		new: "\t\tif e, _ := err.(*httpapi.Error); e.Status != 500 {\n\t\t\treturn e\n\t\t}\n\t}\n\treturn v2Empty(w)\n"}
 }
 
 var mutants = []mutant{
@@ -145,7 +145,7 @@ var mutants = []mutant{
 	{name: "spool-file-kept", area: "budget", why: "a spooled upload's temporary file is not removed",
 		edits: []edit{{file: "server/internal/edge/spool.go", old: "\tif rerr := os.Remove(name); rerr != nil && err == nil {", new: "\tif rerr := error(nil); rerr != nil && err == nil && name == \"\" {"}}},
 	{name: "spool-kept-on-query-refusal", area: "budget", why: "a raw upload refused for its query keeps its spool file",
-		edits: []edit{{file: "server/internal/openai/upload.go", old: "\t\t\t_ = p.Close()\n\t\t\treturn nil, httpapi.Invalid(\"more than %d query parameters\", MaxFormFields)", new: "\t\t\treturn nil, httpapi.Invalid(\"more than %d query parameters\", MaxFormFields)"}}},
+		edits: []edit{{file: "server/internal/openai/upload.go", old: "\t\t\t_ = p.Close()\n\t\t\treturn nil, httpapi.InvalidParam(\"query\", \"more than %d query parameters\", MaxFormFields)", new: "\t\t\treturn nil, httpapi.InvalidParam(\"query\", \"more than %d query parameters\", MaxFormFields)"}}},
 	{name: "spool-kept-on-multipart-error", area: "budget", why: "a multipart upload that fails after its file part keeps the spool file",
 		edits: []edit{{file: "server/internal/openai/upload.go", old: "\tfail := func(err error) (*upload, error) {\n\t\tu.Close()", new: "\tfail := func(err error) (*upload, error) {"}}},
 
@@ -161,7 +161,7 @@ var mutants = []mutant{
 	{name: "ws-any-origin", area: "origin", why: "the WebSocket handshake accepts any Origin (both checks gone)",
 		edits: []edit{
 			{file: "server/internal/realtime/realtime.go", old: "\tif err := h.checkOrigin(r); err != nil {\n\t\treturn err\n\t}\n", new: ""},
-			{file: "server/internal/realtime/realtime.go", old: "OriginPatterns: h.wsOrigins()})", new: "OriginPatterns: []string{\"*\"}})"},
+			{file: "server/internal/realtime/realtime.go", old: "OriginPatterns: h.wsOrigins(),", new: "OriginPatterns: []string{\"*\"},"},
 		}},
 	{name: "host-portless-any", area: "origin", why: "a Host without a port passes whatever its name",
 		edits: []edit{{file: "server/internal/edge/origin.go", old: "\treturn port != \"\" && h.exact[host+\":\"+port]", new: "\treturn port == \"\" || h.exact[host+\":\"+port]"}}},
@@ -176,11 +176,11 @@ var mutants = []mutant{
 
 	// A change is answered 200 only once it is durable.
 	{name: "durable-apply", area: "durable", why: "PUT answers 200 although its record failed",
-		edits: []edit{durableEdit("g.Record(id)", 1)}},
+		edits: []edit{durableEdit("g.settle(id, intent, true)", 0)}},
 	{name: "durable-load", area: "durable", why: "load answers 200 although its record failed",
-		edits: []edit{durableEdit("g.Record(id)", 2)}},
+		edits: []edit{durableEdit("g.Record(id)", 1)}},
 	{name: "durable-unload", area: "durable", why: "unload answers 200 although its record failed",
-		edits: []edit{durableEdit("g.Record(id)", 3)}},
+		edits: []edit{durableEdit("g.Record(id)", 2)}},
 	{name: "durable-unregister", area: "durable", why: "DELETE /v1/models/{id} answers 200 although its tombstone was not recorded",
 		edits: []edit{durableEdit("s.commit(change{Models: []Model{m}})", 0)}},
 	{name: "durable-bulk-unload", area: "durable", why: "bulk unload answers 200 although its record failed",
@@ -190,7 +190,7 @@ var mutants = []mutant{
 	{name: "durable-v2-unload", area: "durable", why: "the OIP repository unload answers 200 although its record failed",
 		edits: v2DurableEdits(2)},
 	{name: "committed-error-unrecorded", area: "durable", why: "a PUT that committed but then failed (its load) is not recorded",
-		edits: []edit{{file: "server/internal/registry/service.go", old: "\t\tif runtime.Committed(err) {", new: "\t\tif false && runtime.Committed(err) {"}}},
+		edits: []edit{{file: "server/internal/registry/service.go", old: "g.settle(id, intent, runtime.Committed(err))", new: "g.settle(id, intent, false)"}}},
 	{name: "record-goes-backwards", area: "durable", why: "an older config_version may overwrite a newer record",
 		edits: []edit{{file: "server/internal/registry/service.go", old: "known && old.ConfigVersion > status.ConfigVersion {", new: "known && old.ConfigVersion > status.ConfigVersion+1 {"}}},
 
@@ -220,7 +220,7 @@ var mutants = []mutant{
 
 	// Leases held by the edge are given back on every path.
 	{name: "ws-failed-upgrade-leaks-lease", area: "lease", why: "a refused WebSocket upgrade keeps its lease (a slot lost per attempt)",
-		edits: []edit{{file: "server/internal/realtime/realtime.go", old: "\t\tlease.Release(true)\n\t\tlog.Warn(\"realtime upgrade failed\"", new: "\t\tlog.Warn(\"realtime upgrade failed\""}}},
+		edits: []edit{{file: "server/internal/realtime/realtime.go", old: "\t\tif lease != nil {\n\t\t\tss.release(lease, true)\n\t\t}\n\t\tlog.Warn(\"realtime upgrade failed\"", new: "\t\tlog.Warn(\"realtime upgrade failed\""}}},
 	{name: "stream-error-leaks-lease", area: "lease", why: "an /infer stream whose engine failed keeps its lease",
 		edits: []edit{{file: "server/h_infer.go", old: "\tif err != nil {\n\t\tlease.Release(true)\n\t\tif !sw.Started() {", new: "\tif err != nil {\n\t\tif !sw.Started() {"}}},
 }
