@@ -15,7 +15,8 @@ const (
 	pitchFFT    = 1024
 	pitchMinLag = rate / 400
 	pitchMaxLag = rate / 60
-	voicedPeak  = 0.5 // normalised autocorrelation peak of a voiced frame
+	voicedPeak  = 0.5  // normalised autocorrelation peak of a voiced frame
+	octaveCost  = 0.02 // per octave of lag above the shortest
 )
 
 // pitcher estimates per-frame log F0.
@@ -76,12 +77,17 @@ func (p *pitcher) logF0(samples []int16, f int) (float64, float64) {
 	if p.ac[0] <= 1e-3 {
 		return 0, 0
 	}
-	best, bestV := 0, 0.0
+	// The best local maximum, less Boersma's octave cost per octave
+	// below the highest pitch: a periodic signal correlates as well at
+	// twice its period, and the shorter lag should win.
+	best, bestV, bestS := 0, 0.0, math.Inf(-1)
 	r := func(lag int) float64 { return p.ac[lag] / p.ac[0] / p.wac[lag] }
 	for lag := pitchMinLag; lag <= pitchMaxLag; lag++ {
 		v := r(lag)
-		if v > bestV && v >= r(lag-1) && v >= r(lag+1) {
-			best, bestV = lag, v
+		if v >= r(lag-1) && v >= r(lag+1) {
+			if s := v - octaveCost*math.Log2(float64(lag)/pitchMinLag); s > bestS {
+				best, bestV, bestS = lag, v, s
+			}
 		}
 	}
 	if best == 0 {
