@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/sluice-dev/sluice/backends/onnx"
 )
@@ -21,7 +20,6 @@ type params struct {
 	mergeGap   float64 // seconds: one speaker's segments this close are merged
 	iterations int     // resegmentation passes
 	pitchW     float64 // weight of log F0 beside each cepstral dimension (0: unused)
-	trace      func(k int, ll, n float64, gains []float64, ts []turn)
 }
 
 // maxWindows bounds the clustering's cost (the n x n matrix and its
@@ -154,11 +152,8 @@ func (p params) diarize(ctx context.Context, samples []int16, regions [][2]int) 
 			}
 			wl := cut(merges, len(wins), k)
 			cand := frameLabels(len(frames), spans, wins, wl)
-			ll, scores := p.resegment(frames, speech, spans, cand, k)
+			ll := p.resegment(frames, speech, spans, cand, k)
 			n := float64(len(speech))
-			if p.trace != nil {
-				p.trace(k, ll, n, clusterGains(scores, speech, cand, k), p.turns(slices.Clone(cand), spans, regions))
-			}
 			score := ll - p.penalty*float64(k)*n - 0.5*float64(k*2*p.dims())*math.Log(n)
 			if best == nil || score > bestScore {
 				bestScore, best = score, cand
@@ -398,7 +393,7 @@ func frameLabels(n int, spans []span, wins []window, wl []int) []int {
 // resegment refines labels (k speakers) in place with p.iterations (>= 1) passes
 // of Gaussian scoring and smoothing, and returns the log-likelihood of the
 // speech frames under the final labels' Gaussians.
-func (p params) resegment(frames [][]float64, speech []int, spans []span, labels []int, k int) (float64, []float64) {
+func (p params) resegment(frames [][]float64, speech []int, spans []span, labels []int, k int) float64 {
 	for range p.iterations {
 		scores := p.gaussScores(frames, speech, labels, k)
 		for _, s := range spans {
@@ -410,38 +405,5 @@ func (p params) resegment(frames [][]float64, speech []int, spans []span, labels
 	for _, f := range speech {
 		ll += scores[f*k+labels[f]]
 	}
-	return ll, scores
-}
-
-// clusterGains returns, per speaker, how much better its own Gaussian
-// explains its frames than the next best speaker's does: the least over
-// the others of the mean log-likelihood difference per frame (+Inf for
-// one speaker; 0 for a speaker without frames).
-func clusterGains(scores []float64, speech, labels []int, k int) []float64 {
-	sum := make([]float64, k*k)
-	count := make([]float64, k)
-	for _, f := range speech {
-		c := labels[f]
-		if c < 0 {
-			continue
-		}
-		count[c]++
-		for b := range k {
-			sum[c*k+b] += scores[f*k+c] - scores[f*k+b]
-		}
-	}
-	out := make([]float64, k)
-	for c := range k {
-		out[c] = math.Inf(1)
-		if count[c] == 0 {
-			out[c] = 0
-			continue
-		}
-		for b := range k {
-			if b != c {
-				out[c] = min(out[c], sum[c*k+b]/count[c])
-			}
-		}
-	}
-	return out
+	return ll
 }

@@ -108,15 +108,17 @@ func (p *pitcher) logF0(samples []int16, f int) (float64, float64) {
 // recording is).
 func addPitch(ctx context.Context, samples []int16, frames [][]float64, spans []span, col int) error {
 	p := newPitcher()
-	for si, s := range spans {
-		if si%16 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
+	done := 0 // frames analysed: the context is checked every 1000
+	for _, s := range spans {
 		voiced := make([]bool, s.b-s.a)
 		nv := 0
 		for f := s.a; f < s.b; f++ {
+			if done%1000 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			done++
 			lf, v := p.logF0(samples, f)
 			if v >= voicedPeak {
 				frames[f][col], voiced[f-s.a] = lf, true

@@ -61,3 +61,28 @@ func TestPitch(t *testing.T) {
 		t.Error("cancelled: no error")
 	}
 }
+
+// The pitch pass's cost per second of speech, beside the cepstra's.
+func BenchmarkPitch(b *testing.B) {
+	s := harmonics(140, 10)
+	n := len(s) / frameHop
+	frames := make([][]float64, n)
+	for i := range frames {
+		frames[i] = make([]float64, featDim)
+	}
+	b.Run("pitch", func(b *testing.B) {
+		for b.Loop() {
+			if err := addPitch(context.Background(), s, frames, []span{{0, n}}, pitchCol); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mfcc", func(b *testing.B) {
+		m := newMFCC()
+		for b.Loop() {
+			if _, err := m.frames(context.Background(), s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
