@@ -29,7 +29,13 @@
 // one cluster; one speaker through two channels (8 kHz and 16 kHz audio)
 // is two, since the features see bandwidth as readily as a voice; a
 // speaker heard for less than a window may be folded into another.
-// `make bench-diarization` measures the first and third.
+// `make bench-diarization` measures the first and third. In generated
+// dialogs of one-sentence turns (`make bench-dialogs`) two speakers are
+// counted right, but three and four are often counted one short: each
+// further speaker must gain a fixed log-likelihood per frame of the whole
+// recording, which a speaker with one or two turns (2-5 s of a 30-s
+// dialog) does not reach, least of all when it is one of flite's three
+// men (awb, rms, kal), whose cepstra and F0 ranges are close.
 //
 // Requests: see backends/audio (Diarization). The output is JSON
 // {"duration", "segments":[{"start","end","speaker"}]}, speakers
