@@ -20,10 +20,12 @@ const testDialogs = 24
 // of one-sentence turns with overlaps, short and long silences and levels
 // 12 dB apart; flite's and eSpeak NG's voices). The engine contract's diarization target holds
 // for two-speaker dialogs: the count right in at least 95% and DER p90 at
-// most 10%. Over all counts it does not (three and four voices are
-// undercounted when two of them are alike: see `make bench-dialogs`), so
-// the test keeps today's level from slipping: the count right in at least
-// 85%, DER p90 at most 12%. `make bench-dialogs` scores 200.
+// most 10%. Over all counts the count does not reach 95% (three and four
+// voices are undercounted when one speaks little or two are alike: see
+// `make bench-dialogs`), so the test keeps today's level from slipping:
+// these 24 had the count right in 22 (91.7%) and a DER p90 of 0.8% with
+// log F0 beside the cepstra; the floor is 90% and 5%. `make bench-dialogs`
+// scores 200.
 func TestDialogs(t *testing.T) {
 	ctx := context.Background()
 	g, err := evalset.NewGenerator(ctx)
@@ -63,7 +65,7 @@ func TestDialogs(t *testing.T) {
 	if two.N < 8 || two.Accuracy() < 0.95 || two.Percentile(0.9) > 0.10 {
 		t.Errorf("two-speaker dialogs: %s", two)
 	}
-	if sc.Accuracy() < 0.85 || sc.Percentile(0.9) > 0.12 {
+	if sc.Accuracy() < 0.90 || sc.Percentile(0.9) > 0.05 {
 		t.Errorf("all dialogs: %s; wrong counts: %v", sc, sc.Wrong)
 	}
 }

@@ -128,7 +128,7 @@ func TestCancelled(t *testing.T) {
 
 func TestBadRequestsAndOptions(t *testing.T) {
 	e := New(Config{})
-	for _, o := range []string{`{"penalty":-1}`, `{"window_ms":100}`, `{"hop_ms":5000}`, `{"max_seconds":7200}`, `{"iterations":11}`, `{"bogus":1}`, `{"min_silence_ms":700000}`} {
+	for _, o := range []string{`{"penalty":-1}`, `{"window_ms":100}`, `{"hop_ms":5000}`, `{"max_seconds":7200}`, `{"iterations":11}`, `{"bogus":1}`, `{"min_silence_ms":700000}`, `{"features":"plp"}`, `{"pitch_weight":11}`, `{"pitch_weight":-1}`} {
 		if err := e.Validate(spec(t, o)); err == nil {
 			t.Errorf("options %s accepted", o)
 		}

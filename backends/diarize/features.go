@@ -17,8 +17,9 @@ const (
 	fftSize   = 512
 	melBands  = 40
 	numCeps   = 19
-	deltaSpan = 2 // frames each side of the delta regression
-	featDim   = 2 * numCeps
+	deltaSpan = 2           // frames each side of the delta regression
+	pitchCol  = 2 * numCeps // log F0 (addPitch)
+	featDim   = 2*numCeps + 1
 	framesSec = rate / frameHop // frames per second
 )
 

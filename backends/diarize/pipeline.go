@@ -19,6 +19,7 @@ type params struct {
 	minTurn    int     // frames: shorter runs join a neighbour
 	mergeGap   float64 // seconds: one speaker's segments this close are merged
 	iterations int     // resegmentation passes
+	pitchW     float64 // weight of log F0 beside each cepstral dimension (0: unused)
 }
 
 // maxWindows bounds the clustering's cost (the n x n matrix and its
@@ -43,6 +44,11 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 	if err != nil {
 		return nil, fmt.Errorf("diarize: vad: %w", err)
 	}
+	return p.diarize(ctx, samples, regions)
+}
+
+// diarize labels the speech regions (sample ranges, in order) of samples.
+func (p params) diarize(ctx context.Context, samples []int16, regions [][2]int) ([]turn, error) {
 	if len(regions) == 0 {
 		return nil, nil
 	}
@@ -64,6 +70,11 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 	}
 	if len(speech) == 0 {
 		return nil, nil
+	}
+	if p.pitchW > 0 {
+		if err := addPitch(ctx, samples, frames, spans, pitchCol); err != nil {
+			return nil, err
+		}
 	}
 	standardize(frames, speech)
 	if err := ctx.Err(); err != nil {
@@ -114,6 +125,10 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			idx[i] = i
 		}
 		standardize(vecs, idx)
+		for _, v := range vecs {
+			v[pitchCol] *= p.pitchW
+			v[featDim+pitchCol] *= p.pitchW
+		}
 		merges, _, err := dendrogram(ctx, cosineDistances(vecs), len(vecs))
 		if err != nil {
 			return nil, err
@@ -139,7 +154,7 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			cand := frameLabels(len(frames), spans, wins, wl)
 			ll := p.resegment(frames, speech, spans, cand, k)
 			n := float64(len(speech))
-			score := ll - p.penalty*float64(k)*n - 0.5*float64(k*2*featDim)*math.Log(n)
+			score := ll - p.penalty*float64(k)*n - 0.5*float64(k*2*p.dims())*math.Log(n)
 			if best == nil || score > bestScore {
 				bestScore, best = score, cand
 			}
@@ -150,6 +165,12 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			labels[f] = 0
 		}
 	}
+	return p.turns(labels, spans, regions), nil
+}
+
+// turns makes labelled speech frames (absorbing short runs in place) into
+// merged turns.
+func (p params) turns(labels []int, spans []span, regions [][2]int) []turn {
 	var out []turn
 	for ri, s := range spans {
 		absorbShort(labels[s.a:s.b], p.minTurn)
@@ -167,7 +188,7 @@ func (p params) run(ctx context.Context, vad *onnx.VAD, samples []int16) ([]turn
 			}
 		}
 	}
-	return mergeTurns(out, p.mergeGap), nil
+	return mergeTurns(out, p.mergeGap)
 }
 
 func abs(x int) int {
@@ -177,10 +198,23 @@ func abs(x int) int {
 	return x
 }
 
+// dims is the number of frame features used.
+func (p params) dims() int {
+	if p.pitchW > 0 {
+		return featDim
+	}
+	return 2 * numCeps
+}
+
 // gaussScores fits a diagonal Gaussian per speaker to its labelled speech
 // frames and returns every speech frame's log-likelihood under each
 // (scores[f*k+c]; frames outside speech are zero).
-func gaussScores(frames [][]float64, speech, labels []int, k int) []float64 {
+func (p params) gaussScores(frames [][]float64, speech, labels []int, k int) []float64 {
+	w := make([]float64, featDim)
+	for d := range w {
+		w[d] = 1
+	}
+	w[pitchCol] = p.pitchW
 	mean := make([][]float64, k)
 	vars := make([][]float64, k)
 	count := make([]float64, k)
@@ -208,7 +242,7 @@ func gaussScores(frames [][]float64, speech, labels []int, k int) []float64 {
 			mu := mean[c][d] / count[c]
 			mean[c][d] = mu
 			vars[c][d] = max(vars[c][d]/count[c]-mu*mu, 1e-3)
-			logNorm[c] -= 0.5 * math.Log(2*math.Pi*vars[c][d])
+			logNorm[c] -= 0.5 * w[d] * math.Log(2*math.Pi*vars[c][d])
 		}
 	}
 	scores := make([]float64, len(frames)*k)
@@ -221,7 +255,7 @@ func gaussScores(frames [][]float64, speech, labels []int, k int) []float64 {
 			s := logNorm[c]
 			for d, v := range frames[f] {
 				x := v - mean[c][d]
-				s -= 0.5 * x * x / vars[c][d]
+				s -= 0.5 * w[d] * x * x / vars[c][d]
 			}
 			scores[f*k+c] = s
 		}
@@ -361,12 +395,12 @@ func frameLabels(n int, spans []span, wins []window, wl []int) []int {
 // speech frames under the final labels' Gaussians.
 func (p params) resegment(frames [][]float64, speech []int, spans []span, labels []int, k int) float64 {
 	for range p.iterations {
-		scores := gaussScores(frames, speech, labels, k)
+		scores := p.gaussScores(frames, speech, labels, k)
 		for _, s := range spans {
 			smoothArgmax(scores, labels, s.a, s.b, p.smooth)
 		}
 	}
-	scores := gaussScores(frames, speech, labels, k)
+	scores := p.gaussScores(frames, speech, labels, k)
 	ll := 0.0
 	for _, f := range speech {
 		ll += scores[f*k+labels[f]]
