@@ -9,7 +9,11 @@
 // when given, must be the model's. The output is an audio.ASRResult: text,
 // duration, language, and the words with their times from the decoder's
 // word segmentation (ps_seg_iter; fillers and silences left out), grouped
-// into segments at pauses (audio.Segments).
+// into segments at pauses (audio.Segments). The audio is decoded as
+// utterances cut at its pauses (endpoint.go); with Request.Stream each
+// goes out as an audio.TranscriptDelta as soon as it ended, and the
+// deltas concatenate to the result's text, which is the same streamed or
+// not.
 //
 // Checkpoints: a catalogue folder whose manifest names engine
 // "pocketsphinx"; options hmm (acoustic model folder), lm (language model),
