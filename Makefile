@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory bench-first-delta
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -143,6 +143,25 @@ sdk-table: deps models
 # about 2 minutes (scripts/benchrealtime; -levels, -turns, -pace).
 bench-realtime:
 	$(GO) run ./scripts/benchrealtime
+
+# bench-first-delta: a streamed transcription's time to its first
+# transcript delta against the whole request, over HTTP, for pocketsphinx
+# and whisper (tiny synthetic), on this tree beside FIRST_DELTA_BASE (the
+# commit before pocketsphinx streamed its utterances; the harness is built
+# in a copy of it), requests alternating between the two in one run; then
+# pocketsphinx's word errors on both (flite's four voices, jfk.wav).
+# Size: 5 requests per engine and server of a 10-sentence upload (about
+# 25 s of audio), about 5 minutes on 2 busy cores (scripts/benchfirstdelta;
+# FIRST_DELTA_FLAGS: -n, -sentences).
+FIRST_DELTA_BASE ?= 91858b5c2e87c97ad28cc18eb32849847a1202c8
+FIRST_DELTA_FLAGS ?=
+bench-first-delta: deps
+	@base=$$(mktemp -d) && trap 'rm -rf '$$base EXIT && \
+	git archive $(FIRST_DELTA_BASE) | tar -x -C $$base && \
+	rm -rf $$base/scripts/benchfirstdelta && cp -r scripts/benchfirstdelta $$base/scripts/ && \
+	(cd $$base && $(GO) build -o $$base/benchfirstdelta-base ./scripts/benchfirstdelta) && \
+	$(GO) build -o $$base/benchfirstdelta ./scripts/benchfirstdelta && \
+	$$base/benchfirstdelta -baseline $$base/benchfirstdelta-base $(FIRST_DELTA_FLAGS)
 
 # bench-http: loopback load against sluice and a bare chi handler, one run.
 BENCHHTTP_ARGS ?=

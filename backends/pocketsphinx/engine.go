@@ -9,7 +9,11 @@
 // when given, must be the model's. The output is an audio.ASRResult: text,
 // duration, language, and the words with their times from the decoder's
 // word segmentation (ps_seg_iter; fillers and silences left out), grouped
-// into segments at pauses (audio.Segments).
+// into segments at pauses (audio.Segments). The audio is decoded as
+// utterances cut at its pauses (endpoint.go); with Request.Stream each
+// goes out as an audio.TranscriptDelta as soon as it ended, and the
+// deltas concatenate to the result's text, which is the same streamed or
+// not.
 //
 // Checkpoints: a catalogue folder whose manifest names engine
 // "pocketsphinx"; options hmm (acoustic model folder), lm (language model),
@@ -310,15 +314,39 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return backends.Output{}, err
 	}
 	dur := round3(a.Seconds())
-	text, words, err := s.decode(ctx, a.Samples, dur)
+	// With Request.Stream each utterance goes out as an
+	// audio.TranscriptDelta once it ended (endpoint.go): the deltas
+	// concatenate to the transcript, which is the same bytes streamed or
+	// not.
+	stream := req.Stream && emit != nil
+	var sink func(utterance) error
+	if stream {
+		said := false
+		sink = func(u utterance) error {
+			d := audio.TranscriptDelta{Delta: u.text}
+			if n := len(u.words); n > 0 {
+				d.Start, d.End = u.words[0].Start, u.words[n-1].End
+			}
+			if said {
+				d.Delta = " " + d.Delta
+			}
+			said = true
+			b, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			return emit(b)
+		}
+	}
+	text, words, err := s.decode(ctx, a.Samples, dur, sink)
 	if err != nil {
 		return backends.Output{}, err
 	}
-	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Segments: audio.Segments(words), Words: words})
+	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: dur, Language: lang, Streamed: stream, Segments: audio.Segments(words), Words: words})
 	if err != nil {
 		return backends.Output{}, err
 	}
-	if req.Stream && emit != nil {
+	if stream {
 		if err := emit(b); err != nil {
 			return backends.Output{}, err
 		}
@@ -328,75 +356,6 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 
 // frameRate is the decoder's frames per second (its default -frate).
 const frameRate = 100
-
-// decode runs one utterance in a fresh stream: the result depends on this
-// audio alone, not on earlier requests. Every request goes to the decoder
-// in pieces of pieceSamples, after adaptCMN's first pass over its first
-// adaptSamples; between pieces the context and the cost budget are checked
-// (E2, E3), and either ends the utterance and returns its error, leaving
-// the session ready for the next request. (Short requests were once one
-// whole full_utt decode; that decode's word times then depended on what a
-// pieced request had left in the decoder: TestAnswersIndependentOfPathBefore.)
-// It returns the hypothesis and its words with their times (from the
-// decoder's word segmentation, fillers and silences left out), clamped to
-// the audio's seconds.
-func (s *session) decode(ctx context.Context, samples []int16, seconds float64) (string, []audio.Word, error) {
-	n := min(len(samples), pieceSamples)
-	whole := int32(0)
-	if s.cmn.cmn == nil {
-		// An unknown CMN layout: one whole decode with batch CMN.
-		n, whole = len(samples), 1
-	}
-	buf := native.Malloc(2 * max(1, n))
-	defer native.Free(buf)
-	l := s.lib
-	m := startMeter(s.cfg.budget(seconds))
-	defer m.stop()
-	pieces := 0
-	run := func(samples []int16) error {
-		for off := 0; off < len(samples); off += n {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			piece := samples[off:min(off+n, len(samples))]
-			copy(unsafe.Slice((*int16)(buf), len(piece)), piece)
-			if l.processRaw(s.ps, buf, uintptr(len(piece)), 0, whole) < 0 {
-				return fmt.Errorf("pocketsphinx: process_raw failed")
-			}
-			pieces++
-			if afterPiece != nil {
-				afterPiece(pieces)
-			}
-			if err := m.check(seconds); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// Every request is its own stream: the front end's noise and voice
-	// activity statistics are kept per stream, and would otherwise carry
-	// one request's channel estimate into the next (the same audio then
-	// decodes differently after different predecessors).
-	if l.startStream(s.ps) < 0 {
-		return "", nil, fmt.Errorf("pocketsphinx: start_stream failed")
-	}
-	if whole == 0 {
-		if err := s.adaptCMN(samples, run); err != nil {
-			return "", nil, err
-		}
-	}
-	if l.startUtt(s.ps) < 0 {
-		return "", nil, fmt.Errorf("pocketsphinx: start_utt failed")
-	}
-	if err := run(samples); err != nil {
-		return "", nil, s.abort(err)
-	}
-	if l.endUtt(s.ps) < 0 {
-		return "", nil, fmt.Errorf("pocketsphinx: end_utt failed")
-	}
-	text := strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score)))
-	return text, s.words(seconds), nil
-}
 
 // abort ends a decode that stopped with err (its context ended, its
 // budget was spent) without the utterance's second pass (abort.go), and
@@ -409,6 +368,8 @@ func (s *session) abort(err error) error {
 }
 
 // words walks the last utterance's segmentation.
+// Its frames count from the start of the stream (ps_start_stream), not of
+// the utterance, so an upload's utterances need no offset.
 func (s *session) words(seconds float64) []audio.Word {
 	l := s.lib
 	frames := native.Malloc(8)

@@ -13,22 +13,22 @@ import (
 	"github.com/sluice-dev/sluice/backends/internal/native"
 )
 
-// Live sessions (backends/live.go; CONTRACT.md "Live sessions"): the
-// decoder takes a turn's audio as it arrives (ps_start_utt, then
-// ps_process_raw per piece without full_utt, so CMN and the search run
-// incrementally), reports its partial hypothesis (ps_get_hyp) every
-// hypEvery samples of audio when it changed, and finishes the turn at a
-// commit (ps_end_utt, then the final hypothesis). A session is one stream
-// (ps_start_stream): the front end's running statistics carry from turn to
-// turn, as they would for one speaker on one microphone.
+// Live sessions (backends/live.go; CONTRACT.md "Live sessions",
+// live.transcribe): the decoder takes a turn's audio as it arrives
+// (ps_start_utt, then ps_process_raw per piece without full_utt, so CMN
+// and the search run incrementally), and the turn is cut into utterances
+// at its pauses (endpoint.go, the rule uploads use): an utterance ends
+// (ps_end_utt) at each pause and its text is then final. A partial
+// carries the turn's ended utterances only, never the hypothesis in
+// progress, which the second pass may still revise; the final is those
+// and the last utterance, ended at the commit. So every delta the server
+// derives from the partials is words the completed transcript starts
+// with, and the turn's deltas concatenate to it exactly. A session is one
+// stream (ps_start_stream): the front end's running statistics carry from
+// turn to turn, as they would for one speaker on one microphone.
 
 // Live implements backends.LiveEngine.
 func (e *Engine) Live() bool { return true }
-
-// hypEvery is how much audio (16 kHz samples, 100 ms) the decoder takes
-// between two partial hypotheses: ps_get_hyp walks the search's
-// backpointers, which is not free.
-const hypEvery = SampleRate / 10
 
 // liveBuf is the C buffer live pieces are copied into.
 type liveBuf struct {
@@ -71,33 +71,69 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 	var buf liveBuf
 	defer func() { native.Free(buf.p) }()
 	var (
-		rs       *audio.Resampler // the turn's, from its rate to 16 kHz
-		rsRate   int
-		pcm      []int16
-		open     bool // an utterance is started
-		turn     int
-		sinceHyp int
-		last     string
+		rs      *audio.Resampler // the turn's, from its rate to 16 kHz
+		rsRate  int
+		pcm     []int16
+		open    bool // an utterance is started
+		turn    int
+		ep      endpointer // the turn's
+		settled []string   // the turn's ended utterances' texts
 	)
 	defer func() {
 		if open {
 			s.abortUtt(false) // a dropped turn: its result is not wanted (abort.go)
 		}
 	}()
-	feed := func(samples []int16) error {
-		if len(samples) == 0 {
+	// endUtt ends the utterance in progress and keeps its text.
+	endUtt := func() error {
+		if !open {
 			return nil
 		}
-		if !open {
-			if l.startUtt(s.ps) < 0 {
-				return fmt.Errorf("pocketsphinx: start_utt failed")
+		open = false
+		if l.endUtt(s.ps) < 0 {
+			return fmt.Errorf("pocketsphinx: end_utt failed")
+		}
+		if text := strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score))); text != "" {
+			settled = append(settled, text)
+		}
+		return nil
+	}
+	// feed decodes samples, ending an utterance at each pause in them.
+	// When one ended with text, the turn's settled text goes out as a
+	// partial twice: the server lets out the words two hypotheses in a
+	// row share, less the last (live.transcribe), so the repeat lets all
+	// of it out but its last word, which the next partial or the final
+	// says.
+	feed := func(samples []int16) error {
+		for len(samples) > 0 {
+			k, cut := ep.next(samples)
+			if !open {
+				if l.startUtt(s.ps) < 0 {
+					return fmt.Errorf("pocketsphinx: start_utt failed")
+				}
+				open = true
 			}
-			open = true
+			if l.processRaw(s.ps, buf.put(samples[:k]), uintptr(k), 0, 0) < 0 {
+				return fmt.Errorf("pocketsphinx: process_raw failed")
+			}
+			samples = samples[k:]
+			if !cut {
+				continue
+			}
+			n := len(settled)
+			if err := endUtt(); err != nil {
+				return err
+			}
+			if len(settled) == n {
+				continue
+			}
+			ev := backends.LiveEvent{Kind: backends.LivePartial, Turn: turn, Text: strings.Join(settled, " ")}
+			for range 2 {
+				if err := backends.EmitLive(emit, ev); err != nil {
+					return err
+				}
+			}
 		}
-		if l.processRaw(s.ps, buf.put(samples), uintptr(len(samples)), 0, 0) < 0 {
-			return fmt.Errorf("pocketsphinx: process_raw failed")
-		}
-		sinceHyp += len(samples)
 		return nil
 	}
 	for {
@@ -113,7 +149,7 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 				s.abortUtt(true) // a cleared turn: its result is not wanted
 				open = false
 			}
-			rs, last, sinceHyp = nil, "", 0
+			rs, ep, settled = nil, endpointer{}, nil
 		}
 		if len(p.Samples) > 0 {
 			if p.Rate <= 0 {
@@ -131,15 +167,6 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 			if err := feed(pcm); err != nil {
 				return backends.Output{}, err
 			}
-			if sinceHyp >= hypEvery {
-				sinceHyp = 0
-				if hyp := strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score))); hyp != last {
-					last = hyp
-					if err := backends.EmitLive(emit, backends.LiveEvent{Kind: backends.LivePartial, Turn: turn, Text: hyp}); err != nil {
-						return backends.Output{}, err
-					}
-				}
-			}
 		}
 		if p.Commit {
 			if rs != nil {
@@ -148,19 +175,14 @@ func (s *session) live(ctx context.Context, req backends.Request, emit backends.
 				}
 				rs = nil
 			}
-			text := ""
-			if open {
-				open = false
-				if l.endUtt(s.ps) < 0 {
-					return backends.Output{}, fmt.Errorf("pocketsphinx: end_utt failed")
-				}
-				text = strings.TrimSpace(native.GoString(l.getHyp(s.ps, s.score)))
+			if err := endUtt(); err != nil {
+				return backends.Output{}, err
 			}
-			if err := backends.EmitLive(emit, backends.LiveEvent{Kind: backends.LiveFinal, Turn: turn, Text: text}); err != nil {
+			if err := backends.EmitLive(emit, backends.LiveEvent{Kind: backends.LiveFinal, Turn: turn, Text: strings.Join(settled, " ")}); err != nil {
 				return backends.Output{}, err
 			}
 			turn++
-			last, sinceHyp = "", 0
+			ep, settled = endpointer{}, nil
 		}
 	}
 }
