@@ -136,3 +136,25 @@ func TestCancelBetweenGroups(t *testing.T) {
 		}
 	})
 }
+
+// TestLongTextInGroups: a request of audio.MaxTextLen characters reaches
+// the library in many calls, none over groupChars bytes, so the native
+// memory of one call is one group's synthesis.
+func TestLongTextInGroups(t *testing.T) {
+	root := testRoot(t)
+	s := open(t, New(Config{}), root, PiperSynthetic, "")
+	text := strings.Repeat("The committee will review every application. ", audio.MaxTextLen/46)
+	calls := 0
+	testHook = func(point string) {
+		if point == "tts-group" {
+			calls++
+		}
+	}
+	defer func() { testHook = nil }()
+	if got := speak(t, s, `{"text":`+jsonString(text)+`}`); len(got) == 0 {
+		t.Fatal("no audio")
+	}
+	if want := len(text)/groupChars + 1; calls < want {
+		t.Errorf("%d bytes of text in %d generate calls, want at least %d", len(text), calls, want)
+	}
+}
