@@ -103,8 +103,8 @@ func (c *ChunkEmitter) send(rate int, samples []int16) error {
 // CodecWriter encodes a speech answer as mp3, opus or flac from samples
 // fed in pieces (Write), resampled to a rate the codec takes as Encode
 // does, with one resampler across the pieces: the bytes are Encode's for
-// the concatenated samples (Ogg Opus but for the stream serial
-// libsndfile draws for every file). It holds the encoded output and the
+// the concatenated samples (Ogg Opus too: the serial libsndfile draws
+// for every file is replaced by one derived from the content). It holds the encoded output and the
 // codec's state, not the PCM. Not safe for concurrent use; Close or Abort
 // frees it.
 type CodecWriter struct {

@@ -41,6 +41,9 @@ func HistoryInputs(in map[string][]backends.Request, task string) []backends.Req
 	add("tts-long", audio.TTSRequest{Text: "Please remind me to water the plants on Saturday morning, before nine. Then read me the shopping list."})
 	add("tts-slow", audio.TTSRequest{Text: HistoryPair[0], Speed: 0.8})
 	add("tts-16k", audio.TTSRequest{Text: HistoryPair[1], SampleRate: 16000})
+	// Ogg Opus: libsndfile draws a random stream serial per file, which
+	// the encoder replaces (backends/internal/sndfile ogg.go).
+	add("tts-opus", audio.TTSRequest{Text: HistoryPair[1], Format: "opus"})
 	return reqs
 }
 

@@ -13,14 +13,17 @@ import (
 )
 
 // speak runs a TTS request (audio.TTSRequest; see backends/audio). The
-// library synthesises sentence by sentence (max_num_sentences 1) and
-// hands each through the progress callback: a stream emits it as a chunk
-// at once; otherwise the pieces are joined. speed divides the length scale
+// text goes to the library in groups of whole sentences of at most
+// groupChars bytes, one generate call each (its native memory is one
+// group's synthesis, not the request's); the library synthesises
+// sentence by sentence (max_num_sentences 1) and hands each through the
+// progress callback: a stream emits it as a chunk at once; otherwise the
+// pieces are joined. speed divides the length scale
 // (the library's own mapping); the output is at the model's rate,
 // resampled to the request's sample_rate. Cancellation: the callback
 // returns 0 once ctx has ended, so the library stops after the sentence
-// in progress (a sentence itself cannot be interrupted; requests are
-// bounded by audio.MaxTextLen characters).
+// in progress, and no further group starts (a sentence itself cannot be
+// interrupted; groups are bounded by groupChars).
 func (m *model) speak(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
 	r, err := audio.ParseTTS(req.Input)
 	if err != nil {
@@ -59,17 +62,27 @@ func (m *model) speak(ctx context.Context, req backends.Request, emit backends.E
 	}
 	key := registerGen(g)
 	defer unregisterGen(key)
-	out := m.lib.ttsGenerate(m.ptr, native.Ptr(cs.of(r.Text)), unsafe.Pointer(gc), m.lib.progress, key)
-	if out != 0 {
-		m.lib.destroyAudio(out)
+	// One generate call per group of sentences (groups.go): the library
+	// holds a call's whole synthesis in native memory until it returns.
+	spoke := false
+	for _, text := range sentenceGroups(r.Text, groupChars) {
+		if err := ctx.Err(); err != nil {
+			return backends.Output{}, err
+		}
+		hook("tts-group")
+		out := m.lib.ttsGenerate(m.ptr, native.Ptr(cs.of(text)), unsafe.Pointer(gc), m.lib.progress, key)
+		if out != 0 {
+			m.lib.destroyAudio(out)
+			spoke = true
+		}
+		if err := ctx.Err(); err != nil {
+			return backends.Output{}, err
+		}
+		if g.err != nil {
+			return backends.Output{}, g.err
+		}
 	}
-	if err := ctx.Err(); err != nil {
-		return backends.Output{}, err
-	}
-	if g.err != nil {
-		return backends.Output{}, g.err
-	}
-	if out == 0 {
+	if !spoke {
 		return backends.Output{}, backends.Invalidf("sherpa: %s could not synthesise the text (no known phonemes in it?)", m.cfg.name)
 	}
 	if req.Stream && emit != nil {

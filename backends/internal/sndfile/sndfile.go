@@ -341,11 +341,12 @@ func Encode(ctx context.Context, samples []int16, rate, format int, limit int64)
 // nothing). It holds the encoded output and the codec's state, never the
 // PCM. Not safe for concurrent use; Close or Abort frees it.
 type Encoder struct {
-	ctx  context.Context
-	v    *vstream
-	id   uintptr
-	h    uintptr
-	cbuf unsafe.Pointer // chunkFrames shorts
+	ctx    context.Context
+	format int
+	v      *vstream
+	id     uintptr
+	h      uintptr
+	cbuf   unsafe.Pointer // chunkFrames shorts
 }
 
 // NewEncoder opens an encoder of format at rate whose output may not pass
@@ -362,7 +363,7 @@ func NewEncoder(ctx context.Context, rate, format int, limit, hint int64) (*Enco
 	if sfFormatCheck(info) == 0 {
 		return nil, fmt.Errorf("sndfile: format 0x%x at %d Hz cannot be written", format, rate)
 	}
-	e := &Encoder{ctx: ctx, v: &vstream{ctx: ctx, limit: limit, buf: make([]byte, 0, max(0, min(limit, hint)))}}
+	e := &Encoder{ctx: ctx, format: format, v: &vstream{ctx: ctx, limit: limit, buf: make([]byte, 0, max(0, min(limit, hint)))}}
 	e.id = register(e.v)
 	e.h = sfOpenVirtual(vioTable, modeWrite, info, e.id)
 	if e.h == 0 {
@@ -399,7 +400,8 @@ func (e *Encoder) Write(samples []int16) error {
 	return nil
 }
 
-// Close finishes the file and returns its bytes.
+// Close finishes the file and returns its bytes: the same bytes for the
+// same samples (an Ogg file's random serial is replaced, see ogg.go).
 func (e *Encoder) Close() ([]byte, error) {
 	if e.h == 0 {
 		return nil, errors.New("sndfile: encoder already closed")
@@ -411,6 +413,9 @@ func (e *Encoder) Close() ([]byte, error) {
 			return nil, e.v.err
 		}
 		return nil, fmt.Errorf("sndfile: finishing the file: error %d", rc)
+	}
+	if e.format&formatTypeMask == FormatOGG {
+		fixOggSerials(e.v.buf) // the same bytes for the same samples
 	}
 	return e.v.buf, nil
 }
