@@ -77,7 +77,7 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header() // (4)
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	if werr := httpapi.WriteReleasing(w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
+	if werr := httpapi.WriteReleasing(ctx, w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
 		httpapi.Logger(ctx).Debug("answer not delivered", "err", werr)
 	}
 	return nil

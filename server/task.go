@@ -56,7 +56,7 @@ func writeTask(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, con
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	werr := httpapi.WriteReleasing(w, body, func(failed bool) { lease.Release(failed) })
+	werr := httpapi.WriteReleasing(r.Context(), w, body, func(failed bool) { lease.Release(failed) })
 	if werr != nil {
 		httpapi.Logger(r.Context()).Debug("answer not delivered", "err", werr)
 	}
