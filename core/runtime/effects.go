@@ -63,6 +63,7 @@ func (w *waiter) wait() outcome {
 type waitEntry struct {
 	tk core.Ticket
 	w  *waiter
+	hp int32 // 1 + the index of tk's admission deadline in Runtime.dl; 0: none (deadlines.go)
 }
 
 type actKind uint8
@@ -284,6 +285,9 @@ func (r *Runtime) takeWaiterLocked(tk core.Ticket) *waiter {
 	i := int(uint32(tk))
 	if i >= len(r.waiters) || r.waiters[i].tk != tk {
 		return nil
+	}
+	if hp := r.waiters[i].hp; hp != 0 { // its deadline no longer applies
+		r.removeDeadlineLocked(int(hp - 1))
 	}
 	w := r.waiters[i].w
 	r.waiters[i] = waitEntry{}

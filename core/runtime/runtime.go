@@ -76,6 +76,8 @@ type Runtime struct {
 	last      int64       // time of the last event, for monotonic event times
 	models    []pools     // by core.Handle
 	waiters   []waitEntry // by ticket index (low 32 bits)
+	dl        []deadline  // min-heap of the queued waiters' admission deadlines (deadlines.go)
+	dlSeq     uint64      // pushes into dl, for its tie-break
 	reqIDs    []reqID     // request IDs by ticket index, for Busy
 	obs       bool        // trace or full observers: build every step
 	obsLife   bool        // lifecycle observers: build the steps with backend work
@@ -94,6 +96,11 @@ type Runtime struct {
 	waiterPool sync.Pool
 
 	mgrs managerWatch // WatchManagers (managers.go)
+
+	// timerLag makes every waiter's admission timer fire this much late:
+	// a machine stalled past a deadline, for tests (deadlines.go). Set
+	// before the first submission; 0 in production.
+	timerLag time.Duration
 
 	wg         sync.WaitGroup // backend step goroutines
 	workCtx    context.Context

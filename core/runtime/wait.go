@@ -27,9 +27,7 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 	if ctx.Err() != nil {
 		return 0, outcome{}, cancelled(ctx, id)
 	}
-	t := r.clock()
-	r.mu.Lock()
-	now := r.stampLocked(t)
+	now, xs := r.lockAt(r.clock()) // overdue tickets expire first (deadlines.go)
 	ev.Now = now
 	var tk core.Ticket
 	var h core.Handle
@@ -47,15 +45,18 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 			r.models[h].stats.admit(0, r.waitBounds)
 			r.endLocked(now, ev, tk)
 			r.mu.Unlock()
+			r.execExpired(xs)
 			return tk, o, nil
 		}
 	} else {
 		if err := r.capLocked(ev); err != nil {
 			r.mu.Unlock()
+			r.execExpired(xs)
 			return 0, outcome{}, err
 		}
 		if err := r.namesLocked(ev); err != nil {
 			r.mu.Unlock()
+			r.execExpired(xs)
 			return 0, outcome{}, err
 		}
 		// Unknown IDs go through the core too, so a trace replays exactly.
@@ -73,9 +74,11 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 		r.addWaiterLocked(tk, w)
 		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already admitted
 			d = dl - now
+			r.pushDeadlineLocked(tk, dl)
 		}
 	}
 	r.mu.Unlock()
+	r.execExpired(xs)
 	switch kind { // live sessions drain for a waiting manager (managers.go)
 	case kindManager:
 		r.noteManagers(ev.Model)
@@ -114,7 +117,7 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 	}
 	var timerC <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(time.Duration(d))
+		t := time.NewTimer(time.Duration(d) + r.timerLag)
 		defer t.Stop()
 		timerC = t.C
 	}
@@ -164,13 +167,12 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 // leave deregisters the waiter even when the ticket lives on (a granted
 // manager or a bulk whose caller went away).
 func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ticketKind) (o outcome, own, ok bool, err error) {
-	t := r.clock()
-	r.mu.Lock()
-	now := r.stampLocked(t)
+	now, xs := r.lockAt(r.clock()) // may expire tk itself: then Cancel finds it ended
 	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
 	ok, err = r.m.Cancel(ev.Now, ev.Ticket, ev.Reason) // Step drops ok
 	if err != nil {
 		r.mu.Unlock()
+		r.execExpired(xs)
 		return outcome{}, false, false, err
 	}
 	s := sect{own: tk, ownKind: kind}
@@ -182,6 +184,7 @@ func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ti
 		r.takeWaiterLocked(tk)
 	}
 	r.mu.Unlock()
+	r.execExpired(xs)
 	r.exec(&s)
 	return s.ownOut, s.hasOwn, ok, nil
 }
