@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,8 +15,18 @@ import (
 // lateTimers returns an env whose waiters' admission timers fire an hour
 // late: a machine stalled past the deadlines, so that only the runtime's
 // own deadlines (deadlines.go) can expire a ticket in time.
+// The trace goes to buf and, for `make trace-check`, to SLUICE_TRACE_DIR.
 func lateTimers(t *testing.T, copts core.Options, buf *lockedBuffer) *env {
-	e := newEnv(t, copts, withTrace(buf))
+	var w io.Writer = buf
+	f, err := TraceFromEnv(t.Name(), copts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f != nil {
+		t.Cleanup(func() { f.Close() }) // after the env's shutdown (cleanups run last first)
+		w = io.MultiWriter(buf, f)
+	}
+	e := newEnv(t, copts, withTrace(w))
 	e.rt.timerLag = time.Hour
 	return e
 }
