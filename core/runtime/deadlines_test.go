@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -288,4 +289,47 @@ func TestDeadlineAtReleaseInstant(t *testing.T) {
 			t.Fatalf("%+v", st)
 		}
 	})
+}
+
+// The deadline heap pops in (deadline, push) order after any mix of pushes
+// and removals, and every waiter entry knows where its deadline is.
+func TestDeadlineHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	r := &Runtime{}
+	const n = 300
+	in := map[core.Ticket]deadline{}
+	for i := 1; i <= n; i++ {
+		tk := core.Ticket(uint64(1)<<32 | uint64(i))
+		r.addWaiterLocked(tk, nil)
+		r.pushDeadlineLocked(tk, int64(rng.IntN(50)))
+		in[tk] = r.dl[r.waiters[i].hp-1]
+		if rng.IntN(3) == 0 { // a waiter that leaves: granted or gone
+			victim := core.Ticket(uint64(1)<<32 | uint64(1+rng.IntN(i)))
+			if _, ok := in[victim]; ok {
+				r.takeWaiterLocked(victim)
+				delete(in, victim)
+			}
+		}
+		for j, d := range r.dl {
+			if hp := r.waiters[int(uint32(d.tk))].hp; int(hp) != j+1 {
+				t.Fatalf("entry %d (ticket %x) recorded at %d", j, uint64(d.tk), hp-1)
+			}
+		}
+	}
+	var prev *deadline
+	for len(r.dl) > 0 {
+		d := r.dl[0]
+		r.removeDeadlineLocked(0)
+		if prev != nil && d.before(prev) {
+			t.Fatalf("popped %+v after %+v", d, *prev)
+		}
+		if in[d.tk] != d {
+			t.Fatalf("popped %+v, pushed %+v", d, in[d.tk])
+		}
+		delete(in, d.tk)
+		prev = &d
+	}
+	if len(in) != 0 {
+		t.Fatalf("%d deadlines lost", len(in))
+	}
 }

@@ -278,6 +278,9 @@ func (r *Runtime) addWaiterLocked(tk core.Ticket, w *waiter) {
 	for len(r.waiters) <= i {
 		r.waiters = append(r.waiters, waitEntry{})
 	}
+	if hp := r.waiters[i].hp; hp != 0 { // a stale entry of an ended ticket: never in the heap past its end
+		r.removeDeadlineLocked(int(hp - 1))
+	}
 	r.waiters[i] = waitEntry{tk: tk, w: w}
 }
 

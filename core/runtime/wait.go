@@ -100,7 +100,9 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 //	(1) the outcome arrives: return it.
 //	(2) the admission timer fires: Cancel(timeout). A queued ticket ends
 //	    with server_busy; an admitted one is not cancellable, so keep
-//	    waiting without the timer.
+//	    waiting without the timer. The runtime's own deadlines
+//	    (deadlines.go) have usually expired a queued ticket first, in the
+//	    same or an earlier section: then this Cancel finds it ended.
 //	(3) ctx ends (the client went away): Cancel(disconnect). A queued or
 //	    initialising request leaves at once; a granted request's lease is
 //	    released as soon as its Grant arrives; a granted manager runs on
