@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -331,5 +332,29 @@ func TestDeadlineHeap(t *testing.T) {
 	}
 	if len(in) != 0 {
 		t.Fatalf("%d deadlines lost", len(in))
+	}
+}
+
+// BenchmarkDeadlineHeap is what a queued ticket with a bounded timeout adds
+// to its critical sections: one push when it queues and one removal when
+// its waiter leaves (granted), with n other deadlines in the heap.
+func BenchmarkDeadlineHeap(b *testing.B) {
+	for _, n := range []int{0, 16, 4096} {
+		b.Run(fmt.Sprintf("queued=%d", n), func(b *testing.B) {
+			r := &Runtime{}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := 1; i <= n; i++ {
+				tk := core.Ticket(uint64(1)<<32 | uint64(i))
+				r.addWaiterLocked(tk, nil)
+				r.pushDeadlineLocked(tk, int64(rng.IntN(1<<20)))
+			}
+			tk := core.Ticket(uint64(1)<<32 | uint64(n+1))
+			r.addWaiterLocked(tk, nil)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				r.pushDeadlineLocked(tk, int64(i&(1<<20-1)))
+				r.removeDeadlineLocked(int(r.waiters[n+1].hp - 1))
+			}
+		})
 	}
 }
