@@ -23,11 +23,18 @@ import (
 // (ErrUnknownTicket), which await already reads as "the outcome is on its
 // way".
 //
-// The heap holds only tickets with a registered waiter (one that did not
-// get its answer in its own submission) and a bounded deadline; an entry
-// leaves when its waiter does (takeWaiterLocked) or when it expires.
-// Pushing and removing cost O(log n) in the queued tickets; a section with
-// no deadline due pays one comparison.
+// The heap is lazy: an entry stays when its ticket is granted or leaves
+// otherwise, and is dropped when it comes due (the core says the ticket is
+// no longer queued) or when the heap is compacted. Nothing but a push and
+// an expiry touches it, so a grant costs nothing more; a push costs
+// O(log n), and O(1) when deadlines come in order (one timeout for all); a
+// section with no deadline due pays one comparison. Compaction keeps the
+// entries of tickets still queued when the heap reaches twice its size
+// after the last compaction (at least minCompact), so it stays within twice
+// the queued tickets with a deadline, at an amortised O(1) per push.
+
+// minCompact is the heap size below which it is never compacted.
+const minCompact = 64
 
 // deadline is one heap entry: ticket tk's admission deadline at (core time).
 // seq breaks ties between equal deadlines in the order they were pushed
@@ -43,9 +50,99 @@ func (d *deadline) before(o *deadline) bool {
 	return d.at < o.at || d.at == o.at && d.seq < o.seq
 }
 
-// dueLocked reports whether some queued ticket's deadline is at or before
-// now: the one comparison an event pays when none is.
-func (r *Runtime) dueLocked(now int64) bool { return len(r.dl) > 0 && r.dl[0].at <= now }
+// deadlineHeap is a min-heap of deadlines (before), with lazy deletion.
+type deadlineHeap struct {
+	h       []deadline
+	seq     uint64 // pushes, for the tie-break
+	compact int    // the size at which push compacts next (0: minCompact)
+}
+
+// due reports whether the earliest deadline is at or before now.
+func (q *deadlineHeap) due(now int64) bool { return len(q.h) > 0 && q.h[0].at <= now }
+
+// full reports whether the heap has reached its compaction size: the next
+// push should prune first.
+func (q *deadlineHeap) full() bool { return len(q.h) >= max(q.compact, minCompact) }
+
+// push adds ticket tk's deadline at.
+func (q *deadlineHeap) push(tk core.Ticket, at int64) {
+	q.seq++
+	q.h = append(q.h, deadline{at: at, seq: q.seq, tk: tk})
+	q.up(len(q.h) - 1)
+}
+
+// pop removes and returns the earliest deadline.
+func (q *deadlineHeap) pop() deadline {
+	d := q.h[0]
+	last := len(q.h) - 1
+	q.h[0] = q.h[last]
+	q.h[last] = deadline{}
+	q.h = q.h[:last]
+	q.down(0)
+	return d
+}
+
+// prune keeps the entries live keeps, restores the heap order and sets the
+// next compaction size to twice what is left.
+func (q *deadlineHeap) prune(live func(deadline) bool) {
+	n := 0
+	for _, d := range q.h {
+		if live(d) {
+			q.h[n] = d
+			n++
+		}
+	}
+	clear(q.h[n:])
+	q.h = q.h[:n]
+	for i := n/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+	q.compact = 2 * n
+}
+
+func (q *deadlineHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.h[i].before(&q.h[p]) {
+			return
+		}
+		q.h[p], q.h[i] = q.h[i], q.h[p]
+		i = p
+	}
+}
+
+func (q *deadlineHeap) down(i int) {
+	n := len(q.h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && q.h[c+1].before(&q.h[c]) {
+			c++
+		}
+		if !q.h[c].before(&q.h[i]) {
+			return
+		}
+		q.h[i], q.h[c] = q.h[c], q.h[i]
+		i = c
+	}
+}
+
+// queuedLocked reports whether d's ticket is still queued with that
+// deadline: the entry is live. Tickets carry a generation, so an entry
+// never matches a later ticket that reuses its index.
+func (r *Runtime) queuedLocked(d deadline) bool { return r.m.Deadline(d.tk) == d.at }
+
+// pushDeadlineLocked remembers the admission deadline at of queued ticket tk.
+// It first compacts the heap when it is full (the method value allocates:
+// only then).
+func (r *Runtime) pushDeadlineLocked(tk core.Ticket, at int64) {
+	if r.dl.full() {
+		r.dl.prune(r.queuedLocked)
+	}
+	r.dl.push(tk, at)
+}
 
 // expireLocked feeds the core the timeout of every queued ticket whose
 // admission deadline is at or before now, in deadline order, each as its
@@ -55,13 +152,12 @@ func (r *Runtime) dueLocked(now int64) bool { return len(r.dl) > 0 && r.dl[0].at
 // the tickets' waiters, never inline to a caller's own ticket.
 func (r *Runtime) expireLocked(now int64) *sect {
 	var s *sect
-	for r.dueLocked(now) {
-		tk := r.dl[0].tk
-		r.removeDeadlineLocked(0)
-		if r.m.Deadline(tk) == 0 { // admitted meanwhile (waiting for its pool): no longer timed
+	for r.dl.due(now) {
+		d := r.dl.pop()
+		if !r.queuedLocked(d) { // granted, admitted or gone meanwhile: no longer timed
 			continue
 		}
-		ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: core.ReasonTimeout}
+		ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: d.tk, Reason: core.ReasonTimeout}
 		if _, err := r.m.Cancel(ev.Now, ev.Ticket, ev.Reason); err != nil {
 			continue // unreachable: a queued ticket is known
 		}
@@ -80,7 +176,7 @@ func (r *Runtime) expireLocked(now int64) *sect {
 func (r *Runtime) lockAt(t int64) (int64, *sect) {
 	r.mu.Lock()
 	now := r.stampLocked(t)
-	if !r.dueLocked(now) {
+	if !r.dl.due(now) {
 		return now, nil
 	}
 	return now, r.expireLocked(now)
@@ -90,76 +186,5 @@ func (r *Runtime) lockAt(t int64) (int64, *sect) {
 func (r *Runtime) execExpired(s *sect) {
 	if s != nil {
 		r.exec(s)
-	}
-}
-
-// pushDeadlineLocked puts ticket tk, whose waiter is registered, in the
-// heap with deadline at.
-func (r *Runtime) pushDeadlineLocked(tk core.Ticket, at int64) {
-	r.dlSeq++
-	r.dl = append(r.dl, deadline{at: at, seq: r.dlSeq, tk: tk})
-	r.placeLocked(len(r.dl) - 1)
-	r.upLocked(len(r.dl) - 1)
-}
-
-// removeDeadlineLocked takes the entry at heap index i out of the heap.
-func (r *Runtime) removeDeadlineLocked(i int) {
-	last := len(r.dl) - 1
-	r.waiters[int(uint32(r.dl[i].tk))].hp = 0
-	if i != last {
-		r.dl[i] = r.dl[last]
-		r.placeLocked(i)
-	}
-	r.dl[last] = deadline{}
-	r.dl = r.dl[:last]
-	if i != last {
-		if !r.upLocked(i) {
-			r.downLocked(i)
-		}
-	}
-}
-
-// placeLocked records that the entry at heap index i is there, in its
-// ticket's waiter entry.
-func (r *Runtime) placeLocked(i int) {
-	r.waiters[int(uint32(r.dl[i].tk))].hp = int32(i + 1)
-}
-
-// upLocked moves the entry at i towards the root while it is earlier than
-// its parent; it reports whether it moved.
-func (r *Runtime) upLocked(i int) bool {
-	moved := false
-	for i > 0 {
-		p := (i - 1) / 2
-		if !r.dl[i].before(&r.dl[p]) {
-			break
-		}
-		r.dl[p], r.dl[i] = r.dl[i], r.dl[p]
-		r.placeLocked(p)
-		r.placeLocked(i)
-		i, moved = p, true
-	}
-	return moved
-}
-
-// downLocked moves the entry at i away from the root while a child is
-// earlier.
-func (r *Runtime) downLocked(i int) {
-	n := len(r.dl)
-	for {
-		c := 2*i + 1
-		if c >= n {
-			return
-		}
-		if c+1 < n && r.dl[c+1].before(&r.dl[c]) {
-			c++
-		}
-		if !r.dl[c].before(&r.dl[i]) {
-			return
-		}
-		r.dl[i], r.dl[c] = r.dl[c], r.dl[i]
-		r.placeLocked(i)
-		r.placeLocked(c)
-		i = c
 	}
 }

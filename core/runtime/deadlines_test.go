@@ -292,69 +292,113 @@ func TestDeadlineAtReleaseInstant(t *testing.T) {
 	})
 }
 
-// The deadline heap pops in (deadline, push) order after any mix of pushes
-// and removals, and every waiter entry knows where its deadline is.
+// The deadline heap pops in (deadline, push) order, and a prune keeps
+// exactly the live entries, in heap order.
 func TestDeadlineHeap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	r := &Runtime{}
-	const n = 300
-	in := map[core.Ticket]deadline{}
-	for i := 1; i <= n; i++ {
+	var q deadlineHeap
+	gone := map[core.Ticket]bool{} // entries whose ticket left the queue
+	pushed := map[core.Ticket]deadline{}
+	live := func(d deadline) bool { return !gone[d.tk] }
+	for i := 1; i <= 1000; i++ {
 		tk := core.Ticket(uint64(1)<<32 | uint64(i))
-		r.addWaiterLocked(tk, nil)
-		r.pushDeadlineLocked(tk, int64(rng.IntN(50)))
-		in[tk] = r.dl[r.waiters[i].hp-1]
-		if rng.IntN(3) == 0 { // a waiter that leaves: granted or gone
-			victim := core.Ticket(uint64(1)<<32 | uint64(1+rng.IntN(i)))
-			if _, ok := in[victim]; ok {
-				r.takeWaiterLocked(victim)
-				delete(in, victim)
+		if q.full() {
+			before := len(q.h)
+			q.prune(live)
+			want := 0
+			for tk := range pushed {
+				if !gone[tk] {
+					want++
+				}
 			}
+			if len(q.h) != want || q.compact != 2*want || before < minCompact {
+				t.Fatalf("prune of %d entries kept %d (want %d), next at %d", before, len(q.h), want, q.compact)
+			}
+			for tk := range gone {
+				delete(pushed, tk)
+			}
+			clear(gone)
 		}
-		for j, d := range r.dl {
-			if hp := r.waiters[int(uint32(d.tk))].hp; int(hp) != j+1 {
-				t.Fatalf("entry %d (ticket %x) recorded at %d", j, uint64(d.tk), hp-1)
-			}
+		at := int64(rng.IntN(50))
+		q.push(tk, at)
+		pushed[tk] = deadline{at: at, seq: q.seq, tk: tk}
+		if rng.IntN(3) > 0 { // granted: it stays in the heap until due or pruned
+			gone[core.Ticket(uint64(1)<<32|uint64(1+rng.IntN(i)))] = true
 		}
 	}
+	if len(q.h) > 2*max(len(pushed)-len(gone), minCompact) {
+		t.Fatalf("%d entries for %d live tickets", len(q.h), len(pushed)-len(gone))
+	}
 	var prev *deadline
-	for len(r.dl) > 0 {
-		d := r.dl[0]
-		r.removeDeadlineLocked(0)
+	for len(q.h) > 0 {
+		d := q.pop()
 		if prev != nil && d.before(prev) {
 			t.Fatalf("popped %+v after %+v", d, *prev)
 		}
-		if in[d.tk] != d {
-			t.Fatalf("popped %+v, pushed %+v", d, in[d.tk])
+		if pushed[d.tk] != d {
+			t.Fatalf("popped %+v, pushed %+v", d, pushed[d.tk])
 		}
-		delete(in, d.tk)
+		delete(pushed, d.tk)
 		prev = &d
 	}
-	if len(in) != 0 {
-		t.Fatalf("%d deadlines lost", len(in))
+	if len(pushed) != 0 {
+		t.Fatalf("%d deadlines lost", len(pushed))
 	}
 }
 
 // BenchmarkDeadlineHeap is what a queued ticket with a bounded timeout adds
-// to its critical sections: one push when it queues and one removal when
-// its waiter leaves (granted), with n other deadlines in the heap.
+// to its critical sections: one push when it queues (deadlines in order,
+// as with one timeout for all) and, when it comes due, one pop, with n
+// other deadlines in the heap.
 func BenchmarkDeadlineHeap(b *testing.B) {
 	for _, n := range []int{0, 16, 4096} {
 		b.Run(fmt.Sprintf("queued=%d", n), func(b *testing.B) {
-			r := &Runtime{}
-			rng := rand.New(rand.NewPCG(1, 2))
+			var q deadlineHeap
 			for i := 1; i <= n; i++ {
-				tk := core.Ticket(uint64(1)<<32 | uint64(i))
-				r.addWaiterLocked(tk, nil)
-				r.pushDeadlineLocked(tk, int64(rng.IntN(1<<20)))
+				q.push(core.Ticket(uint64(1)<<32|uint64(i)), int64(i))
 			}
+			q.compact = 1 << 30 // never prune: nothing here leaves
 			tk := core.Ticket(uint64(1)<<32 | uint64(n+1))
-			r.addWaiterLocked(tk, nil)
 			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				r.pushDeadlineLocked(tk, int64(i&(1<<20-1)))
-				r.removeDeadlineLocked(int(r.waiters[n+1].hp - 1))
+			for i := int64(n + 1); b.Loop(); i++ {
+				q.push(tk, i)
+				q.pop()
 			}
 		})
 	}
+}
+
+// Entries of granted tickets stay in the heap until pruned: however many
+// tickets with a long timeout queue and are granted, the heap stays within
+// twice the queued ones (at least minCompact), and the trace replays.
+func TestDeadlineHeapBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := core.Options{}
+		var buf lockedBuffer
+		e := lateTimers(t, opts, &buf)
+		e.apply("a", spec(1, `{}`))
+		hold, err := e.rt.Acquire(bg, "a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 300 {
+			next := start(func() (*Lease, error) { return e.rt.Acquire(bg, "a", dur(time.Hour)) })
+			synctest.Wait()
+			hold.Release(false)
+			if hold, err = next.wait(); err != nil {
+				t.Fatal(err)
+			}
+			e.rt.mu.Lock()
+			n := len(e.rt.dl.h)
+			e.rt.mu.Unlock()
+			if n > 2*minCompact {
+				t.Fatalf("after %d grants: %d heap entries, none queued", i+1, n)
+			}
+		}
+		hold.Release(false)
+		if err := e.rt.Shutdown(bg); err != nil {
+			t.Fatal(err)
+		}
+		replayTrace(t, opts, buf.Bytes())
+	})
 }

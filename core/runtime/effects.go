@@ -63,7 +63,6 @@ func (w *waiter) wait() outcome {
 type waitEntry struct {
 	tk core.Ticket
 	w  *waiter
-	hp int32 // 1 + the index of tk's admission deadline in Runtime.dl; 0: none (deadlines.go)
 }
 
 type actKind uint8
@@ -278,9 +277,6 @@ func (r *Runtime) addWaiterLocked(tk core.Ticket, w *waiter) {
 	for len(r.waiters) <= i {
 		r.waiters = append(r.waiters, waitEntry{})
 	}
-	if hp := r.waiters[i].hp; hp != 0 { // a stale entry of an ended ticket: never in the heap past its end
-		r.removeDeadlineLocked(int(hp - 1))
-	}
 	r.waiters[i] = waitEntry{tk: tk, w: w}
 }
 
@@ -288,9 +284,6 @@ func (r *Runtime) takeWaiterLocked(tk core.Ticket) *waiter {
 	i := int(uint32(tk))
 	if i >= len(r.waiters) || r.waiters[i].tk != tk {
 		return nil
-	}
-	if hp := r.waiters[i].hp; hp != 0 { // its deadline no longer applies
-		r.removeDeadlineLocked(int(hp - 1))
 	}
 	w := r.waiters[i].w
 	r.waiters[i] = waitEntry{}
