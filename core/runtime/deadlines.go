@@ -28,10 +28,12 @@ import (
 // no longer queued) or when the heap is compacted. Nothing but a push and
 // an expiry touches it, so a grant costs nothing more; a push costs
 // O(log n), and O(1) when deadlines come in order (one timeout for all); a
-// section with no deadline due pays one comparison. Compaction keeps the
-// entries of tickets still queued when the heap reaches twice its size
-// after the last compaction (at least minCompact), so it stays within twice
-// the queued tickets with a deadline, at an amortised O(1) per push.
+// section with no deadline due pays one comparison. A push that finds the
+// heap at twice its size after the last compaction (at least minCompact)
+// first compacts it to the entries of tickets still queued, so the heap
+// never holds more than twice the tickets queued with a deadline at that
+// compaction, or minCompact, at an amortised O(1) per push; an entry past
+// its deadline leaves at the next event in any case.
 
 // minCompact is the heap size below which it is never compacted.
 const minCompact = 64
