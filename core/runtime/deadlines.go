@@ -174,14 +174,21 @@ func (r *Runtime) expireLocked(now int64) *sect {
 // lockAt takes the runtime lock for an event read at clock time t: it
 // stamps the event time and expires the overdue tickets before the caller
 // feeds its own event. The caller executes the returned section (if not
-// nil) after it unlocks, with execExpired.
+// nil) after it unlocks, with execExpired. The hot paths (submission,
+// release, cancel) spell it out, since the lock keeps it from inlining.
 func (r *Runtime) lockAt(t int64) (int64, *sect) {
 	r.mu.Lock()
 	now := r.stampLocked(t)
-	if !r.dl.due(now) {
-		return now, nil
+	return now, r.expireDueLocked(now)
+}
+
+// expireDueLocked is expireLocked when a deadline is due, else nothing:
+// small enough to inline into every event's section.
+func (r *Runtime) expireDueLocked(now int64) *sect {
+	if len(r.dl.h) == 0 || r.dl.h[0].at > now {
+		return nil
 	}
-	return now, r.expireLocked(now)
+	return r.expireLocked(now)
 }
 
 // execExpired executes expireLocked's section after the lock is released.

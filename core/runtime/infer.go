@@ -247,7 +247,10 @@ func (r *Runtime) stillNames(model, name string) bool {
 
 // release ends the lease of tk as one critical section.
 func (r *Runtime) release(tk core.Ticket, failed bool) {
-	now, xs := r.lockAt(r.clock()) // an overdue queued ticket expires before this release could grant it
+	t := r.clock()
+	r.mu.Lock() // lockAt, spelled out: this path is hot
+	now := r.stampLocked(t)
+	xs := r.expireDueLocked(now) // an overdue queued ticket expires before this release could grant it
 	r.forgetReqIDLocked(tk)
 	ev := core.Event{Kind: core.EvRelease, Now: now, Ticket: tk, Failed: failed}
 	if err := r.m.Release(ev.Now, ev.Ticket, ev.Failed); err != nil {

@@ -27,7 +27,10 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 	if ctx.Err() != nil {
 		return 0, outcome{}, cancelled(ctx, id)
 	}
-	now, xs := r.lockAt(r.clock()) // overdue tickets expire first (deadlines.go)
+	t := r.clock()
+	r.mu.Lock() // lockAt, spelled out: this path is hot
+	now := r.stampLocked(t)
+	xs := r.expireDueLocked(now) // overdue tickets expire first (deadlines.go)
 	ev.Now = now
 	var tk core.Ticket
 	var h core.Handle
@@ -169,7 +172,10 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 // leave deregisters the waiter even when the ticket lives on (a granted
 // manager or a bulk whose caller went away).
 func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ticketKind) (o outcome, own, ok bool, err error) {
-	now, xs := r.lockAt(r.clock()) // may expire tk itself: then Cancel finds it ended
+	t := r.clock()
+	r.mu.Lock() // lockAt, spelled out: this path is hot
+	now := r.stampLocked(t)
+	xs := r.expireDueLocked(now) // may expire tk itself: then Cancel finds it ended
 	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
 	ok, err = r.m.Cancel(ev.Now, ev.Ticket, ev.Reason) // Step drops ok
 	if err != nil {
