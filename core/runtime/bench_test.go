@@ -122,6 +122,27 @@ func BenchmarkHandoff(b *testing.B) {
 				})
 			})
 		}
+		// runtime-acquire-timeout is runtime-acquire with a bounded
+		// admission timeout that never passes: every caller that queues
+		// puts its deadline in the runtime's heap and takes it out when
+		// granted (deadlines.go), beside runtime-acquire, which has none.
+		b.Run(fmt.Sprintf("slots=%d/runtime-acquire-timeout", slots), func(b *testing.B) {
+			rt := benchRuntime(b, slots)
+			timeout := time.Minute
+			b.SetParallelism(benchParallelism)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := rt.Acquire(bg, "m", &timeout)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					l.Release(false)
+				}
+			})
+		})
 		b.Run(fmt.Sprintf("slots=%d/sessions-infer", slots), func(b *testing.B) {
 			fx := fixture.New()
 			type slotSession struct {

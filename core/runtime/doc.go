@@ -7,8 +7,10 @@
 // decision is a core event, and the runtime only carries out effects.
 //
 // Threading rule: one sync.Mutex guards the machine. Each critical section is
-// exactly one core event plus routing its effects (copied out before
-// Advance); the lock is never held across a wait, a backend call or I/O.
+// one core event plus routing its effects (copied out before Advance),
+// preceded by the timeouts of the queued tickets whose admission deadline
+// has passed, each its own event (deadlines.go); the lock is never held
+// across a wait, a backend call or I/O.
 // After unlocking, the section's effects are carried out: Grant, Reject and
 // Done go to the waiter's own channel (buffered, one outcome per waiter, so
 // the send never blocks); StartLoad, StartClone, StartProbe and
@@ -18,7 +20,9 @@
 // no channel at all. Waiters select on their channel, their context (client
 // gone: Cancel with ReasonDisconnect, so a queued waiter leaves at once) and
 // a timer for the admission deadline the core keeps (Cancel with
-// ReasonTimeout). All Runtime methods are safe for concurrent use.
+// ReasonTimeout), which wakes it; the runtime also keeps those deadlines
+// itself, so a late timer never lets another event grant an overdue
+// ticket (deadlines.go). All Runtime methods are safe for concurrent use.
 //
 // Leases: Infer holds its lease until it returns, so a stream holds it until
 // its last chunk was emitted or an emit failed; Acquire hands out a Lease for

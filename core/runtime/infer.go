@@ -248,23 +248,27 @@ func (r *Runtime) stillNames(model, name string) bool {
 // release ends the lease of tk as one critical section.
 func (r *Runtime) release(tk core.Ticket, failed bool) {
 	t := r.clock()
-	r.mu.Lock()
+	r.mu.Lock() // lockAt, spelled out: this path is hot
 	now := r.stampLocked(t)
+	xs := r.expireDueLocked(now) // an overdue queued ticket expires before this release could grant it
 	r.forgetReqIDLocked(tk)
 	ev := core.Event{Kind: core.EvRelease, Now: now, Ticket: tk, Failed: failed}
 	if err := r.m.Release(ev.Now, ev.Ticket, ev.Failed); err != nil {
 		r.mu.Unlock()
+		r.execExpired(xs)
 		// A lease is released exactly once by construction; this is a bug.
 		panic(fmt.Sprintf("runtime: release of ticket %d: %v", uint64(tk), err))
 	}
 	if !r.obs && len(r.m.Effects()) == 0 { // nothing to route or observe
 		r.endLocked(now, &ev, 0)
 		r.mu.Unlock()
+		r.execExpired(xs)
 		return
 	}
 	var s sect
 	r.afterLocked(now, &s, &ev, 0, nil)
 	r.mu.Unlock()
+	r.execExpired(xs)
 	r.exec(&s)
 }
 

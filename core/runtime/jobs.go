@@ -159,9 +159,8 @@ func (r *Runtime) closeAll(pool []backends.Session, model string) {
 // published one before any Grant is routed. If the core refuses the event
 // (a runtime bug), undo removes what store kept and orphan is destroyed.
 func (r *Runtime) complete1(a action, cause error, ev core.Event, store, undo func(), orphan []backends.Session) {
-	t := r.clock()
-	r.mu.Lock()
-	ev.Now = r.stampLocked(t)
+	var xs *sect
+	ev.Now, xs = r.lockAt(r.clock()) // overdue tickets expire before the step can grant them
 	if store != nil {
 		store()
 	}
@@ -175,6 +174,7 @@ func (r *Runtime) complete1(a action, cause error, ev core.Event, store, undo fu
 			panic(fmt.Sprintf("runtime: core refused %s of job %d: %v\n%s", ev.Kind, uint64(a.job), err, r.m.Describe()))
 		}
 		r.mu.Unlock()
+		r.execExpired(xs)
 		r.log.Error("runtime: core refused a backend completion", "job", uint64(a.job), "err", err)
 		r.closeAll(orphan, "")
 		return
@@ -182,5 +182,6 @@ func (r *Runtime) complete1(a action, cause error, ev core.Event, store, undo fu
 	var s sect
 	r.afterLocked(ev.Now, &s, &ev, 0, cause)
 	r.mu.Unlock()
+	r.execExpired(xs)
 	r.exec(&s)
 }

@@ -73,14 +73,15 @@ type Runtime struct {
 	// a wait, a backend call or I/O.
 	mu        sync.Mutex
 	m         *core.Machine
-	last      int64       // time of the last event, for monotonic event times
-	models    []pools     // by core.Handle
-	waiters   []waitEntry // by ticket index (low 32 bits)
-	reqIDs    []reqID     // request IDs by ticket index, for Busy
-	obs       bool        // trace or full observers: build every step
-	obsLife   bool        // lifecycle observers: build the steps with backend work
-	obsStatus bool        // an observer wants the touched models' statuses
-	tbuf      []byte      // trace lines not yet written
+	last      int64        // time of the last event, for monotonic event times
+	models    []pools      // by core.Handle
+	waiters   []waitEntry  // by ticket index (low 32 bits)
+	dl        deadlineHeap // the queued tickets' admission deadlines (deadlines.go)
+	reqIDs    []reqID      // request IDs by ticket index, for Busy
+	obs       bool         // trace or full observers: build every step
+	obsLife   bool         // lifecycle observers: build the steps with backend work
+	obsStatus bool         // an observer wants the touched models' statuses
+	tbuf      []byte       // trace lines not yet written
 	subs      []*observer
 	tickAt    int64                     // when the idle timer fires; 0: not armed
 	unknown   admissionStats            // refusals of IDs never registered
@@ -94,6 +95,11 @@ type Runtime struct {
 	waiterPool sync.Pool
 
 	mgrs managerWatch // WatchManagers (managers.go)
+
+	// timerLag makes every waiter's admission timer fire this much late:
+	// a machine stalled past a deadline, for tests (deadlines.go). Set
+	// before the first submission; 0 in production.
+	timerLag time.Duration
 
 	wg         sync.WaitGroup // backend step goroutines
 	workCtx    context.Context

@@ -15,14 +15,13 @@ import (
 func (r *Runtime) BeginShutdown() {
 	r.beginOnce.Do(func() {
 		close(r.stopping)
-		t := r.clock()
-		r.mu.Lock()
-		now := r.stampLocked(t)
+		now, xs := r.lockAt(r.clock()) // overdue tickets end server_busy, as they would have without the stall
 		ev := core.Event{Kind: core.EvBeginShutdown, Now: now}
 		r.m.BeginShutdown(ev.Now)
 		var s sect
 		r.afterLocked(now, &s, &ev, 0, nil)
 		r.mu.Unlock()
+		r.execExpired(xs)
 		r.exec(&s)
 	})
 }

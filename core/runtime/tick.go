@@ -9,7 +9,9 @@ import (
 // The idle timer drives core.Tick for idle retirement (CONTRACT.md,
 // "Eviction / idle retirement") and for the end of load backoffs
 // (fail.load-backoff). It runs only when Options.Core.IdleTimeout or
-// LoadBackoff is set; admission deadlines are the waiters' own timers. The timer is
+// LoadBackoff is set. Admission deadlines are the waiters' own timers, which
+// wake the waiters, and the runtime's deadline heap, which expires an
+// overdue ticket before any event could grant it (deadlines.go). The timer is
 // armed lazily: any event can make a model idle no earlier than now +
 // IdleTimeout, so an event re-arms it only when it is unarmed or armed
 // later than that; when it fires, core.NextDeadline says when to fire next.
@@ -54,9 +56,7 @@ func (r *Runtime) tickLoop() {
 // tick applies core.Tick as one critical section and re-arms the timer for
 // the machine's next deadline.
 func (r *Runtime) tick() {
-	t := r.clock()
-	r.mu.Lock()
-	now := r.stampLocked(t)
+	now, xs := r.lockAt(r.clock()) // the runtime's deadlines first, as for every event (deadlines.go)
 	ev := core.Event{Kind: core.EvTick, Now: now}
 	r.m.Tick(ev.Now)
 	r.tickAt = -1 // keep afterLocked from re-arming; set below
@@ -68,5 +68,6 @@ func (r *Runtime) tick() {
 		r.tickTimer.Reset(time.Duration(max(next-now, 1)))
 	}
 	r.mu.Unlock()
+	r.execExpired(xs)
 	r.exec(&s)
 }

@@ -28,8 +28,9 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 		return 0, outcome{}, cancelled(ctx, id)
 	}
 	t := r.clock()
-	r.mu.Lock()
+	r.mu.Lock() // lockAt, spelled out: this path is hot
 	now := r.stampLocked(t)
+	xs := r.expireDueLocked(now) // overdue tickets expire first (deadlines.go)
 	ev.Now = now
 	var tk core.Ticket
 	var h core.Handle
@@ -47,15 +48,18 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 			r.models[h].stats.admit(0, r.waitBounds)
 			r.endLocked(now, ev, tk)
 			r.mu.Unlock()
+			r.execExpired(xs)
 			return tk, o, nil
 		}
 	} else {
 		if err := r.capLocked(ev); err != nil {
 			r.mu.Unlock()
+			r.execExpired(xs)
 			return 0, outcome{}, err
 		}
 		if err := r.namesLocked(ev); err != nil {
 			r.mu.Unlock()
+			r.execExpired(xs)
 			return 0, outcome{}, err
 		}
 		// Unknown IDs go through the core too, so a trace replays exactly.
@@ -73,9 +77,11 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 		r.addWaiterLocked(tk, w)
 		if dl := r.m.Deadline(tk); dl > 0 { // the core's own deadline; 0: unbounded or already admitted
 			d = dl - now
+			r.pushDeadlineLocked(tk, dl)
 		}
 	}
 	r.mu.Unlock()
+	r.execExpired(xs)
 	switch kind { // live sessions drain for a waiting manager (managers.go)
 	case kindManager:
 		r.noteManagers(ev.Model)
@@ -97,7 +103,9 @@ func (r *Runtime) submitAndWait(ctx context.Context, id string, kind ticketKind,
 //	(1) the outcome arrives: return it.
 //	(2) the admission timer fires: Cancel(timeout). A queued ticket ends
 //	    with server_busy; an admitted one is not cancellable, so keep
-//	    waiting without the timer.
+//	    waiting without the timer. The runtime's own deadlines
+//	    (deadlines.go) have usually expired a queued ticket first, in the
+//	    same or an earlier section: then this Cancel finds it ended.
 //	(3) ctx ends (the client went away): Cancel(disconnect). A queued or
 //	    initialising request leaves at once; a granted request's lease is
 //	    released as soon as its Grant arrives; a granted manager runs on
@@ -114,7 +122,7 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 	}
 	var timerC <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(time.Duration(d))
+		t := time.NewTimer(time.Duration(d) + r.timerLag)
 		defer t.Stop()
 		timerC = t.C
 	}
@@ -165,12 +173,14 @@ func (r *Runtime) await(ctx context.Context, id string, tk core.Ticket, w *waite
 // manager or a bulk whose caller went away).
 func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ticketKind) (o outcome, own, ok bool, err error) {
 	t := r.clock()
-	r.mu.Lock()
+	r.mu.Lock() // lockAt, spelled out: this path is hot
 	now := r.stampLocked(t)
+	xs := r.expireDueLocked(now) // may expire tk itself: then Cancel finds it ended
 	ev := core.Event{Kind: core.EvCancel, Now: now, Ticket: tk, Reason: reason}
 	ok, err = r.m.Cancel(ev.Now, ev.Ticket, ev.Reason) // Step drops ok
 	if err != nil {
 		r.mu.Unlock()
+		r.execExpired(xs)
 		return outcome{}, false, false, err
 	}
 	s := sect{own: tk, ownKind: kind}
@@ -182,6 +192,7 @@ func (r *Runtime) cancel(tk core.Ticket, reason core.Reason, leave bool, kind ti
 		r.takeWaiterLocked(tk)
 	}
 	r.mu.Unlock()
+	r.execExpired(xs)
 	r.exec(&s)
 	return s.ownOut, s.hasOwn, ok, nil
 }
