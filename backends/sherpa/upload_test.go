@@ -3,6 +3,7 @@ package sherpa
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -126,5 +127,36 @@ func uploadDeltas(t *testing.T, root, name string, wav []byte) {
 	}
 	if p := plain(); p.Text != res.Text {
 		t.Errorf("after another request: %q, want %q", p.Text, res.Text)
+	}
+}
+
+// TestUploadCancelAtDelta (sherpa.cancel): a streamed upload whose
+// context ends as its first delta goes out decodes no chunk after it,
+// emits nothing more and answers context.Canceled.
+func TestUploadCancelAtDelta(t *testing.T) {
+	root := testRoot(t)
+	wav := longUpload(t)
+	t.Cleanup(func() { testHook = nil })
+	for _, name := range []string{StreamingSynthetic, OnlineNemoCTCSynthetic, OnlineParaformerSynthetic} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t, New(Config{}), root, name, "")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			h := &hookCounter{cancel: cancel, after: map[string]int{}}
+			testHook = h.hit
+			defer func() { testHook = nil }()
+			chunks := 0
+			_, err := s.Infer(ctx, backends.Request{Data: wav, Stream: true}, func(json.RawMessage) error {
+				chunks++
+				h.mu.Lock()
+				h.done = true
+				h.mu.Unlock()
+				cancel()
+				return nil
+			})
+			if !errors.Is(err, context.Canceled) || chunks != 1 || h.after["online-decoded"] != 0 {
+				t.Errorf("%v after %d chunks, %d decoded after the cancel: want context.Canceled after one", err, chunks, h.after["online-decoded"])
+			}
+		})
 	}
 }
