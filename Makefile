@@ -145,14 +145,15 @@ bench-realtime:
 	$(GO) run ./scripts/benchrealtime
 
 # bench-first-delta: a streamed transcription's time to its first
-# transcript delta against the whole request, over HTTP, for pocketsphinx
-# and whisper (tiny synthetic), on this tree beside FIRST_DELTA_BASE (the
+# transcript delta against the whole request, over HTTP, for pocketsphinx,
+# whisper (tiny synthetic) and sherpa-onnx's streaming Zipformer2
+# (synthetic), on this tree beside FIRST_DELTA_BASE (the
 # commit before pocketsphinx streamed its utterances; the harness is built
 # in a copy of it), requests alternating between the two in one run; then
 # pocketsphinx's word errors on both (flite's four voices, jfk.wav).
 # Size: 5 requests per engine and server of a 10-sentence upload (about
-# 25 s of audio), about 5 minutes on 2 busy cores (scripts/benchfirstdelta;
-# FIRST_DELTA_FLAGS: -n, -sentences).
+# 25 s of audio), about 6 minutes on 2 busy cores (scripts/benchfirstdelta;
+# FIRST_DELTA_FLAGS: -n, -sentences, -engines).
 FIRST_DELTA_BASE ?= 91858b5c2e87c97ad28cc18eb32849847a1202c8
 FIRST_DELTA_FLAGS ?=
 bench-first-delta: deps

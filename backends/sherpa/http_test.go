@@ -219,6 +219,35 @@ func TestHTTP(t *testing.T) {
 			t.Fatalf("%s: %d words", id, len(r.Words))
 		}
 	}
+	// stream=true on the streaming families: transcript.text.delta events
+	// (the endpointed segments; jfk.wav is one) that join to the
+	// transcript.text.done text, which is the unstreamed transcript.
+	for _, id := range []string{"stream", "nemo-stream", "paraformer-stream"} {
+		_, plain := transcribe("model", id, "response_format", "text")
+		code, body := transcribe("model", id, "stream", "true")
+		var deltas strings.Builder
+		done, n := "", 0
+		for _, line := range strings.Split(string(body), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			var ev struct{ Type, Delta, Text string }
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("%s: event %q: %v", id, data, err)
+			}
+			switch ev.Type {
+			case "transcript.text.delta":
+				deltas.WriteString(ev.Delta)
+				n++
+			case "transcript.text.done":
+				done = ev.Text
+			}
+		}
+		if code != 200 || n == 0 || done == "" || deltas.String() != done || done != strings.TrimSpace(string(plain)) {
+			t.Fatalf("%s streamed: %d, %d deltas joining to %q, done %q, unstreamed %q", id, code, n, deltas.String(), done, plain)
+		}
+	}
 	param := func(b []byte) string {
 		var e struct{ Error struct{ Param string } }
 		_ = json.Unmarshal(b, &e)

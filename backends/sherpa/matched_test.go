@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -50,6 +51,19 @@ func asrRequests(t *testing.T) []backends.Request {
 		{ID: "raw-8k", Input: []byte(`{"sample_rate":8000}`), Data: audio.PCM16Bytes(a.To(8000).Samples[:8000*2])},
 		{ID: "head", Input: []byte(`{"sample_rate":16000}`), Data: head},
 	}
+}
+
+// streamedTwice is jfk.wav twice (22 s) as a streamed request.
+func streamedTwice(t *testing.T) backends.Request {
+	wav, err := os.ReadFile(catalogue.DefaultSources("").JFK())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := audio.ParseWAV(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backends.Request{ID: "jfk-twice-stream", Data: audio.WAV(a.Rate, append(append([]int16(nil), a.Samples...), a.Samples...)), Stream: true}
 }
 
 // diarizationRequests: jfk.wav free, with a fixed count and with bounds.
@@ -178,6 +192,10 @@ func TestHistoryIndependence(t *testing.T) {
 	root := sherpa.TestRoot(t)
 	eng := sherpa.New(sherpa.Config{})
 	inputs := map[string][]backends.Request{"tts": ttsRequests(), "asr": asrRequests(t), "diarization": diarizationRequests(t)[:3]}
+	// The streaming families also get a streamed upload long enough for
+	// an endpoint (jfk.wav twice, 22 s): its deltas and final compared
+	// byte for byte.
+	online := map[string][]backends.Request{"asr": append(asrRequests(t), streamedTwice(t))}
 	for _, name := range sherpa.SyntheticNames {
 		t.Run(name, func(t *testing.T) {
 			cp, err := catalogue.Load(filepath.Join(root, name))
@@ -186,7 +204,11 @@ func TestHistoryIndependence(t *testing.T) {
 			}
 			spec := engines.SpecFor(name, cp, 1)
 			spec.Options = []byte(`{"oversubscribe":true}`)
-			rows, err := engines.History(context.Background(), eng, spec, name, engines.HistoryInputs(inputs, cp.Task), engines.HistoryOptions{Slots: []int{1, 2, 4}, Orders: 2, Seed: 31})
+			in := inputs
+			if slices.Contains([]string{sherpa.StreamingSynthetic, sherpa.StreamingBPESynthetic, sherpa.OnlineNemoCTCSynthetic, sherpa.OnlineParaformerSynthetic}, name) {
+				in = online
+			}
+			rows, err := engines.History(context.Background(), eng, spec, name, engines.HistoryInputs(in, cp.Task), engines.HistoryOptions{Slots: []int{1, 2, 4}, Orders: 2, Seed: 31})
 			if err != nil {
 				t.Fatal(err)
 			}

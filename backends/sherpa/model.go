@@ -166,7 +166,10 @@ func create(l *lib, c config) (*model, error) {
 		if c.opts.DecodingMethod == beamSearch {
 			mc.ModelingUnit, mc.BpeVocab = cs.of(c.unit), cs.of(c.files["bpe_vocab"])
 		}
-		cfg.EnableEndpoint = 0 // turns end at the session's commits
+		// Endpoint detection (the library's default rules) segments an
+		// upload (upload.go); a live session's turns end at its commits
+		// and never ask the endpoint.
+		cfg.EnableEndpoint = 1
 		m.kind, m.ptr = "online", l.createOnRec(unsafe.Pointer(cfg))
 	default:
 		return nil, fmt.Errorf("sherpa: family %s has no loader", c.fam.name)
@@ -287,7 +290,7 @@ func (s *session) Infer(ctx context.Context, req backends.Request, emit backends
 		return s.m.diarize(ctx, req)
 	case "online":
 		if req.Live == nil {
-			return s.m.transcribeStreaming(ctx, req)
+			return s.m.transcribeStreaming(ctx, req, emit)
 		}
 		return s.m.live(ctx, req, emit)
 	}

@@ -2,11 +2,9 @@ package sherpa
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -200,45 +198,4 @@ func (t *turnState) finish(ctx context.Context) (string, error) {
 	text := t.text()
 	t.drop()
 	return text, nil
-}
-
-// transcribeStreaming answers a file (an ordinary ASR request) on a
-// streaming model: the whole audio as one turn, fed in 100 ms pieces as
-// a live session would, so the transcript is the live final's.
-func (m *model) transcribeStreaming(ctx context.Context, req backends.Request) (backends.Output, error) {
-	var r asrInput
-	if err := audio.DecodeStrict(req.Input, &r); err != nil {
-		return backends.Output{}, err
-	}
-	if err := r.CheckPlain("sherpa"); err != nil {
-		return backends.Output{}, err
-	}
-	lang, _, err := m.cfg.requestLanguage(r.Language)
-	if err != nil {
-		return backends.Output{}, err
-	}
-	hw, err := m.cfg.hotwordsFor(r.Hotwords)
-	if err != nil {
-		return backends.Output{}, err
-	}
-	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: r.SampleRate})
-	if err != nil {
-		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
-	}
-	t := &turnState{m: m, hw: hw}
-	defer t.drop()
-	for i := 0; i < len(a.Samples); i += SampleRate / 10 {
-		if err := t.feed(ctx, SampleRate, a.Samples[i:min(len(a.Samples), i+SampleRate/10)]); err != nil {
-			return backends.Output{}, err
-		}
-	}
-	text, err := t.finish(ctx)
-	if err != nil {
-		return backends.Output{}, err
-	}
-	b, err := json.Marshal(audio.ASRResult{Text: text, Duration: math.Round(a.Seconds()*1000) / 1000, Language: lang})
-	if err != nil {
-		return backends.Output{}, err
-	}
-	return backends.Output{JSON: b}, nil
 }

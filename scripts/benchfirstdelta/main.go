@@ -2,7 +2,9 @@
 // the time to the first transcript delta of a streamed transcription
 // (POST /v1/audio/transcriptions with stream=true) against the whole
 // request, over HTTP on loopback, for pocketsphinx (the default en-us
-// checkpoint) and whisper (the tiny synthetic model), on this tree's
+// checkpoint), whisper (the tiny synthetic model) and sherpa-onnx's
+// streaming Zipformer2 transducer (synthetic; its segments end where the
+// recognizer's endpoint fires), on this tree's
 // server beside a baseline build of the same harness from another commit
 // (-baseline, built by the make target), in the same run.
 //
@@ -25,7 +27,8 @@
 // as errors / reference words per server.
 //
 // Size: -n 5 requests per engine and server and 10 sentences (about 25 s
-// of audio per request): about 5 minutes on 2 busy cores.
+// of audio per request): about 5 minutes on 2 busy cores. -engines picks
+// the engines (ps, whisper, sherpa); the accuracy part runs with ps.
 package main
 
 import (
@@ -52,6 +55,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/engines"
 	"github.com/sluice-dev/sluice/backends/flite"
+	"github.com/sluice-dev/sluice/backends/sherpa"
 	"github.com/sluice-dev/sluice/backends/whisper"
 	"github.com/sluice-dev/sluice/backends/whisper/synth"
 	"github.com/sluice-dev/sluice/server"
@@ -74,12 +78,14 @@ func main() {
 	baseline := flag.String("baseline", "", "the baseline build of this harness (make bench-first-delta builds it)")
 	n := flag.Int("n", 5, "requests per engine and server")
 	sentences := flag.Int("sentences", 10, "sentences in the upload (at most 12)")
+	repeat := flag.Int("sherpa-repeat", 4, "sherpa's upload is the paragraph this many times (its endpoint fires every 20 s on the synthetic model)")
+	list := flag.String("engines", "ps,whisper,sherpa", "the engines measured, comma-separated (ps, whisper, sherpa)")
 	flag.Parse()
 	var err error
 	if *serve {
 		err = serveModels()
 	} else {
-		err = run(*baseline, *n, min(max(*sentences, 1), len(paragraph)))
+		err = run(*baseline, *n, min(max(*sentences, 1), len(paragraph)), strings.Split(*list, ","), max(*repeat, 1))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchfirstdelta:", err)
@@ -87,8 +93,9 @@ func main() {
 	}
 }
 
-// serveModels is a child: pocketsphinx as "ps" and whisper as "whisper"
-// on 127.0.0.1, until stdin closes.
+// serveModels is a child: pocketsphinx as "ps", whisper as "whisper"
+// and the synthetic streaming Zipformer2 as "sherpa" on 127.0.0.1, until
+// stdin closes.
 func serveModels() error {
 	root, err := os.MkdirTemp("", "benchfirstdelta")
 	if err != nil {
@@ -105,6 +112,9 @@ func serveModels() error {
 	}
 	if _, err := catalogue.Build(root, []catalogue.Recipe{ps, wh}); err != nil {
 		return err
+	}
+	if err := sherpa.BuildSynthetic(root, catalogue.DefaultSources(""), catalogue.MaxSlots, sherpa.StreamingSynthetic); err != nil {
+		return fmt.Errorf("%w (make deps)", err)
 	}
 	cfg := server.DefaultConfig()
 	cfg.ParallelJobs, cfg.ModelsRoot = true, root
@@ -126,6 +136,7 @@ func serveModels() error {
 		{ID: "ps", Spec: server.ModelSpec{Engine: "pocketsphinx", Task: "asr", Checkpoint: catalogue.PocketsphinxEnUS, Slots: json.RawMessage("1")}},
 		{ID: "whisper", Spec: server.ModelSpec{Engine: whisper.Name, Task: "asr", Checkpoint: "whisper-tiny", Slots: json.RawMessage("1"),
 			Options: json.RawMessage(`{"oversubscribe":true}`)}},
+		{ID: "sherpa", Spec: server.ModelSpec{Engine: sherpa.Name, Task: "asr", Checkpoint: sherpa.StreamingSynthetic, Slots: json.RawMessage("1")}},
 	}); err != nil {
 		return err
 	}
@@ -146,8 +157,8 @@ func start(name, bin string) (*child, error) {
 	cmd := exec.Command(bin, "-serve")
 	cmd.Stderr = os.Stderr
 	// The baseline's module root is a temporary copy without .deps: both
-	// load this tree's whisper library.
-	cmd.Env = append(os.Environ(), "SLUICE_WHISPER_LIB="+whisper.LibraryPath())
+	// load this tree's whisper and sherpa-onnx libraries.
+	cmd.Env = append(os.Environ(), "SLUICE_WHISPER_LIB="+whisper.LibraryPath(), "SLUICE_SHERPA_LIB="+sherpa.LibraryPath())
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -174,7 +185,7 @@ func (c *child) stop() {
 	_ = c.cmd.Wait()
 }
 
-func run(baseline string, n, sentences int) error {
+func run(baseline string, n, sentences int, models []string, repeat int) error {
 	if baseline == "" {
 		return errors.New("-baseline is required (make bench-first-delta builds it)")
 	}
@@ -202,12 +213,23 @@ func run(baseline string, n, sentences int) error {
 		return err
 	}
 	fmt.Printf("upload: %d sentences, %.1f s (flite slt), stream=true, %d requests per engine and server, one slot each\n", sentences, a.Seconds(), n)
+	// The synthetic streaming model never decodes silence as blanks, so
+	// only the endpoint's utterance-length rule (20 s) ends its segments:
+	// its upload is the paragraph repeat times.
+	var pcm []int16
+	for range repeat {
+		pcm = append(pcm, a.Samples...)
+	}
+	longSherpa := audio.WAV(a.Rate, pcm)
+	if slices.Contains(models, "sherpa") {
+		fmt.Printf("sherpa's upload: the paragraph %d times, %.1f s\n", repeat, float64(len(pcm))/float64(a.Rate))
+	}
 	fmt.Printf("%-12s %-9s | %-16s | %-16s | %-11s | %s\n", "engine", "server", "first delta p50", "whole p50", "first/whole", "deltas = done")
 	warm, err := speak("slt", paragraph[0])
 	if err != nil {
 		return err
 	}
-	for _, model := range []string{"ps", "whisper"} {
+	for _, model := range models {
 		// One short request each first: a model's first request loads it.
 		for _, c := range []*child{base, this} {
 			if _, _, _, err := streamed(c.addr, model, warm); err != nil {
@@ -223,7 +245,11 @@ func run(baseline string, n, sentences int) error {
 				order = []*child{this, base}
 			}
 			for _, c := range order {
-				f, w, ok, err := streamed(c.addr, model, long)
+				up := long
+				if model == "sherpa" {
+					up = longSherpa
+				}
+				f, w, ok, err := streamed(c.addr, model, up)
 				if err != nil {
 					return fmt.Errorf("%s %s: %w", c.name, model, err)
 				}
@@ -233,9 +259,12 @@ func run(baseline string, n, sentences int) error {
 		}
 		for _, c := range []*child{base, this} {
 			f, w := p50(first[c]), p50(whole[c])
-			fmt.Printf("%-12s %-9s | %13.0f ms | %13.0f ms | %11.2f | %v\n", model, c.name, ms(f), ms(w), float64(f)/float64(w), exact[c])
+			fmt.Printf("%-12s %-9s | %13.1f ms | %13.1f ms | %11.2f | %v\n", model, c.name, ms(f), ms(w), float64(f)/float64(w), exact[c])
 		}
 		fmt.Printf("%-12s first-delta p50 baseline/this: %.2fx\n", model, float64(p50(first[base]))/float64(p50(first[this])))
+	}
+	if !slices.Contains(models, "ps") {
+		return nil
 	}
 	return accuracy(base, this, text)
 }
