@@ -27,24 +27,14 @@ const SampleRate = 16000
 // pick returns the recognizer for a language (the slot's, see langs.go);
 // nil means m serves every request.
 func (m *model) transcribe(ctx context.Context, req backends.Request, pick func(string) (*model, error)) (backends.Output, error) {
-	var r asrInput
-	if err := audio.DecodeStrict(req.Input, &r); err != nil {
-		return backends.Output{}, err
-	}
-	if err := r.CheckPlain("sherpa"); err != nil {
-		return backends.Output{}, err
-	}
-	lang, recLang, err := m.cfg.requestLanguage(r.Language)
+	f, err := m.asrFields(req, true)
 	if err != nil {
 		return backends.Output{}, err
 	}
-	hw, err := m.cfg.hotwordsFor(r.Hotwords)
+	lang, recLang, hw := f.lang, f.recLang, f.hotwords
+	a, err := m.decodeUpload(ctx, req, f)
 	if err != nil {
 		return backends.Output{}, err
-	}
-	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: r.SampleRate})
-	if err != nil {
-		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return backends.Output{}, err
@@ -203,4 +193,45 @@ func paraformerWords(tokens []string, times []float32, dur float64) []audio.Word
 		open = more
 	}
 	return out
+}
+
+// asrFields is an ASR request's checked fields: the language it answers
+// with (lang), the one its recognizer is picked by (recLang), and the
+// hotwords resolved against the model.
+type asrFields struct {
+	in            asrInput
+	lang, recLang string
+	hotwords      string
+}
+
+// asrFields decodes and checks an ASR request's fields, the same way for
+// files, uploads on streaming models and live sessions; plain requests
+// (files and uploads) also refuse the fields only a live session takes.
+func (m *model) asrFields(req backends.Request, plain bool) (asrFields, error) {
+	var f asrFields
+	if err := audio.DecodeStrict(req.Input, &f.in); err != nil {
+		return f, err
+	}
+	if plain {
+		if err := f.in.CheckPlain("sherpa"); err != nil {
+			return f, err
+		}
+	}
+	var err error
+	if f.lang, f.recLang, err = m.cfg.requestLanguage(f.in.Language); err != nil {
+		return f, err
+	}
+	f.hotwords, err = m.cfg.hotwordsFor(f.in.Hotwords)
+	return f, err
+}
+
+// decodeUpload decodes a plain request's audio at the models' rate; its
+// header's duration is checked against max_seconds before any decoding
+// (CONTRACT.md audio.duration-limit), and decoding stops when ctx ends.
+func (m *model) decodeUpload(ctx context.Context, req backends.Request, f asrFields) (audio.Audio, error) {
+	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: f.in.SampleRate})
+	if err != nil {
+		return a, fmt.Errorf("sherpa: %w", err)
+	}
+	return a, nil
 }

@@ -40,18 +40,11 @@ func (m *model) live(ctx context.Context, req backends.Request, emit backends.Em
 	if emit == nil {
 		return backends.Output{}, backends.Invalidf("sherpa: a live session needs an emit callback")
 	}
-	var r asrInput
-	if err := audio.DecodeStrict(req.Input, &r); err != nil {
-		return backends.Output{}, err
-	}
-	if _, _, err := m.cfg.requestLanguage(r.Language); err != nil {
-		return backends.Output{}, err
-	}
-	hw, err := m.cfg.hotwordsFor(r.Hotwords)
+	f, err := m.asrFields(req, false)
 	if err != nil {
 		return backends.Output{}, err
 	}
-	t := &turnState{m: m, hw: hw}
+	t := &turnState{m: m, hw: f.hotwords}
 	defer t.drop()
 	turn := 0
 	for {

@@ -34,24 +34,14 @@ const uploadPiece = SampleRate / 10
 // req.Stream and emit, each endpointed segment is emitted as it ends and
 // the final audio.ASRResult has Streamed set.
 func (m *model) transcribeStreaming(ctx context.Context, req backends.Request, emit backends.Emit) (backends.Output, error) {
-	var r asrInput
-	if err := audio.DecodeStrict(req.Input, &r); err != nil {
-		return backends.Output{}, err
-	}
-	if err := r.CheckPlain("sherpa"); err != nil {
-		return backends.Output{}, err
-	}
-	lang, _, err := m.cfg.requestLanguage(r.Language)
+	f, err := m.asrFields(req, true)
 	if err != nil {
 		return backends.Output{}, err
 	}
-	hw, err := m.cfg.hotwordsFor(r.Hotwords)
+	lang, hw := f.lang, f.hotwords
+	a, err := m.decodeUpload(ctx, req, f)
 	if err != nil {
 		return backends.Output{}, err
-	}
-	a, err := audio.DecodeInput(ctx, req, audio.Want{Rate: SampleRate, MaxSeconds: float64(m.cfg.opts.MaxSeconds), RawRate: r.SampleRate})
-	if err != nil {
-		return backends.Output{}, fmt.Errorf("sherpa: %w", err)
 	}
 	dur := math.Round(a.Seconds()*1000) / 1000
 	stream := req.Stream && emit != nil
