@@ -84,6 +84,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/backends/catalogue"
 	"github.com/sluice-dev/sluice/backends/internal/memlimit"
+	"github.com/sluice-dev/sluice/backends/internal/native"
 	"github.com/sluice-dev/sluice/backends/onnx"
 	"github.com/sluice-dev/sluice/backends/whisper/synth"
 )
@@ -376,6 +377,10 @@ func (m *model) retain() {
 	m.mu.Unlock()
 }
 
+// trimHeap returns the C heap's free pages once a context is freed
+// (native.TrimHeap); a variable so a test can count the calls.
+var trimHeap = native.TrimHeap
+
 func (m *model) release() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -383,6 +388,7 @@ func (m *model) release() {
 	if m.refs == 0 && m.ctx != nil {
 		m.lib.free(m.ctx)
 		m.ctx = nil
+		trimHeap() // give the freed context's pages back (engine.native-memory)
 	}
 }
 
