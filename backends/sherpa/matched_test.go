@@ -213,6 +213,7 @@ func TestHistoryIndependence(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range rows {
+				t.Logf("%d slots, %d orders: %d of %d answers equal to the fresh pool's", r.Slots, r.Orders, r.Matched, r.Requests)
 				if r.Status() != "ok" {
 					t.Errorf("%d slots: %s (%d of %d equal; differ %v; %v %v)", r.Slots, r.Status(), r.Matched, r.Requests, r.Differs, r.Refused, r.Err)
 				}
