@@ -20,7 +20,8 @@
 # leave time, NAME:SECONDS (e.g. espeak:0.3): an engine that answers the
 # long request before the client leaves does not exercise the cancel, so
 # the summary marks a trial set whose uncancelled long request took less
-# than its leave time as "not exercised".
+# than its leave time, or was refused (a model with a shorter audio limit),
+# as "not exercised".
 # (`make bench-cancel` builds the binary and runs it.)
 set -euo pipefail
 bin=${1:?sluice binary}
@@ -123,9 +124,9 @@ for m in "${models[@]}"; do
     idle+=("$(echo "$t1 - $t0" | bc -l)")
   done
   alone=$(printf '%s\n' "${idle[@]}" | sort -n | sed -n 2p)
-  t0=$(now); code=$(req "$m" long -m 60 || true); t1=$(now) # capped: 60.00 means "60 s or more"
+  t0=$(now); lcode=$(req "$m" long -m 60 || true); t1=$(now) # capped: 60.00 means "60 s or more"
   full=$(echo "$t1 - $t0" | bc -l)
-  printf '%s: short request alone p50 %.2f s; long request uncancelled %s in %.2f s\n' "$m" "$alone" "$code" "$full"
+  printf '%s: short request alone p50 %.2f s; long request uncancelled %s in %.2f s\n' "$m" "$alone" "$lcode" "$full"
   ts=()
   for t in $(seq "$trials"); do
     req "$m" long -m "${leaves[$m]}" >/dev/null 2>&1 || true # the client leaves after its leave time
@@ -136,7 +137,7 @@ for m in "${models[@]}"; do
     printf '%s trial %d: short request answered %s %.2f s after the client left\n' "$m" "$t" "$code" "$d"
     ts+=("$d")
   done
-  line=$(printf '%s\n' "${ts[@]}" | sort -n | awk -v m="$m" -v a="$alone" -v f="$full" -v l="${leaves[$m]}" '{x[NR]=$1} END {printf "%-7s cancel-to-free-slot over %d trials: p50 %.2f s, max %.2f s (short alone %.2f s; long uncancelled %.2f s; client left after %s s%s)", m, NR, x[int((NR+1)/2)], x[NR], a, f, l, (f + 0 < l + 0) ? ": NOT EXERCISED, the long request ends before the client leaves" : ""}')
+  line=$(printf '%s\n' "${ts[@]}" | sort -n | awk -v m="$m" -v a="$alone" -v f="$full" -v l="${leaves[$m]}" -v c="$lcode" '{x[NR]=$1} END {printf "%-7s cancel-to-free-slot over %d trials: p50 %.2f s, max %.2f s (short alone %.2f s; long uncancelled %s in %.2f s; client left after %s s%s)", m, NR, x[int((NR+1)/2)], x[NR], a, c, f, l, (c != "200" && c != "000") ? ": NOT EXERCISED, the long request is refused" : (f + 0 < l + 0) ? ": NOT EXERCISED, the long request ends before the client leaves" : ""}')
   echo "$line"
   summary+=("$line")
 done
