@@ -264,11 +264,12 @@ bench-ps-cost: models
 # bench-cancel (contract E3): cancel-to-free-slot over HTTP for every engine of the root
 # and whisper's synthetic model (a 220 s upload or 4,000 characters whose client leaves
 # after 2 s, then a short request on the one slot), 5 trials. eSpeak and Silero answer
-# the long request in under a second, so their clients leave after 0.3 and 0.4 s (the
-# script flags a model whose long request ends before its client leaves).
+# the long request in under a second and the diarizer in about 2 s, so their clients
+# leave after 0.3, 0.4 and 1 s (the script flags a model whose long request ends
+# before its client leaves). Size: about 3 minutes on 2 busy cores.
 bench-cancel: models
 	$(GO) build -o out/sluice ./cmd/sluice
-	MODELS_ROOT=$(MODELS_ROOT) NPM_PREFIX=$(NPM_PREFIX) scripts/cancel-bench.sh out/sluice 5 2 asr,vad:0.4,diar,flite,espeak:0.3,whisper
+	MODELS_ROOT=$(MODELS_ROOT) NPM_PREFIX=$(NPM_PREFIX) scripts/cancel-bench.sh out/sluice 5 2 asr,vad:0.4,diar:1,flite,espeak:0.3,whisper
 
 # bench-diarization: DER of the diarize engine on the generated evaluation
 # sets' test split (2, 3 and 4 speakers; 6 short recordings of about 30 s
