@@ -193,20 +193,7 @@ func TestDecodeInputMutatedCodecs(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(14, 1))
 	for i := range 3000 {
-		b := bytes.Clone(seeds[i%len(seeds)])
-		for range 1 + rng.IntN(8) {
-			p := rng.IntN(len(b))
-			switch rng.IntN(4) {
-			case 0:
-				b[p] = byte(rng.IntN(256))
-			case 1:
-				b = b[:p+1]
-			case 2:
-				b = append(b[:p], append(make([]byte, rng.IntN(64)), b[p:]...)...)
-			case 3:
-				b = append(b[:p], append(bytes.Repeat([]byte{0xFF}, rng.IntN(64)), b[p:]...)...)
-			}
-		}
+		b := mutate(rng, seeds[i%len(seeds)])
 		a, err := DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 1})
 		if err != nil && !errors.Is(err, backends.ErrInvalid) {
 			t.Fatalf("mutation %d: error does not wrap ErrInvalid: %v", i, err)
@@ -385,4 +372,25 @@ func TestEncodeTTSDeterministic(t *testing.T) {
 			t.Errorf("%s: the streamed writer's bytes differ from Encode's (%d and %d bytes)", format, len(a), len(b))
 		}
 	}
+}
+
+// mutate returns a copy of seed with one to eight seeded damages: a byte
+// changed, the file cut, zeros or 0xFF bytes inserted (the upload fuzz
+// tests' mutations).
+func mutate(rng *rand.Rand, seed []byte) []byte {
+	b := bytes.Clone(seed)
+	for range 1 + rng.IntN(8) {
+		p := rng.IntN(len(b))
+		switch rng.IntN(4) {
+		case 0:
+			b[p] = byte(rng.IntN(256))
+		case 1:
+			b = b[:p+1]
+		case 2:
+			b = append(b[:p], append(make([]byte, rng.IntN(64)), b[p:]...)...)
+		case 3:
+			b = append(b[:p], append(bytes.Repeat([]byte{0xFF}, rng.IntN(64)), b[p:]...)...)
+		}
+	}
+	return b
 }

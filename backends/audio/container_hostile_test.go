@@ -221,20 +221,7 @@ func TestDecodeInputMutatedContainers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(34, 2))
 	outcomes := map[string]int{}
 	for i := range 3000 {
-		b := bytes.Clone(seeds[i%len(seeds)])
-		for range 1 + rng.IntN(8) {
-			p := rng.IntN(len(b))
-			switch rng.IntN(4) {
-			case 0:
-				b[p] = byte(rng.IntN(256))
-			case 1:
-				b = b[:p+1]
-			case 2:
-				b = append(b[:p], append(make([]byte, rng.IntN(64)), b[p:]...)...)
-			case 3:
-				b = append(b[:p], append(bytes.Repeat([]byte{0xFF}, rng.IntN(64)), b[p:]...)...)
-			}
-		}
+		b := mutate(rng, seeds[i%len(seeds)])
 		a, err := DecodeInput(context.Background(), backends.Request{Data: b}, Want{Rate: 16000, MaxSeconds: 1})
 		if err != nil && !errors.Is(err, backends.ErrInvalid) {
 			t.Fatalf("mutation %d: error does not wrap ErrInvalid: %v", i, err)
