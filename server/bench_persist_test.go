@@ -21,12 +21,22 @@ import (
 // models are restored from a state dir written here in the snapshot's
 // format 1, which every build reads, so the same benchmark measures the
 // code before and after a change of the persistence. It reports p50-ms,
-// the median of the timed PUTs, beside Go's mean ns/op.
+// the median of the timed PUTs, beside Go's mean ns/op. The aliases
+// runs PUT a model with an alias (as OpenAI's whisper-1 or tts-1 are
+// given), whose change the registry once wrote twice (its intent left the
+// aliases out).
 //
 //	go test -run '^$' -bench BenchmarkManagePut -benchtime 400x ./server/
 func BenchmarkManagePut(b *testing.B) {
-	for _, n := range []int{50, 4000} {
-		b.Run(fmt.Sprintf("models=%d", n), func(b *testing.B) {
+	for _, run := range []struct {
+		n       int
+		aliases string
+	}{{50, ""}, {4000, ""}, {50, `,"aliases":["bench-alias"]`}, {4000, `,"aliases":["bench-alias"]`}} {
+		n, name := run.n, fmt.Sprintf("models=%d", run.n)
+		if run.aliases != "" {
+			name += ",aliases"
+		}
+		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
 			writeBenchSnapshot(b, dir, n-1) // plus the one this benchmark PUTs
 			cfg := DefaultConfig()
@@ -39,7 +49,7 @@ func BenchmarkManagePut(b *testing.B) {
 			defer s.Shutdown(b.Context())
 			h := s.Handler()
 			put := func(q int) time.Duration {
-				body := fmt.Sprintf(`{"engine":"fixture","max_queue":%d}`, q)
+				body := fmt.Sprintf(`{"engine":"fixture","max_queue":%d%s}`, q, run.aliases)
 				req := httptest.NewRequest("PUT", "/v1/models/bench", strings.NewReader(body))
 				req.Host = "127.0.0.1"
 				req.Header.Set("Content-Type", "application/json")

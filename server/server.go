@@ -187,7 +187,6 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.rt = rt
 	s.reg = registry.New(rt, s.store, log)
-	s.reg.SetEngines(engines)                            // a spec of an unserved engine is refused before any commit: not announced
 	restored, err := s.reg.Restore(context.Background()) // persist.restore: registered unloaded at their versions; LoadRestored loads
 	if err != nil {
 		return fail(err)

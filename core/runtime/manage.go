@@ -13,12 +13,13 @@ import (
 // status as of the scheduler step that finished the operation: an atomic
 // snapshot taken right after it, which can already show the start of the
 // next operation queued on the model (for example an unload behind it).
+// It is Prepare and then ApplyPrepared.
 func (r *Runtime) Apply(ctx context.Context, id string, spec ModelSpec) (core.ModelStatus, error) {
-	cfg, err := r.config(id, spec)
+	p, err := r.Prepare(id, spec)
 	if err != nil {
 		return core.ModelStatus{}, err
 	}
-	return r.manage(ctx, id, core.OpApply, cfg)
+	return r.ApplyPrepared(ctx, p)
 }
 
 // Load loads model id if it is not loaded (POST /v1/models/{id}/load) and

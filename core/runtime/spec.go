@@ -128,16 +128,11 @@ func specErrorf(field string, err error, format string, args ...any) *SpecError 
 // refusal as a *SpecError. What it accepts, core.Config.Validate accepts
 // (the machine's own guard, checked again in Runtime.config). The engine's
 // part (does it exist, does it take the spec, its memory estimate) needs
-// the runtime: Apply runs both.
+// the runtime: Prepare (and Apply, which prepares) runs both, once.
 func (s *ModelSpec) Validate() error {
 	_, err := checkFields(s)
 	return err
 }
-
-// CanonicalFields is Validate returning the options in canonical form
-// (CanonicalOptions), for a caller that needs both: one pass of the
-// validator, not a second canonicalisation of the options.
-func (s *ModelSpec) CanonicalFields() (options string, err error) { return checkFields(s) }
 
 // checkFields is Validate, returning the canonical options.
 func checkFields(s *ModelSpec) (string, error) {

@@ -1,13 +1,10 @@
 package registry
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 
-	"github.com/sluice-dev/sluice/backends"
-	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
@@ -25,17 +22,24 @@ import (
 // it (one that committed otherwise, its load failed). A start rolls an
 // unsettled intent forward over an older record of its ID.
 
-// announce writes the intent of a reconfiguration of id to spec, and
-// returns it (nil: none needed or none possible). None is written without
-// a state dir, for a spec the runtime will find identical to the live
-// config (no new version), for one that does not validate (refused before
-// any commit), or while another Apply of id is in flight (the version
+// announce writes the intent of the change p (prepared by the runtime:
+// validated, its engine's options resolved), and returns it (nil: none
+// needed or none possible). The intent is the record p's config will
+// leave, aliases and voice map included, so that a change that commits as
+// announced needs no second write, and a start that rolls it forward
+// restores the config the runtime showed at that version. None is
+// written without a state dir, for a config the runtime will find
+// identical to the live one (no new version), for one whose names another
+// model holds now (refused before any commit: an intent that a crash kept
+// would otherwise come back at the next start beside the model holding the
+// name), or while another Apply of p's ID is in flight (the version
 // cannot be foretold; that change is recorded after its commit only, as
 // before). Every call is paired with a settle.
-func (g *Registry) announce(id string, spec runtime.ModelSpec) (*Model, error) {
+func (g *Registry) announce(p runtime.Prepared) (*Model, error) {
 	if g.store == nil {
 		return nil, nil
 	}
+	id, cfg := p.ID(), p.Config()
 	s := g.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -43,41 +47,31 @@ func (g *Registry) announce(id string, spec runtime.ModelSpec) (*Model, error) {
 	if g.applying[id] > 1 {
 		return nil, nil
 	}
-	opts, err := spec.CanonicalFields() // the validator's fields and the canonical options, one pass
-	if err != nil {
-		return nil, nil
+	if g.rt.NamesTaken(p) != nil {
+		return nil, nil // refused before any commit, unless the name is freed first: then recorded after its commit
 	}
-	if g.engines != nil {
-		if _, err := g.engines.Get(spec.Engine); err != nil {
-			return nil, nil // refused before any commit
-		}
-	}
-	m := Model{ID: id, Loaded: !spec.RegisterOnly, Task: spec.Task, Engine: spec.Engine, Checkpoint: spec.Checkpoint,
-		Options: json.RawMessage(opts), Slots: spec.Slots, AdmissionTimeoutNS: core.NoTimeout, MaxQueue: spec.MaxQueue}
-	if d := spec.AdmissionTimeout; d != nil {
-		m.AdmissionTimeoutNS = int64(*d)
-	}
+	m := recordOf(id, &cfg, 0, !cfg.RegisterOnly)
 	var c change
-	cfg, st, err := g.rt.ConfigOf(id)
+	live, st, err := g.rt.ConfigOf(id)
 	old, known := s.get(id)
 	switch {
 	case err == nil:
-		live := recordOf(id, &cfg, st.ConfigVersion, m.Loaded)
-		if m.ConfigVersion = st.ConfigVersion; live.equal(&m) {
+		cur := recordOf(id, &live, st.ConfigVersion, m.Loaded)
+		if m.ConfigVersion = st.ConfigVersion; cur.equal(&m) {
 			return nil, nil // the runtime commits nothing
 		}
 		m.ConfigVersion = st.ConfigVersion + 1
 		if known && old.ConfigVersion < st.ConfigVersion {
 			// A change committed and not recorded (its record failed):
 			// recorded now, before the next one is announced.
-			c.Models = append(c.Models, recordOf(id, &cfg, st.ConfigVersion, st.WantLoaded))
+			c.Models = append(c.Models, recordOf(id, &live, st.ConfigVersion, st.WantLoaded))
 		}
 	case known:
 		m.ConfigVersion = old.ConfigVersion + 1 // its tombstone's, or a record the runtime lost with a failed delete
 	case g.rt.Unregistered(id):
 		return nil, nil // a tombstone that was never recorded: its version is the runtime's alone
 	default:
-		m.ConfigVersion = max(spec.BaseVersion, 1)
+		m.ConfigVersion = max(cfg.BaseVersion, 1)
 	}
 	if _, ok := s.intents[id]; ok {
 		c.Settled = append(c.Settled, id) // one whose settling failed: this one replaces it
@@ -90,19 +84,6 @@ func (g *Registry) announce(id string, spec runtime.ModelSpec) (*Model, error) {
 			Err:     fmt.Errorf("announcing model %q at config_version %d: %w", id, m.ConfigVersion, err)}
 	}
 	return &m, nil
-}
-
-// SetEngines gives the registry the served engines, so that a spec whose
-// engine is not served (refused by the runtime before any commit) is not
-// announced: a refused change writes nothing (CONTRACT.md
-// persist.committed-only).
-func (g *Registry) SetEngines(engines backends.Registry) {
-	if g.store == nil {
-		return
-	}
-	g.store.mu.Lock()
-	defer g.store.mu.Unlock()
-	g.engines = engines
 }
 
 // done ends one Apply of id. Call with the store's mu held.

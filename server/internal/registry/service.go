@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
 )
@@ -28,7 +27,6 @@ type Registry struct {
 	// applying counts the Applies in flight per model ID (guarded by the
 	// store's mu): only one that overlaps no other is announced.
 	applying map[string]int
-	engines  backends.Registry // the served engines (SetEngines); nil: not checked
 }
 
 // New returns the registry of rt on store (nil: no --state-dir).
@@ -74,12 +72,22 @@ func notDurable(err error) error {
 // cannot be written and the server restarts (a start rolls the intent
 // forward; CONTRACT.md persist.version-continues). An announcement that
 // cannot be written refuses the change before anything is live.
+//
+// The spec is checked once (runtime.Prepare: the validator and the
+// engine's resolve of its options), before anything is written: a spec
+// the runtime refuses writes nothing. The intent is the prepared config's
+// record, and the runtime commits that same prepared config
+// (runtime.ApplyPrepared), without checking it again.
 func (g *Registry) Apply(ctx context.Context, id string, spec runtime.ModelSpec) (core.ModelStatus, error) {
-	intent, err := g.announce(id, spec)
+	p, err := g.rt.Prepare(id, spec)
 	if err != nil {
 		return core.ModelStatus{}, err
 	}
-	st, err := g.rt.Apply(ctx, id, spec)
+	intent, err := g.announce(p)
+	if err != nil {
+		return core.ModelStatus{}, err
+	}
+	st, err := g.rt.ApplyPrepared(ctx, p)
 	if err != nil {
 		if rerr := g.settle(id, intent, runtime.Committed(err)); rerr != nil {
 			g.log.Error("committed change not durable", "model", id, "err", rerr)
