@@ -64,6 +64,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -240,17 +241,47 @@ func (s *Store) open() error {
 // intent, and returns the intents it adopted. The files keep the intents
 // until the next compaction; a later start adopts them again only over a
 // record older than they are, which is the same state.
+//
+// An intent that names (by ID or alias) what another recorded model names
+// is not adopted: the runtime refuses a name another model holds, and that
+// model's record is a commit, so the announced change cannot have
+// committed (another model's PUT claimed the name between the
+// announcement and the commit, then the server died before the
+// cancellation). Adopting it would make the start fail on the conflict.
 func (s *Store) rollForward() []Model {
 	var out []Model
 	for _, id := range slices.Sorted(maps.Keys(s.intents)) {
 		in := s.intents[id]
-		if old, ok := s.get(id); !ok || old.ConfigVersion < in.ConfigVersion {
+		if old, ok := s.get(id); (!ok || old.ConfigVersion < in.ConfigVersion) && !s.namesTaken(in) {
 			s.put(in)
 			out = append(out, in)
+		} else if !ok || old.ConfigVersion < in.ConfigVersion {
+			s.log.Warn("state dir: an announced change names what another recorded model holds, so it never committed; it is dropped",
+				"model", in.ID, "config_version", in.ConfigVersion, "aliases", strings.Join(in.Aliases, ","))
 		}
 	}
 	clear(s.intents)
 	return out
+}
+
+// namesTaken reports whether another registered (not unregistered) model's
+// record holds m's ID or one of its aliases, as its ID or an alias.
+func (s *Store) namesTaken(m Model) bool {
+	names := append([]string{m.ID}, m.Aliases...)
+	for _, o := range s.models {
+		if o.ID == m.ID || o.Unregistered {
+			continue
+		}
+		if slices.Contains(names, o.ID) {
+			return true
+		}
+		for _, a := range o.Aliases {
+			if slices.Contains(names, a) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // openJournal replays the journal of the snapshot's generation and opens

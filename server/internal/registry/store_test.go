@@ -326,3 +326,38 @@ func TestIntentsReplay(t *testing.T) {
 		t.Fatalf("after compaction: %q, %d intents", got, len(s.intents))
 	}
 }
+
+// TestIntentNamingATakenNameDropped: an intent that names what another
+// recorded model holds (its ID or an alias) never committed, so a start
+// drops it instead of adopting it and failing on the conflict; an intent
+// whose names are free is adopted as before (CONTRACT.md
+// persist.version-continues).
+func TestIntentNamingATakenNameDropped(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openT(t, dir)
+	held := model("a", 1)
+	held.Aliases = []string{"voice"}
+	commitT(t, s, held, model("b", 1))
+	clash := model("c", 1)
+	clash.Aliases = []string{"voice"} // the alias model a holds
+	byID := model("b", 2)
+	byID.Aliases = []string{"a"} // another model's ID
+	free := model("d", 1)
+	free.Aliases = []string{"other"}
+	s.mu.Lock()
+	for _, c := range []change{{Intents: []Model{clash}}, {Intents: []Model{byID}}, {Intents: []Model{free}}} {
+		if err := s.commit(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Unlock()
+	_ = s.Close()
+	s, lb := openT(t, dir)
+	defer s.Close()
+	if got, want := versions(s.State()), "a@1 b@1 d@1"; got != want {
+		t.Fatalf("after reopen: %q, want %q", got, want)
+	}
+	if n := strings.Count(lb.String(), "never committed"); n != 2 {
+		t.Fatalf("%d WARNs for the dropped intents, want 2:\n%s", n, lb)
+	}
+}
