@@ -34,6 +34,10 @@ import (
 // never holds more than twice the tickets queued with a deadline at that
 // compaction, or minCompact, at an amortised O(1) per push; an entry past
 // its deadline leaves at the next event in any case.
+//
+// The heap is written here rather than on container/heap: heap.Push takes
+// an any, which would box (allocate) every entry on the admission path,
+// and the lazy compaction needs the slice itself.
 
 // minCompact is the heap size below which it is never compacted.
 const minCompact = 64
