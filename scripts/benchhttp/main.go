@@ -51,29 +51,17 @@ func main() {
 	only := flag.String("only", "", "measure only this target (sluice or bare), for profiling")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
 	flag.Parse()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchhttp:", err)
-			os.Exit(1)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "benchhttp:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	onlyTarget = *only
+	onlyTarget, cpuProfile = *only, *cpuprofile
 	if err := run(*conc, *n, *d, *rounds, *warm, *slots); err != nil {
 		fmt.Fprintln(os.Stderr, "benchhttp:", err)
-		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-// onlyTarget, when set, skips the other target (profiling).
-var onlyTarget string
+// onlyTarget, when set, skips the other target (profiling); cpuProfile,
+// when set, is where the measured rounds' CPU profile goes (the warm-up is
+// left out).
+var onlyTarget, cpuProfile string
 
 const reqBody = `{"input":"the quick brown fox","stream":false}`
 
@@ -94,9 +82,23 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 		res       result
 	}{{name: "sluice", url: sluiceURL}, {name: "bare", url: bareURL}}
 	for i := range targets {
+		if onlyTarget != "" && onlyTarget != targets[i].name {
+			continue
+		}
 		if _, err := load(targets[i].url, conc, n, warm); err != nil {
 			return fmt.Errorf("warm-up of %s: %w", targets[i].name, err)
 		}
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	// Each round measures both targets back to back, in alternating order,
 	// and yields one paired ratio: a burst of other work on the machine
