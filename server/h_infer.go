@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -69,11 +70,12 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := wire.InferResult{ID: breq.ID, Output: out.JSON, ConfigVersion: lease.Version(), Slot: lease.Slot(),
 		ContentType: out.ContentType, Data: out.Data}
-	b, err := json.Marshal(&res)
-	if err != nil {
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer putAnswerBuf(buf)
+	if err := json.NewEncoder(buf).Encode(&res); err != nil { // json.Marshal's bytes and a newline
 		return fmt.Errorf("server: encode answer: %w", err)
 	}
-	b = append(b, '\n')
+	b := buf.Bytes()
 	h := w.Header() // (4)
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
@@ -81,6 +83,23 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 		httpapi.Logger(ctx).Debug("answer not delivered", "err", werr)
 	}
 	return nil
+}
+
+// answerBufs holds the buffers answers are encoded in: the response
+// writer copies what it is given, so a buffer is free again once the
+// answer is written.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer bounds the buffers kept: a rare large answer does not
+// pin its memory in the pool.
+const maxPooledAnswer = 64 << 10
+
+func putAnswerBuf(b *bytes.Buffer) {
+	if b.Cap() > maxPooledAnswer {
+		return
+	}
+	b.Reset()
+	answerBufs.Put(b)
 }
 
 // admissionTimeout returns the request's admission timeout override: the

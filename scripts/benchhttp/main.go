@@ -50,11 +50,18 @@ func main() {
 	slots := flag.Int("slots", 4, "slots of sluice's fixture model")
 	only := flag.String("only", "", "measure only this target (sluice or bare), for profiling")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile (all allocations since start, sampled) to this file at the end")
 	flag.Parse()
 	onlyTarget, cpuProfile = *only, *cpuprofile
 	if err := run(*conc, *n, *d, *rounds, *warm, *slots); err != nil {
 		fmt.Fprintln(os.Stderr, "benchhttp:", err)
 		os.Exit(1)
+	}
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "benchhttp:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -317,6 +324,20 @@ func startBare() (string, func(), error) {
 		_ = hs.Close()
 		<-done
 	}, nil
+}
+
+// writeHeapProfile writes the allocation profile to path (with -only,
+// what one target's server and its clients allocated).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func maxProcs() int { return runtime.GOMAXPROCS(0) }

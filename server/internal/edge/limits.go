@@ -153,7 +153,7 @@ func BodyError(what string, err error) error {
 type bodyReader struct {
 	body  io.ReadCloser
 	w     http.ResponseWriter
-	rc    *http.ResponseController
+	rc    http.ResponseController // a value: one allocation less per request
 	lim   *bodyLimits
 	start time.Time
 	n     int64
@@ -329,7 +329,7 @@ func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, e
 	if declared > limit {
 		return nil, TooLarge(limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	b, err := readAtMost(body, declared, limit+1)
 	if err == nil && int64(len(b)) > limit {
 		err = &http.MaxBytesError{Limit: limit}
 	}
@@ -338,6 +338,36 @@ func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, e
 	}
 	if err != nil {
 		return nil, BodyError("reading the request body", err)
+	}
+	return b, nil
+}
+
+// readAtMost reads body to its end (io.EOF, not an error) or until it has
+// max bytes, as io.ReadAll(io.LimitReader(body, max)) does, into a buffer
+// sized for the declared length (-1: unknown) and one byte more to see
+// the end: one allocation for a body whose length was declared.
+func readAtMost(body io.Reader, declared, max int64) ([]byte, error) {
+	size := int64(512) // io.ReadAll's first buffer
+	if declared >= 0 {
+		size = declared + 1
+	}
+	b := make([]byte, 0, min(size, max))
+	for int64(len(b)) < max {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+		end := int64(cap(b))
+		if end > max {
+			end = max
+		}
+		n, err := body.Read(b[len(b):end])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
 	}
 	return b, nil
 }
@@ -354,7 +384,7 @@ func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, e
 func (e *Edge) LimitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hasBody := r.Body != nil && r.Body != http.NoBody
-		rc := http.NewResponseController(w)
+		rc := *http.NewResponseController(w)
 		// refuse answers without reading the body. net/http then reads
 		// and drops what is left of it when that is at most 256 KiB (else
 		// it closes the connection gracefully): that read gets RefuseDrain
