@@ -78,12 +78,21 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	b := buf.Bytes()
 	h := w.Header() // (4)
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	if len(b) > autoLengthMax { // smaller: net/http sends the same Content-Length itself
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	}
 	if werr := httpapi.WriteReleasing(ctx, w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
 		httpapi.Logger(ctx).Debug("answer not delivered", "err", werr)
 	}
 	return nil
 }
+
+// autoLengthMax is net/http's buffer before chunking: an answer of at most
+// that many bytes is still whole in it when the handler returns, and
+// net/http then sends its Content-Length without the handler setting the
+// header (one allocation and one sorted header less); a longer one would
+// go chunked without it.
+const autoLengthMax = 2048
 
 // answerBufs holds the buffers answers are encoded in: the response
 // writer copies what it is given, so a buffer is free again once the
@@ -109,7 +118,7 @@ func putAnswerBuf(b *bytes.Buffer) {
 func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 	ms := body
 	if ms == nil {
-		if h := r.Header.Get(AdmissionTimeoutHeader); h != "" {
+		if h := httpapi.HeaderValue(r.Header, AdmissionTimeoutHeader); h != "" {
 			v, err := strconv.ParseInt(h, 10, 64)
 			if err != nil || v < 0 || v > runtime.MaxTimeoutMS {
 				return nil, httpapi.InvalidParam(AdmissionTimeoutHeader, "%s must be an integer 0..%d", AdmissionTimeoutHeader, runtime.MaxTimeoutMS)

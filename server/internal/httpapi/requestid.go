@@ -58,11 +58,16 @@ type requestState struct {
 // level. That context value is the request's one state: the middlewares
 // below keep their values in it (SetLocal), so the chain copies the
 // request once, here.
+//
+// Kept out of line, as edge.LimitBody is, so that its closure is compiled
+// with the calls in it inlined.
+//
+//go:noinline
 func RequestIDs(base *slog.Logger, refusals *Refusals) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			st := &requestState{}
-			id := r.Header.Get(RequestIDHeader)
+			id := HeaderValue(r.Header, RequestIDHeader)
 			if !ValidName(id, 64) { // a client's ID must be [A-Za-z0-9._-]{1,64}
 				// Request IDs name requests in logs; they need to be unique,
 				// not secret: the runtime's per-thread ChaCha8 source is

@@ -94,6 +94,10 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 // middleware so that refusals before routing are measured too.
 func (m *Metrics) Middleware(next http.Handler) http.Handler { return m.http.middleware(next) }
 
+// middleware is kept out of line, as edge.LimitBody is, so that its
+// closure is compiled with the calls in it inlined.
+//
+//go:noinline
 func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
