@@ -10,7 +10,8 @@
 //
 // Every round measures both targets back to back, in alternating order, so
 // that drift of the machine (other work, CPU frequency) hits both alike;
-// each round gives one paired ratio and the verdict is their median. Every
+// each round gives one paired ratio of req/s and one of CPU time per
+// request, and each verdict is the median of its ratios. Every
 // round is bounded by a request count and a duration, so the run stops by
 // itself. It prints req/s, p50, p99 and CPU per request for both, and the
 // ratios sluice/bare.
@@ -110,9 +111,9 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 	// Each round measures both targets back to back, in alternating order,
 	// and yields one paired ratio: a burst of other work on the machine
 	// moves one round's pair, not the verdict, which is the median.
-	var paired []float64
+	var paired, pairedCPU []float64
 	for r := 0; r < rounds; r++ {
-		var rate [2]float64
+		var rate, cpu [2]float64
 		for k := range targets {
 			i := k
 			if r%2 == 1 {
@@ -126,10 +127,11 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 				return fmt.Errorf("%s: %w", targets[i].name, err)
 			}
 			targets[i].res.add(res)
-			rate[i] = res.rate()
+			rate[i], cpu[i] = res.rate(), float64(res.cpuPerReq())
 		}
 		if onlyTarget == "" {
 			paired = append(paired, rate[0]/rate[1])
+			pairedCPU = append(pairedCPU, cpu[1]/cpu[0])
 		}
 	}
 	fmt.Printf("loopback, %d clients, %d rounds of at most %d requests or %v per target, GOMAXPROCS=%d\n",
@@ -142,21 +144,33 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 	if onlyTarget != "" {
 		return nil
 	}
-	slices.Sort(paired)
-	median := paired[len(paired)/2]
-	if len(paired)%2 == 0 {
-		median = (paired[len(paired)/2-1] + paired[len(paired)/2]) / 2
-	}
-	verdict := "meets"
-	if median < 0.9 {
-		verdict = "misses"
-	}
 	fmt.Printf("ratio sluice/bare req/s, all rounds pooled: %.3f\n", targets[0].res.rate()/targets[1].res.rate())
+	median, lo, hi := medianOf(paired)
 	fmt.Printf("ratio sluice/bare req/s, median of %d paired rounds: %.3f (range %.3f-%.3f; %s the 0.9 target)\n",
-		len(paired), median, paired[0], paired[len(paired)-1], verdict)
+		len(paired), median, lo, hi, verdict(median))
 	fmt.Printf("ratio bare/sluice cpu per request: %.3f (the same comparison in CPU time, robust to other load)\n",
 		float64(targets[1].res.cpuPerReq())/float64(targets[0].res.cpuPerReq()))
+	median, lo, hi = medianOf(pairedCPU)
+	fmt.Printf("ratio bare/sluice cpu per request, median of %d paired rounds: %.3f (range %.3f-%.3f; %s the 0.9 target)\n",
+		len(pairedCPU), median, lo, hi, verdict(median))
 	return nil
+}
+
+// medianOf returns the median, least and greatest of xs (sorted in place).
+func medianOf(xs []float64) (median, lo, hi float64) {
+	slices.Sort(xs)
+	median = xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		median = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	return median, xs[0], xs[len(xs)-1]
+}
+
+func verdict(ratio float64) string {
+	if ratio < 0.9 {
+		return "misses"
+	}
+	return "meets"
 }
 
 // result is the latencies, wall time and process CPU time of one or more
