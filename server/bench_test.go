@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -28,7 +29,11 @@ func benchServe(b *testing.B, h http.Handler) {
 	b.ReportAllocs()
 	body := []byte(benchBody)
 	serve := func(h http.Handler) {
-		req := httptest.NewRequest("POST", "/v1/models/bench/infer", bytes.NewReader(body))
+		// A request's context is cancellable, as net/http's is (and ends
+		// with the request).
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, "POST", "/v1/models/bench/infer", bytes.NewReader(body))
 		req.Host = "127.0.0.1:8080"
 		req.Header.Set("Content-Type", "application/json")
 		rec := deadlineRecorder{httptest.NewRecorder()}
