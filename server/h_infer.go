@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice/backends"
@@ -69,18 +70,45 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	res := wire.InferResult{ID: breq.ID, Output: out.JSON, ConfigVersion: lease.Version(), Slot: lease.Slot(),
 		ContentType: out.ContentType, Data: out.Data}
-	b, err := json.Marshal(&res)
-	if err != nil {
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer putAnswerBuf(buf)
+	if err := json.NewEncoder(buf).Encode(&res); err != nil { // json.Marshal's bytes and a newline
 		return fmt.Errorf("server: encode answer: %w", err)
 	}
-	b = append(b, '\n')
+	b := buf.Bytes()
 	h := w.Header() // (4)
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	if len(b) > autoLengthMax { // smaller: net/http sends the same Content-Length itself
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	}
 	if werr := httpapi.WriteReleasing(ctx, w, b, func(failed bool) { lease.Release(failed) }); werr != nil {
 		httpapi.Logger(ctx).Debug("answer not delivered", "err", werr)
 	}
 	return nil
+}
+
+// autoLengthMax is net/http's buffer before chunking: an answer of at most
+// that many bytes is still whole in it when the handler returns, and
+// net/http then sends its Content-Length without the handler setting the
+// header (one allocation and one sorted header less); a longer one would
+// go chunked without it.
+const autoLengthMax = 2048
+
+// answerBufs holds the buffers answers are encoded in: the response
+// writer copies what it is given, so a buffer is free again once the
+// answer is written.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer bounds the buffers kept: a rare large answer does not
+// pin its memory in the pool.
+const maxPooledAnswer = 64 << 10
+
+func putAnswerBuf(b *bytes.Buffer) {
+	if b.Cap() > maxPooledAnswer {
+		return
+	}
+	b.Reset()
+	answerBufs.Put(b)
 }
 
 // admissionTimeout returns the request's admission timeout override: the
@@ -90,7 +118,7 @@ func (s *Server) handleInfer(w http.ResponseWriter, r *http.Request) error {
 func admissionTimeout(r *http.Request, body *int64) (*time.Duration, error) {
 	ms := body
 	if ms == nil {
-		if h := r.Header.Get(AdmissionTimeoutHeader); h != "" {
+		if h := httpapi.HeaderValue(r.Header, AdmissionTimeoutHeader); h != "" {
 			v, err := strconv.ParseInt(h, 10, 64)
 			if err != nil || v < 0 || v > runtime.MaxTimeoutMS {
 				return nil, httpapi.InvalidParam(AdmissionTimeoutHeader, "%s must be an integer 0..%d", AdmissionTimeoutHeader, runtime.MaxTimeoutMS)

@@ -160,6 +160,7 @@ type Lease struct {
 	g        grant
 	model    string
 	id       idCell // the request's ID, for Busy (noted by Infer)
+	reqID    string // what id points to once noted: the lease's own copy
 	released atomic.Bool
 }
 
@@ -187,7 +188,10 @@ func (l *Lease) Infer(ctx context.Context, req backends.Request, emit backends.E
 	if req.ID != "" && l.id.v.Load() == nil {
 		// No runtime lock: the cell was registered at admission (a warm
 		// request takes the lock three times: admit, nothing here, release).
-		l.id.v.Store(&req.ID)
+		// The cell points into the lease, not at req: taking req's address
+		// would move every call's Request to the heap.
+		l.reqID = req.ID
+		l.id.v.Store(&l.reqID)
 	}
 	return l.r.runInfer(ctx, l.model, &l.g, req, emit)
 }
@@ -293,7 +297,11 @@ func (es *emitState) emit(chunk json.RawMessage) error {
 func (r *Runtime) runInfer(ctx context.Context, id string, g *grant, req backends.Request, emit backends.Emit) (backends.Output, error) {
 	req.Slot, req.Version = g.slot, g.version
 	var rctx context.Context = r.workCtx
-	if ctx.Done() != nil {
+	// Not ctx.Done() != nil: asking a cancelCtx for Done makes its channel,
+	// which an HTTP request's context otherwise never needs (an allocation
+	// and a close per request, make bench-http). Only the two contexts
+	// that are never done and carry nothing take the shortcut.
+	if ctx != context.Background() && ctx != context.TODO() {
 		ic := newInferCtx(ctx, r.workCtx)
 		defer ic.release()
 		rctx = ic

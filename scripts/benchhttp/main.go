@@ -10,7 +10,8 @@
 //
 // Every round measures both targets back to back, in alternating order, so
 // that drift of the machine (other work, CPU frequency) hits both alike;
-// each round gives one paired ratio and the verdict is their median. Every
+// each round gives one paired ratio of req/s and one of CPU time per
+// request, and each verdict is the median of its ratios. Every
 // round is bounded by a request count and a duration, so the run stops by
 // itself. It prints req/s, p50, p99 and CPU per request for both, and the
 // ratios sluice/bare.
@@ -50,30 +51,25 @@ func main() {
 	slots := flag.Int("slots", 4, "slots of sluice's fixture model")
 	only := flag.String("only", "", "measure only this target (sluice or bare), for profiling")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured rounds to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile (all allocations since start, sampled) to this file at the end")
 	flag.Parse()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchhttp:", err)
-			os.Exit(1)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "benchhttp:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	onlyTarget = *only
+	onlyTarget, cpuProfile = *only, *cpuprofile
 	if err := run(*conc, *n, *d, *rounds, *warm, *slots); err != nil {
 		fmt.Fprintln(os.Stderr, "benchhttp:", err)
-		pprof.StopCPUProfile()
 		os.Exit(1)
+	}
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "benchhttp:", err)
+			os.Exit(1)
+		}
 	}
 }
 
-// onlyTarget, when set, skips the other target (profiling).
-var onlyTarget string
+// onlyTarget, when set, skips the other target (profiling); cpuProfile,
+// when set, is where the measured rounds' CPU profile goes (the warm-up is
+// left out).
+var onlyTarget, cpuProfile string
 
 const reqBody = `{"input":"the quick brown fox","stream":false}`
 
@@ -94,16 +90,30 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 		res       result
 	}{{name: "sluice", url: sluiceURL}, {name: "bare", url: bareURL}}
 	for i := range targets {
+		if onlyTarget != "" && onlyTarget != targets[i].name {
+			continue
+		}
 		if _, err := load(targets[i].url, conc, n, warm); err != nil {
 			return fmt.Errorf("warm-up of %s: %w", targets[i].name, err)
 		}
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	// Each round measures both targets back to back, in alternating order,
 	// and yields one paired ratio: a burst of other work on the machine
 	// moves one round's pair, not the verdict, which is the median.
-	var paired []float64
+	var paired, pairedCPU []float64
 	for r := 0; r < rounds; r++ {
-		var rate [2]float64
+		var rate, cpu [2]float64
 		for k := range targets {
 			i := k
 			if r%2 == 1 {
@@ -117,10 +127,11 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 				return fmt.Errorf("%s: %w", targets[i].name, err)
 			}
 			targets[i].res.add(res)
-			rate[i] = res.rate()
+			rate[i], cpu[i] = res.rate(), float64(res.cpuPerReq())
 		}
 		if onlyTarget == "" {
 			paired = append(paired, rate[0]/rate[1])
+			pairedCPU = append(pairedCPU, cpu[1]/cpu[0])
 		}
 	}
 	fmt.Printf("loopback, %d clients, %d rounds of at most %d requests or %v per target, GOMAXPROCS=%d\n",
@@ -133,21 +144,33 @@ func run(conc, n int, d time.Duration, rounds int, warm time.Duration, slots int
 	if onlyTarget != "" {
 		return nil
 	}
-	slices.Sort(paired)
-	median := paired[len(paired)/2]
-	if len(paired)%2 == 0 {
-		median = (paired[len(paired)/2-1] + paired[len(paired)/2]) / 2
-	}
-	verdict := "meets"
-	if median < 0.9 {
-		verdict = "misses"
-	}
 	fmt.Printf("ratio sluice/bare req/s, all rounds pooled: %.3f\n", targets[0].res.rate()/targets[1].res.rate())
+	median, lo, hi := medianOf(paired)
 	fmt.Printf("ratio sluice/bare req/s, median of %d paired rounds: %.3f (range %.3f-%.3f; %s the 0.9 target)\n",
-		len(paired), median, paired[0], paired[len(paired)-1], verdict)
+		len(paired), median, lo, hi, verdict(median))
 	fmt.Printf("ratio bare/sluice cpu per request: %.3f (the same comparison in CPU time, robust to other load)\n",
 		float64(targets[1].res.cpuPerReq())/float64(targets[0].res.cpuPerReq()))
+	median, lo, hi = medianOf(pairedCPU)
+	fmt.Printf("ratio bare/sluice cpu per request, median of %d paired rounds: %.3f (range %.3f-%.3f; %s the 0.9 target)\n",
+		len(pairedCPU), median, lo, hi, verdict(median))
 	return nil
+}
+
+// medianOf returns the median, least and greatest of xs (sorted in place).
+func medianOf(xs []float64) (median, lo, hi float64) {
+	slices.Sort(xs)
+	median = xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		median = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	return median, xs[0], xs[len(xs)-1]
+}
+
+func verdict(ratio float64) string {
+	if ratio < 0.9 {
+		return "misses"
+	}
+	return "meets"
 }
 
 // result is the latencies, wall time and process CPU time of one or more
@@ -315,6 +338,20 @@ func startBare() (string, func(), error) {
 		_ = hs.Close()
 		<-done
 	}, nil
+}
+
+// writeHeapProfile writes the allocation profile to path (with -only,
+// what one target's server and its clients allocated).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func maxProcs() int { return runtime.GOMAXPROCS(0) }

@@ -163,7 +163,7 @@ func (a *Auth) scopeOfKey(key string) scope {
 // must be exactly "Bearer TOKEN" (the scheme in any case, one space, a
 // token of visible ASCII); ok is false when there is none.
 func parseBearer(r *http.Request) (token string, ok bool, err error) {
-	vals := r.Header.Values("Authorization")
+	vals := r.Header["Authorization"] // Values("Authorization"): the key is canonical
 	switch len(vals) {
 	case 0:
 		return "", false, nil
@@ -218,6 +218,11 @@ func subprotocolKey(r *http.Request) (key string, ok bool, err error) {
 // Authenticate resolves the request's credential for the route guards
 // below; a malformed or repeated Authorization header is 400 on every route
 // (CONTRACT.md ui.auth-header).
+//
+// Kept out of line, as edge.LimitBody is, so that its closure is compiled
+// with the calls in it inlined.
+//
+//go:noinline
 func (a *Auth) Authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok, err := parseBearer(r)
@@ -303,6 +308,11 @@ func (a *Auth) manageOK(c credential, sessionsOK bool) *Error {
 
 // guard wraps a route group with check; a session's state-changing request
 // also needs the same-origin proof.
+//
+// Kept out of line, as edge.LimitBody is, so that its closure is compiled
+// with the calls in it inlined.
+//
+//go:noinline
 func (a *Auth) guard(check func(credential, bool) *Error, sessionsOK bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -151,24 +151,28 @@ func (t *tracker) closeIfEmptyLocked() {
 
 // connState is the http.Server's ConnState hook.
 func (t *tracker) connState(c net.Conn, st http.ConnState) {
-	if u, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = u.NetConn() // a TLS connection over a tracked one (--tls-cert)
-	}
-	tc, ok := c.(*Conn)
+	tc, ok := c.(*Conn) // first: the interface assertion below costs a method-set search each time it fails
 	if !ok {
-		return
+		if u, isTLS := c.(interface{ NetConn() net.Conn }); isTLS {
+			tc, ok = u.NetConn().(*Conn) // a TLS connection over a tracked one (--tls-cert)
+		}
+		if !ok {
+			return
+		}
 	}
-	t.mu.Lock()
 	switch st {
 	case http.StateNew:
+		t.mu.Lock()
 		t.conns[tc] = struct{}{}
+		t.mu.Unlock()
 	case http.StateIdle:
 		tc.finishing.Store(false)
 	case http.StateClosed, http.StateHijacked:
+		t.mu.Lock()
 		delete(t.conns, tc)
 		t.closeIfEmptyLocked()
+		t.mu.Unlock()
 	}
-	t.mu.Unlock()
 	t.notify()
 }
 
@@ -305,6 +309,12 @@ type Conn struct {
 	readDeadline bool      // the slice loop set a read deadline (sliceRead)
 	sliceRead    time.Time // the slice loop's read deadline
 	appRead      time.Time // the read deadline net/http or the handler set
+	// applied is the read deadline last given to the socket, valid when
+	// haveApplied: giving it the same one again is skipped (net/http and
+	// the body reader each lift the deadline at the end of a body, and the
+	// poller's timer is not free to touch).
+	applied     time.Time
+	haveApplied bool
 
 	// wmu orders write-deadline changes the same way.
 	wmu        sync.Mutex
@@ -313,15 +323,16 @@ type Conn struct {
 	sliceWrite time.Time // the slice loop's
 }
 
-// earliest returns the earliest non-zero time of ts, or zero (no deadline).
-func earliest(ts ...time.Time) time.Time {
-	var d time.Time
-	for _, t := range ts {
-		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
-			d = t
-		}
+// earliest returns the earlier non-zero time of a and b, or zero (no
+// deadline).
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
 	}
-	return d
+	return b
 }
 
 // SetReadDeadline records the read deadline of net/http or the handler and
@@ -334,11 +345,16 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *Conn) applyReadLocked() error {
-	var slice time.Time
+	d := c.appRead
 	if c.readDeadline {
-		slice = c.sliceRead
+		d = earliest(d, c.sliceRead)
 	}
-	return c.Conn.SetReadDeadline(earliest(c.appRead, slice))
+	if c.haveApplied && d == c.applied { // the very same value, monotonic reading included
+		return nil
+	}
+	err := c.Conn.SetReadDeadline(d)
+	c.applied, c.haveApplied = d, err == nil
+	return err
 }
 
 // SetWriteDeadline records the write deadline of net/http or the handler
@@ -351,7 +367,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 }
 
 func (c *Conn) applyWriteLocked() error {
-	return c.Conn.SetWriteDeadline(earliest(c.appWrite, c.pieceWrite, c.sliceWrite))
+	return c.Conn.SetWriteDeadline(earliest(earliest(c.appWrite, c.pieceWrite), c.sliceWrite))
 }
 
 // SetDeadline sets both deadlines.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,12 +24,61 @@ func TestWriteDeadlinesCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.sliceWrite = now.Add(time.Second)
-	if got := earliest(c.appWrite, c.pieceWrite, c.sliceWrite); !got.Equal(now.Add(time.Second)) {
+	if got := earliest(earliest(c.appWrite, c.pieceWrite), c.sliceWrite); !got.Equal(now.Add(time.Second)) {
 		t.Fatalf("earliest = %v", got)
 	}
 	if got := earliest(time.Time{}, time.Time{}); !got.IsZero() {
 		t.Fatalf("no deadline became %v", got)
 	}
+}
+
+// A read deadline equal to the one the socket has is not given again;
+// any other is, and so is one whose last setting failed.
+func TestReadDeadlineGivenOnce(t *testing.T) {
+	rc := &recordingConn{}
+	c := &Conn{Conn: rc, t: newTracker()}
+	d := time.Now().Add(time.Minute)
+	for _, set := range []time.Time{{}, {}, d, d, {}, {}} {
+		if err := c.SetReadDeadline(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []time.Time{{}, d, {}}; !slices.Equal(rc.reads, want) {
+		t.Fatalf("deadlines given to the socket: %v, want %v", rc.reads, want)
+	}
+	rc.fail = true
+	_ = c.SetReadDeadline(d)
+	rc.fail = false
+	if err := c.SetReadDeadline(d); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rc.reads); n != 5 {
+		t.Fatalf("a deadline whose setting failed was not given again: %d settings, want 5", n)
+	}
+	// The slice loop's deadline composes with net/http's: the earlier one.
+	c.mu.Lock()
+	c.readDeadline, c.sliceRead = true, d.Add(-time.Second)
+	_ = c.applyReadLocked()
+	c.mu.Unlock()
+	if got := rc.reads[len(rc.reads)-1]; !got.Equal(d.Add(-time.Second)) {
+		t.Fatalf("composed read deadline %v, want the slice's", got)
+	}
+}
+
+// recordingConn records the read deadlines it is given; fail makes the
+// setting fail.
+type recordingConn struct {
+	nopConn
+	reads []time.Time
+	fail  bool
+}
+
+func (c *recordingConn) SetReadDeadline(d time.Time) error {
+	c.reads = append(c.reads, d)
+	if c.fail {
+		return errors.New("closed")
+	}
+	return nil
 }
 
 type nopConn struct{ net.Conn }

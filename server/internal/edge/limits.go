@@ -153,7 +153,8 @@ func BodyError(what string, err error) error {
 type bodyReader struct {
 	body  io.ReadCloser
 	w     http.ResponseWriter
-	rc    *http.ResponseController
+	rc    http.ResponseController // a value: one allocation less per request
+	conn  *Conn                   // the tracked connection, when known: its deadlines without rc's search
 	lim   *bodyLimits
 	start time.Time
 	n     int64
@@ -190,7 +191,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		if !time.Now().Before(d) {
 			return 0, b.fail(errBodyTimeout)
 		}
-		_ = b.rc.SetReadDeadline(d)
+		_ = b.setReadDeadline(d)
 		b.cleared = false
 	}
 	n, err := b.body.Read(p)
@@ -231,7 +232,7 @@ func (b *bodyReader) account(n int64) bool {
 func (b *bodyReader) fail(err error) error {
 	b.err, b.ended = err, true
 	b.w.Header().Set("Connection", "close")
-	_ = b.rc.SetReadDeadline(time.Now())
+	_ = b.setReadDeadline(time.Now())
 	return err
 }
 
@@ -249,7 +250,7 @@ func (b *bodyReader) finish() {
 	b.release()
 	if !b.ended {
 		if d := b.deadline(); !d.IsZero() {
-			_ = b.rc.SetReadDeadline(d)
+			_ = b.setReadDeadline(d)
 		}
 	}
 }
@@ -258,11 +259,22 @@ func (b *bodyReader) finish() {
 func (b *bodyReader) lift() {
 	if !b.cleared {
 		b.cleared = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		_ = b.setReadDeadline(time.Time{})
 	}
 }
 
 func (b *bodyReader) Close() error { return b.body.Close() }
+
+// setReadDeadline sets the connection's read deadline: on the tracked
+// connection itself when the request came on one (what net/http's
+// ResponseController reaches through the response writers, without
+// searching them for the method), else through rc.
+func (b *bodyReader) setReadDeadline(d time.Time) error {
+	if b.conn != nil {
+		return b.conn.SetReadDeadline(d)
+	}
+	return b.rc.SetReadDeadline(d)
+}
 
 // release gives the reservations back (the request ended).
 func (b *bodyReader) release() {
@@ -329,7 +341,7 @@ func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, e
 	if declared > limit {
 		return nil, TooLarge(limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	b, err := readAtMost(body, declared, limit+1)
 	if err == nil && int64(len(b)) > limit {
 		err = &http.MaxBytesError{Limit: limit}
 	}
@@ -338,6 +350,36 @@ func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, e
 	}
 	if err != nil {
 		return nil, BodyError("reading the request body", err)
+	}
+	return b, nil
+}
+
+// readAtMost reads body to its end (io.EOF, not an error) or until it has
+// max bytes, as io.ReadAll(io.LimitReader(body, max)) does, into a buffer
+// sized for the declared length (-1: unknown) and one byte more to see
+// the end: one allocation for a body whose length was declared.
+func readAtMost(body io.Reader, declared, max int64) ([]byte, error) {
+	size := int64(512) // io.ReadAll's first buffer
+	if declared >= 0 {
+		size = declared + 1
+	}
+	b := make([]byte, 0, min(size, max))
+	for int64(len(b)) < max {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+		end := int64(cap(b))
+		if end > max {
+			end = max
+		}
+		n, err := body.Read(b[len(b):end])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
 	}
 	return b, nil
 }
@@ -351,10 +393,16 @@ func ReadBody(body io.Reader, declared, limit int64, end func(error)) ([]byte, e
 // (read deadlines, edge.body-timeout and edge.body-min-rate) under
 // http.MaxBytesReader. Reservations are given back when the handler
 // returns.
+// LimitBody is kept out of line: inlined into the wrapper of a method value
+// (routes passes s.edge.LimitBody), its closure was compiled again there
+// without inlining the calls it makes, and http.NewResponseController
+// allocated on every request. The other middleware constructors say the same.
+//
+//go:noinline
 func (e *Edge) LimitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hasBody := r.Body != nil && r.Body != http.NoBody
-		rc := http.NewResponseController(w)
+		rc := *http.NewResponseController(w)
 		// refuse answers without reading the body. net/http then reads
 		// and drops what is left of it when that is at most 256 KiB (else
 		// it closes the connection gracefully): that read gets RefuseDrain
@@ -378,7 +426,7 @@ func (e *Edge) LimitBody(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		br := &bodyReader{body: r.Body, w: w, rc: rc, lim: lim, start: time.Now()}
+		br := &bodyReader{body: r.Body, w: w, rc: rc, conn: connFrom(r.Context()), lim: lim, start: time.Now()}
 		if n := r.ContentLength; n >= 0 {
 			br.declared = true
 			m := min(n, lim.threshold)

@@ -62,7 +62,7 @@ func TestBodyRateDeadlineMovesWithBytes(t *testing.T) {
 		w := &deadlineWriter{}
 		start := time.Now()
 		b := &bodyReader{body: &pacedBody{left: 20 * piece, piece: piece, every: 50 * time.Millisecond},
-			w: w, rc: http.NewResponseController(w), lim: lim, start: start, declared: true}
+			w: w, rc: *http.NewResponseController(w), lim: lim, start: start, declared: true}
 		buf := make([]byte, 4096)
 		got := 0
 		for {
@@ -141,7 +141,7 @@ func (b errBody) Close() error             { return nil }
 func TestBodyReadDeadlineIs408(t *testing.T) {
 	w := &deadlineWriter{}
 	lim := &bodyLimits{readTimeout: time.Minute, mem: &budget{}, disk: &budget{}}
-	b := &bodyReader{body: errBody{err: os.ErrDeadlineExceeded}, w: w, rc: http.NewResponseController(w), lim: lim,
+	b := &bodyReader{body: errBody{err: os.ErrDeadlineExceeded}, w: w, rc: *http.NewResponseController(w), lim: lim,
 		start: time.Now(), declared: true}
 	_, err := b.Read(make([]byte, 8))
 	var e *Error
@@ -163,7 +163,7 @@ func TestBodyReadDeadlineIs408(t *testing.T) {
 func TestChunkedBodyCharged(t *testing.T) {
 	lim := &bodyLimits{threshold: 4, mem: &budget{limit: 4}, disk: &budget{limit: 4}}
 	w := &deadlineWriter{}
-	b := &bodyReader{body: io.NopCloser(strings.NewReader(strings.Repeat("x", 10))), w: w, rc: http.NewResponseController(w),
+	b := &bodyReader{body: io.NopCloser(strings.NewReader(strings.Repeat("x", 10))), w: w, rc: *http.NewResponseController(w),
 		lim: lim, start: time.Now()}
 	buf := make([]byte, 6)
 	if n, err := b.Read(buf); n != 6 || err != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // Cross-site and DNS-rebinding protection (CONTRACT.md err.host,
@@ -22,6 +23,11 @@ type hostAllowList struct {
 	any   bool
 	names map[string]bool // lower case, IPv6 without brackets
 	exact map[string]bool // host:port entries of --allowed-hosts, lower case
+
+	// lastAllowed is the Host value last found allowed: the lists never
+	// change, so the same value again (a client's every request) is
+	// allowed without splitting and lower-casing it again.
+	lastAllowed atomic.Pointer[string]
 }
 
 // loopbackHosts are always allowed: a page can only reach them under these
@@ -76,6 +82,19 @@ func (h *hostAllowList) allowed(hostport string) bool {
 	if h.any || hostport == "" {
 		return true
 	}
+	if p := h.lastAllowed.Load(); p != nil && *p == hostport {
+		return true
+	}
+	if !h.allowedUncached(hostport) {
+		return false
+	}
+	last := new(string) // not &hostport: that would move every call's argument to the heap
+	*last = hostport
+	h.lastAllowed.Store(last)
+	return true
+}
+
+func (h *hostAllowList) allowedUncached(hostport string) bool {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host, port = hostport, ""
@@ -97,6 +116,11 @@ func probePath(p string) bool {
 
 // CheckHost refuses a request whose Host is not allowed with 403
 // permission_error host_not_allowed (CONTRACT.md err.host).
+//
+// Kept out of line, as edge.LimitBody is, so that its closure is compiled
+// with the calls in it inlined.
+//
+//go:noinline
 func (e *Edge) CheckHost(next http.Handler) http.Handler {
 	h := e.hosts
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,9 +155,21 @@ func newOriginCheck(trusted []string) (*http.CrossOriginProtection, error) {
 
 // CheckOrigin answers a refused cross-origin request with 403
 // permission_error origin_not_allowed (CONTRACT.md err.origin).
+//
+// Kept out of line, as edge.LimitBody is, so that its closure is compiled
+// with the calls in it inlined.
+//
+//go:noinline
 func (e *Edge) CheckOrigin(next http.Handler) http.Handler {
 	c := e.origins
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Check refuses only a request that carries Sec-Fetch-Site or
+		// Origin; without either (curl, SDKs: most requests) it would
+		// pass, and two map reads say so without its header lookups.
+		if len(r.Header["Sec-Fetch-Site"]) == 0 && len(r.Header["Origin"]) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if err := c.Check(r); err != nil {
 			msg := "cross-origin request refused"
 			if o := r.Header.Get("Origin"); o != "" {

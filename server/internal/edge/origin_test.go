@@ -44,8 +44,13 @@ func TestHostAllowList(t *testing.T) {
 		"api.example:9000": true, "api.example:9001": false, "api.example": false,
 		"evil.example": false, "evil.example:8080": false, "0.0.0.0:8080": false,
 	} {
-		if got := h.allowed(host); got != want {
-			t.Errorf("Host %q: allowed %v, want %v", host, got, want)
+		// Twice, after another allowed Host: the last allowed value is
+		// remembered, and only that value is allowed by it.
+		h.allowed("api.example:9000")
+		for range 2 {
+			if got := h.allowed(host); got != want {
+				t.Errorf("Host %q: allowed %v, want %v", host, got, want)
+			}
 		}
 	}
 	unspec, err := newHostAllowList("0.0.0.0:8080", nil)

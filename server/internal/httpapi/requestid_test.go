@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -30,5 +32,49 @@ func TestRequestID(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if id := rec.Header().Get(RequestIDHeader); len(id) != 16 {
 		t.Fatalf("generated id %q", id)
+	}
+}
+
+// HeaderValue reads a canonical key as Header.Get does, and the keys the
+// request path reads with it are canonical (a key that is not would never
+// be found: net/http stores every key it receives in canonical form).
+func TestHeaderValue(t *testing.T) {
+	h := http.Header{}
+	h.Set("content-type", "application/json")
+	h.Add("X-Request-Id", "a")
+	h.Add("X-Request-Id", "b")
+	for _, k := range []string{"Content-Type", RequestIDHeader, "Authorization", "Sec-Fetch-Site", "Origin"} {
+		if http.CanonicalHeaderKey(k) != k {
+			t.Errorf("%q is not canonical", k)
+		}
+		if got, want := HeaderValue(h, k), h.Get(k); got != want {
+			t.Errorf("HeaderValue(%q) = %q, Get %q", k, got, want)
+		}
+	}
+	if got := HeaderValue(nil, "Origin"); got != "" {
+		t.Errorf("a nil header gave %q", got)
+	}
+}
+
+// The request's context is its parent's with the request state: values,
+// cancellation and its cause pass through, as context.WithValue's would.
+func TestRequestContextIsTheParents(t *testing.T) {
+	type key struct{}
+	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+	var got context.Context
+	h := RequestIDs(slog.New(slog.DiscardHandler), nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Context()
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil).WithContext(parent))
+	if got.Value(key{}) != "v" || RequestID(got) == "" {
+		t.Fatalf("values: %v, request ID %q", got.Value(key{}), RequestID(got))
+	}
+	child, stop := context.WithCancel(got)
+	defer stop()
+	cause := errors.New("gone")
+	cancel(cause)
+	<-child.Done()
+	if !errors.Is(context.Cause(child), cause) || !errors.Is(context.Cause(got), cause) {
+		t.Fatalf("causes: %v, %v", context.Cause(child), context.Cause(got))
 	}
 }

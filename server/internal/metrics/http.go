@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -27,6 +30,49 @@ const unmatchedRoute = "unmatched"
 type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+
+	// observers holds the duration's children already resolved, so that a
+	// request pays one map lookup instead of the vector's hashing and
+	// locking (WithLabelValues). It is copied on write: its keys are the
+	// fixed label sets above, and a child is created (and then exported)
+	// only when a request first has its labels, as WithLabelValues did.
+	observers atomic.Pointer[map[labelKey]prometheus.Observer]
+	mu        sync.Mutex // serialises the copies
+}
+
+// labelKey is one label set of the duration histogram.
+type labelKey struct{ route, method, status string }
+
+// observer returns the duration's child for k, resolving it once.
+func (h *httpMetrics) observer(k labelKey) prometheus.Observer {
+	if m := h.observers.Load(); m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.observers.Load()
+	if old != nil {
+		if o, ok := (*old)[k]; ok {
+			return o
+		}
+	}
+	o := h.duration.WithLabelValues(k.route, k.method, k.status)
+	m := make(map[labelKey]prometheus.Observer, 1+lenOf(old))
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	m[k] = o
+	h.observers.Store(&m)
+	return o
+}
+
+func lenOf(m *map[labelKey]prometheus.Observer) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -48,6 +94,10 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 // middleware so that refusals before routing are measured too.
 func (m *Metrics) Middleware(next http.Handler) http.Handler { return m.http.middleware(next) }
 
+// middleware is kept out of line, as edge.LimitBody is, so that its
+// closure is compiled with the calls in it inlined.
+//
+//go:noinline
 func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -66,8 +116,7 @@ func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 					route = p
 				}
 			}
-			h.duration.WithLabelValues(route, methodLabel(r.Method), statusClass(code)).
-				Observe(time.Since(start).Seconds())
+			h.observer(labelKey{route, methodLabel(r.Method), statusClass(code)}).Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(rec, r)
 		returned = true
