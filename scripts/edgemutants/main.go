@@ -53,8 +53,9 @@ func main() {
 	checksFlag := flag.String("checks", "server,conformance", "comma-separated checks: "+checkNames())
 	timeout := flag.Duration("timeout", 6*time.Minute, "a check that runs longer kills the mutant (it hung)")
 	list := flag.Bool("list", false, "list the mutants and check that each applies, then exit")
+	tests := flag.String("tests", "", "regexp: each check runs only these tests (go test -run), to show that one new test kills its mutant")
 	flag.Parse()
-	if err := mainErr(*run, *checksFlag, *timeout, *list); err != nil {
+	if err := mainErr(*run, *checksFlag, *tests, *timeout, *list); err != nil {
 		fmt.Fprintln(os.Stderr, "edgemutants:", err)
 		os.Exit(1)
 	}
@@ -68,7 +69,7 @@ func checkNames() string {
 	return strings.Join(n, ",")
 }
 
-func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
+func mainErr(run, checksFlag, tests string, timeout time.Duration, list bool) error {
 	re, err := regexp.Compile(run)
 	if err != nil {
 		return fmt.Errorf("-run: %w", err)
@@ -79,7 +80,11 @@ func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
 		if i < 0 {
 			return fmt.Errorf("-checks: no check %q (have %s)", name, checkNames())
 		}
-		checks = append(checks, allChecks[i])
+		c := allChecks[i]
+		if tests != "" {
+			c.args = withRun(c.args, tests)
+		}
+		checks = append(checks, c)
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -138,6 +143,20 @@ func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
 	}
 	printTable(os.Stdout, results, checks)
 	return nil
+}
+
+// withRun returns the go test arguments args with -run re instead of
+// their own -run, if any.
+func withRun(args []string, re string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-run" {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return append(out[:2:2], append([]string{"-run", re}, out[2:]...)...)
 }
 
 type result struct {

@@ -25,3 +25,22 @@ func TestMutantsApply(t *testing.T) {
 		}
 	}
 }
+
+// TestWithRun: -tests replaces a check's own -run and keeps its packages.
+func TestWithRun(t *testing.T) {
+	for _, c := range allChecks {
+		got := withRun(c.args, "X")
+		n := 0
+		for i, a := range got {
+			if a == "-run" {
+				n++
+				if i+1 >= len(got) || got[i+1] != "X" {
+					t.Errorf("%s: %v: -run not followed by X", c.name, got)
+				}
+			}
+		}
+		if n != 1 || got[0] != "test" || got[len(got)-1] != c.args[len(c.args)-1] {
+			t.Errorf("%s: withRun(%v) = %v", c.name, c.args, got)
+		}
+	}
+}
