@@ -81,6 +81,8 @@ type request struct {
 	path   string
 	body   []byte
 	header map[string][]string // each value a header line
+	// chunked sends body with no Content-Length (a body of unknown length).
+	chunked bool
 }
 
 // setHeaders puts req's header lines on h.
@@ -105,6 +107,9 @@ func exchange(ctx context.Context, client *http.Client, base string, req request
 	var body io.Reader
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
+	}
+	if req.chunked && body != nil {
+		body = struct{ io.Reader }{body} // no length known to net/http: sent chunked
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, base+req.path, body)
 	if err != nil {
@@ -174,6 +179,9 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 	}
 	hr := httptest.NewRequestWithContext(ctx, req.method, req.path, body)
 	hr.Host = "127.0.0.1" // as over loopback; httptest's example.com is not an allowed host (err.host)
+	if req.chunked && body != nil {
+		hr.ContentLength = -1
+	}
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}

@@ -101,7 +101,7 @@ func (r *caseRun) httpRequest(a *HTTPStep) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
-	rq := request{method: strings.ToUpper(a.Method), path: p, header: map[string][]string{}}
+	rq := request{method: strings.ToUpper(a.Method), path: p, header: map[string][]string{}, chunked: a.Chunked}
 	for k, vs := range a.Headers {
 		rq.header[k] = vs
 	}
