@@ -368,19 +368,24 @@ type BulkStep struct {
 // jar stays as it was, as a copy of the cookies taken before the step would.
 // Chunked sends the body without a Content-Length, as one of unknown
 // length (Transfer-Encoding: chunked), which the server accounts as it
-// arrives (CONTRACT.md edge.body-budget).
+// arrives (CONTRACT.md edge.body-budget). SendFirst and PauseMS make a
+// slow client: the body's first SendFirst bytes go at once, the rest
+// PauseMS later (the pause is the client's behaviour, not an ordering:
+// CONTRACT.md edge.body-min-rate's deadline moves with the bytes received).
 type HTTPStep struct {
-	Method  string                  `yaml:"method"`
-	Path    string                  `yaml:"path"`
-	Body    string                  `yaml:"body"`
-	JSON    any                     `yaml:"json"`
-	Audio   *AudioBody              `yaml:"audio"`
-	Headers map[string]HeaderValues `yaml:"headers"`
-	Via     string                  `yaml:"via"`
-	Jar     string                  `yaml:"jar"`
-	KeepJar bool                    `yaml:"keep_jar"`
-	Chunked bool                    `yaml:"chunked"`
-	Call    `yaml:",inline"`
+	Method    string                  `yaml:"method"`
+	Path      string                  `yaml:"path"`
+	Body      string                  `yaml:"body"`
+	JSON      any                     `yaml:"json"`
+	Audio     *AudioBody              `yaml:"audio"`
+	Headers   map[string]HeaderValues `yaml:"headers"`
+	Via       string                  `yaml:"via"`
+	Jar       string                  `yaml:"jar"`
+	KeepJar   bool                    `yaml:"keep_jar"`
+	Chunked   bool                    `yaml:"chunked"`
+	SendFirst int                     `yaml:"send_first"`
+	PauseMS   int64                   `yaml:"pause_ms"`
+	Call      `yaml:",inline"`
 }
 
 // AudioBody is a generated audio request body (binary, so a YAML string
