@@ -130,11 +130,11 @@ func mainErr(run, checksFlag, tests string, timeout time.Duration, list bool) er
 		}
 		for _, c := range checks {
 			start := time.Now()
-			ok, _ := runCheck(scratch, c, timeout)
+			ok, out := runCheck(scratch, c, timeout)
 			if !ok {
 				r.killedBy = append(r.killedBy, c.name)
 			}
-			fmt.Printf("  %-34s %-12s %-8s %5.0fs\n", m.name, c.name, map[bool]string{true: "survived", false: "killed"}[ok], time.Since(start).Seconds())
+			fmt.Printf("  %-34s %-12s %-8s %5.0fs %s\n", m.name, c.name, map[bool]string{true: "survived", false: "killed"}[ok], time.Since(start).Seconds(), failedTests(out))
 		}
 		if err := restore(); err != nil {
 			return err
@@ -189,6 +189,31 @@ func runCheck(dir string, c check, timeout time.Duration) (bool, string) {
 		return false, err.Error()
 	}
 	return err == nil, string(out)
+}
+
+// failedTests names the innermost failed tests in go test's output (the
+// tests that killed a mutant), or says what else failed.
+func failedTests(out string) string {
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if n, ok := strings.CutPrefix(l, "--- FAIL: "); ok {
+			n, _, _ = strings.Cut(n, " ")
+			// A parent fails with its subtest: keep the subtest only.
+			if k := len(names); k > 0 && strings.HasPrefix(n, names[k-1]+"/") {
+				names[k-1] = n
+				continue
+			}
+			names = append(names, n)
+		}
+	}
+	switch {
+	case len(names) > 0:
+		return strings.Join(names, " ")
+	case strings.Contains(out, "(timed out)"):
+		return "(timed out)"
+	}
+	return ""
 }
 
 func tail(s string, n int) string {

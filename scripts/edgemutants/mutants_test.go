@@ -44,3 +44,14 @@ func TestWithRun(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedTests: the innermost failed tests are named, parents dropped.
+func TestFailedTests(t *testing.T) {
+	out := "--- FAIL: TestConformance (1.0s)\n    --- FAIL: TestConformance/a.b (0.1s)\n    --- FAIL: TestConformance/c~d (0.1s)\n--- FAIL: TestX (0.0s)\nFAIL\n"
+	if got, want := failedTests(out), "TestConformance/a.b TestConformance/c~d TestX"; got != want {
+		t.Errorf("failedTests = %q, want %q", got, want)
+	}
+	if got := failedTests("ok\n(timed out)"); got != "(timed out)" {
+		t.Errorf("a timeout: %q", got)
+	}
+}
