@@ -549,9 +549,11 @@ mutation-weak:
 # routes, leases the edge holds), each run against the server package's
 # tests and the conformance suite in process; it prints which checks
 # killed each. 43 mutants, about 80 s per mutant on 2 quiet cores (about an
-# hour); EDGE_MUTANTS=REGEXP picks mutants, EDGE_CHECKS adds race or sdk.
+# hour); EDGE_MUTANTS=REGEXP picks mutants, EDGE_CHECKS adds race or sdk,
+# EDGE_TESTS=REGEXP runs only those tests in each check (one new test against
+# its mutants, in minutes).
 edge-mutants: models
-	$(GO) run ./scripts/edgemutants $(if $(EDGE_MUTANTS),-run '$(EDGE_MUTANTS)') $(if $(EDGE_CHECKS),-checks '$(EDGE_CHECKS)')
+	$(GO) run ./scripts/edgemutants $(if $(EDGE_MUTANTS),-run '$(EDGE_MUTANTS)') $(if $(EDGE_CHECKS),-checks '$(EDGE_CHECKS)') $(if $(EDGE_TESTS),-tests '$(EDGE_TESTS)')
 
 # conformance-mutants: the suite once per planted core bug, against a built binary (about 4 minutes).
 conformance-mutants:

@@ -81,6 +81,43 @@ type request struct {
 	path   string
 	body   []byte
 	header map[string][]string // each value a header line
+	// chunked sends body with no Content-Length (a body of unknown length).
+	chunked bool
+	// first > 0 sends body's first bytes at once and the rest after pause.
+	first int
+	pause time.Duration
+}
+
+// pausedReader is a body whose first bytes are read at once and the rest
+// only after a pause (a slow client); it gives up when ctx ends.
+type pausedReader struct {
+	ctx   context.Context
+	b     []byte
+	first int
+	pause time.Duration
+	off   int
+}
+
+func (p *pausedReader) Read(b []byte) (int, error) {
+	if p.off >= len(p.b) {
+		return 0, io.EOF
+	}
+	if p.off == p.first {
+		t := time.NewTimer(p.pause)
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return 0, p.ctx.Err()
+		}
+	}
+	end := len(p.b)
+	if p.off < p.first {
+		end = p.first
+	}
+	n := copy(b, p.b[p.off:end])
+	p.off += n
+	return n, nil
 }
 
 // setHeaders puts req's header lines on h.
@@ -106,10 +143,19 @@ func exchange(ctx context.Context, client *http.Client, base string, req request
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
 	}
+	switch {
+	case req.chunked && body != nil:
+		body = struct{ io.Reader }{body} // no length known to net/http: sent chunked
+	case req.first > 0 && req.first < len(req.body):
+		body = &pausedReader{ctx: ctx, b: req.body, first: req.first, pause: req.pause}
+	}
 	hr, err := http.NewRequestWithContext(ctx, req.method, base+req.path, body)
 	if err != nil {
 		a.err, a.got = err, time.Now()
 		return a
+	}
+	if _, ok := body.(*pausedReader); ok {
+		hr.ContentLength = int64(len(req.body)) // declared, as a client that knows its body's size
 	}
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
@@ -174,6 +220,9 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 	}
 	hr := httptest.NewRequestWithContext(ctx, req.method, req.path, body)
 	hr.Host = "127.0.0.1" // as over loopback; httptest's example.com is not an allowed host (err.host)
+	if req.chunked && body != nil {
+		hr.ContentLength = -1
+	}
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}

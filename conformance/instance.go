@@ -108,6 +108,9 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	if sp.stateDir != "" {
 		a = append(a, "--state-dir", sp.stateDir)
 	}
+	if sp.spoolDir != "" {
+		a = append(a, "--spool-dir", sp.spoolDir)
+	}
 	on := func(b bool, flag string) {
 		if b {
 			a = append(a, flag)
@@ -234,8 +237,8 @@ type Builder func(b Build) (Server, error)
 type Build struct {
 	Spec ServerSpec
 	// ModelsRoot is --models-root, TraceFile --trace ("" none), StateDir
-	// --state-dir ("" none).
-	ModelsRoot, TraceFile, StateDir string
+	// --state-dir ("" none), SpoolDir --spool-dir ("" the system's).
+	ModelsRoot, TraceFile, StateDir, SpoolDir string
 	// ShutdownTimeout is --shutdown-timeout (0: none).
 	ShutdownTimeout time.Duration
 	// Startup is the startup config (--config, YAML); nil: none.
@@ -282,6 +285,7 @@ func (l InProcess) Start(spec ServerSpec) (Instance, error) {
 		return nil, err
 	}
 	b := Build{Spec: spec, ModelsRoot: spec.modelsRootIn(root), TraceFile: spec.tracePath(root), StateDir: spec.stateDir,
+		SpoolDir:        spec.spoolDir,
 		ShutdownTimeout: spec.shutdownTimeout(), Engines: engines, Log: log, CheckInvariants: l.CheckInvariants}
 	if len(spec.Startup) > 0 {
 		if b.Startup, err = spec.startupConfig(); err != nil {

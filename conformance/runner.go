@@ -201,6 +201,13 @@ func RunCase(c *Case, o Options, shared, tag string) (res Result) {
 			}
 			defer os.RemoveAll(dir)
 			spec.caseDir, spec.stateDir = dir, filepath.Join(dir, "state")
+			if spec.SpoolDir {
+				spec.spoolDir = filepath.Join(dir, "spool")
+				if err := os.Mkdir(spec.spoolDir, 0o700); err != nil {
+					res.Verdict, res.Error = Fail, err.Error()
+					return res
+				}
+			}
 		}
 		spec.Startup = mapStartup(spec.Startup, fmt.Sprintf("c%d.%s", c.index, tag))
 		restart = func() (Instance, error) { return l.Start(spec) }

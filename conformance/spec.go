@@ -144,6 +144,10 @@ type ServerSpec struct {
 	// case's folder (beside the state dir) and so kept across its restarts
 	// (CONTRACT.md persist.trace-kept); it needs StateDir.
 	Trace bool `yaml:"trace"`
+	// SpoolDir makes the server's --spool-dir spool/ in the case's
+	// folder (file steps can then see that no spooled upload is left
+	// behind, CONTRACT.md edge.upload-spool); it needs StateDir.
+	SpoolDir bool `yaml:"spool_dir"`
 	// Startup lists the models of the server's startup config (--config),
 	// each as in a config file (id, task, options, ...; engine fixture and
 	// slots 1 unless given). Their IDs are model symbols, mapped like
@@ -155,6 +159,7 @@ type ServerSpec struct {
 	modelsRoot string // the real engines' models root (Engines)
 	stateDir   string // the case's state dir (StateDir), outside every server's own folder
 	caseDir    string // the case's folder, holding stateDir (as state/) and a kept trace (file steps)
+	spoolDir   string // the server's --spool-dir (SpoolDir: spool/ in caseDir)
 }
 
 func boolOr(p *bool, def bool) bool {
@@ -361,17 +366,26 @@ type BulkStep struct {
 // case, like one browser: the step sends the cookies the jar holds and
 // keeps those its answer sets (a synchronous step only); with KeepJar the
 // jar stays as it was, as a copy of the cookies taken before the step would.
+// Chunked sends the body without a Content-Length, as one of unknown
+// length (Transfer-Encoding: chunked), which the server accounts as it
+// arrives (CONTRACT.md edge.body-budget). SendFirst and PauseMS make a
+// slow client: the body's first SendFirst bytes go at once, the rest
+// PauseMS later (the pause is the client's behaviour, not an ordering:
+// CONTRACT.md edge.body-min-rate's deadline moves with the bytes received).
 type HTTPStep struct {
-	Method  string                  `yaml:"method"`
-	Path    string                  `yaml:"path"`
-	Body    string                  `yaml:"body"`
-	JSON    any                     `yaml:"json"`
-	Audio   *AudioBody              `yaml:"audio"`
-	Headers map[string]HeaderValues `yaml:"headers"`
-	Via     string                  `yaml:"via"`
-	Jar     string                  `yaml:"jar"`
-	KeepJar bool                    `yaml:"keep_jar"`
-	Call    `yaml:",inline"`
+	Method    string                  `yaml:"method"`
+	Path      string                  `yaml:"path"`
+	Body      string                  `yaml:"body"`
+	JSON      any                     `yaml:"json"`
+	Audio     *AudioBody              `yaml:"audio"`
+	Headers   map[string]HeaderValues `yaml:"headers"`
+	Via       string                  `yaml:"via"`
+	Jar       string                  `yaml:"jar"`
+	KeepJar   bool                    `yaml:"keep_jar"`
+	Chunked   bool                    `yaml:"chunked"`
+	SendFirst int                     `yaml:"send_first"`
+	PauseMS   int64                   `yaml:"pause_ms"`
+	Call      `yaml:",inline"`
 }
 
 // AudioBody is a generated audio request body (binary, so a YAML string

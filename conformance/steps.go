@@ -101,7 +101,8 @@ func (r *caseRun) httpRequest(a *HTTPStep) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
-	rq := request{method: strings.ToUpper(a.Method), path: p, header: map[string][]string{}}
+	rq := request{method: strings.ToUpper(a.Method), path: p, header: map[string][]string{}, chunked: a.Chunked,
+		first: a.SendFirst, pause: time.Duration(a.PauseMS) * time.Millisecond}
 	for k, vs := range a.Headers {
 		rq.header[k] = vs
 	}

@@ -57,7 +57,8 @@ type StartStep struct {
 //
 // Checks: Exists, Kind (file, symlink, fifo, dir), Contains and Absent
 // (texts the file holds or lacks; on a directory, any or each regular file
-// in it), SameAs (the same bytes as another path).
+// in it), SameAs (the same bytes as another path), Entries (how many
+// entries a directory holds: 0, no spooled upload left behind).
 type FileStep struct {
 	Path     string   `yaml:"path"`
 	Write    *string  `yaml:"write"`
@@ -75,6 +76,7 @@ type FileStep struct {
 	Contains []string `yaml:"contains"`
 	Absent   []string `yaml:"absent"`
 	SameAs   string   `yaml:"same_as"`
+	Entries  *int     `yaml:"entries"`
 }
 
 // actions counts the actions a file step names.
@@ -255,6 +257,19 @@ func (r *caseRun) fileChecks(a *FileStep, path string) error {
 		}
 		if !bytes.Equal(got, want) {
 			return fmt.Errorf("%s differs from %s", a.Path, a.SameAs)
+		}
+	}
+	if a.Entries != nil {
+		es, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		if len(es) != *a.Entries {
+			var names []string
+			for _, e := range es {
+				names = append(names, e.Name())
+			}
+			return fmt.Errorf("%s holds %d entries %v, want %d", a.Path, len(es), names, *a.Entries)
 		}
 	}
 	if len(a.Contains) == 0 && len(a.Absent) == 0 {

@@ -94,6 +94,8 @@ func TestAuth(t *testing.T) {
 		{"POST", "/v2/repository/models/m/load", "Bearer k-api", 401}, {"POST", "/v2/repository/models/m/unload", "Bearer k-api", 401},
 		{"POST", "/v2/repository/models/m/load", "Bearer k-mgmt", 200}, {"POST", "/v2/repository/index", "Bearer k-api", 200},
 		{"GET", "/", "", 200}, // the shell is open (ui.shell)
+		// The models root is management too (edgemutants auth-models-root-open).
+		{"PUT", "/v1/settings/models-root", "Bearer k-api", 401},
 	} {
 		var hdr []string
 		if c.auth != "" {

@@ -12,7 +12,7 @@ import (
 // the same route answers 200 (CONTRACT.md persist.durable-before-200;
 // edgemutants durable-*). Each step changes what is durable, so a write is
 // due: the durable state is "a loaded" while the writes fail, then
-// "a unloaded".
+// "a unloaded" (while a PUT and the loads after it fail to record a loaded).
 func TestEveryManagerAnswers500WhenNotDurable(t *testing.T) {
 	rs := newRestartable(t)
 	a := rs.start()
@@ -49,6 +49,10 @@ func TestEveryManagerAnswers500WhenNotDurable(t *testing.T) {
 	fail(false)
 	step("POST", "/v1/models/a/unload", "", 200) // durable now: a unloaded
 	fail(true)
+	// A PUT of a's own spec commits no new config_version (nothing is
+	// announced) but loads a: only its record after the commit is due
+	// (edgemutants durable-apply).
+	step("PUT", "/v1/models/a", `{"engine":"fixture","slots":1}`, 500)
 	step("POST", "/v1/models/a/load", "", 500)
 	step("POST", "/v2/repository/models/a/load", "", 500)
 	fail(false)

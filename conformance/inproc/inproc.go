@@ -45,7 +45,7 @@ func config(b conformance.Build) server.Config {
 	sp := &b.Spec
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.ModelsRoot, cfg.TraceFile, cfg.StateDir = b.ModelsRoot, b.TraceFile, b.StateDir
+	cfg.ModelsRoot, cfg.TraceFile, cfg.StateDir, cfg.SpoolDir = b.ModelsRoot, b.TraceFile, b.StateDir, b.SpoolDir
 	cfg.ParallelJobs = boolOr(sp.ParallelJobs, true)
 	cfg.UIManagement = boolOr(sp.UIManagement, true)
 	cfg.Fixture = boolOr(sp.Fixture, true)

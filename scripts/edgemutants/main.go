@@ -53,8 +53,9 @@ func main() {
 	checksFlag := flag.String("checks", "server,conformance", "comma-separated checks: "+checkNames())
 	timeout := flag.Duration("timeout", 6*time.Minute, "a check that runs longer kills the mutant (it hung)")
 	list := flag.Bool("list", false, "list the mutants and check that each applies, then exit")
+	tests := flag.String("tests", "", "regexp: each check runs only these tests (go test -run), to show that one new test kills its mutant")
 	flag.Parse()
-	if err := mainErr(*run, *checksFlag, *timeout, *list); err != nil {
+	if err := mainErr(*run, *checksFlag, *tests, *timeout, *list); err != nil {
 		fmt.Fprintln(os.Stderr, "edgemutants:", err)
 		os.Exit(1)
 	}
@@ -68,7 +69,7 @@ func checkNames() string {
 	return strings.Join(n, ",")
 }
 
-func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
+func mainErr(run, checksFlag, tests string, timeout time.Duration, list bool) error {
 	re, err := regexp.Compile(run)
 	if err != nil {
 		return fmt.Errorf("-run: %w", err)
@@ -79,7 +80,11 @@ func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
 		if i < 0 {
 			return fmt.Errorf("-checks: no check %q (have %s)", name, checkNames())
 		}
-		checks = append(checks, allChecks[i])
+		c := allChecks[i]
+		if tests != "" {
+			c.args = withRun(c.args, tests)
+		}
+		checks = append(checks, c)
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -125,11 +130,11 @@ func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
 		}
 		for _, c := range checks {
 			start := time.Now()
-			ok, _ := runCheck(scratch, c, timeout)
+			ok, out := runCheck(scratch, c, timeout)
 			if !ok {
 				r.killedBy = append(r.killedBy, c.name)
 			}
-			fmt.Printf("  %-34s %-12s %-8s %5.0fs\n", m.name, c.name, map[bool]string{true: "survived", false: "killed"}[ok], time.Since(start).Seconds())
+			fmt.Printf("  %-34s %-12s %-8s %5.0fs %s\n", m.name, c.name, map[bool]string{true: "survived", false: "killed"}[ok], time.Since(start).Seconds(), failedTests(out))
 		}
 		if err := restore(); err != nil {
 			return err
@@ -138,6 +143,20 @@ func mainErr(run, checksFlag string, timeout time.Duration, list bool) error {
 	}
 	printTable(os.Stdout, results, checks)
 	return nil
+}
+
+// withRun returns the go test arguments args with -run re instead of
+// their own -run, if any.
+func withRun(args []string, re string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-run" {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return append(out[:2:2], append([]string{"-run", re}, out[2:]...)...)
 }
 
 type result struct {
@@ -170,6 +189,31 @@ func runCheck(dir string, c check, timeout time.Duration) (bool, string) {
 		return false, err.Error()
 	}
 	return err == nil, string(out)
+}
+
+// failedTests names the innermost failed tests in go test's output (the
+// tests that killed a mutant), or says what else failed.
+func failedTests(out string) string {
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if n, ok := strings.CutPrefix(l, "--- FAIL: "); ok {
+			n, _, _ = strings.Cut(n, " ")
+			// A parent fails with its subtest: keep the subtest only.
+			if k := len(names); k > 0 && strings.HasPrefix(n, names[k-1]+"/") {
+				names[k-1] = n
+				continue
+			}
+			names = append(names, n)
+		}
+	}
+	switch {
+	case len(names) > 0:
+		return strings.Join(names, " ")
+	case strings.Contains(out, "(timed out)"):
+		return "(timed out)"
+	}
+	return ""
 }
 
 func tail(s string, n int) string {
