@@ -14,6 +14,7 @@ package realtime
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -152,9 +153,8 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	if m, ok := q["model"]; ok && (len(m) != 1 || id == "") {
 		return httpapi.InvalidParam("model", "the model query parameter, when given, names one model; leave it out to name the model in the session's first update")
 	}
-	if !isWebSocketHandshake(r) {
-		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "websocket_required",
-			Message: "GET /v1/realtime is a WebSocket endpoint: send a WebSocket upgrade (version 13)"}
+	if err := checkHandshake(r); err != nil {
+		return err
 	}
 	// The handshake is a GET, which the Origin middleware lets through: a
 	// foreign origin is refused here, before a lease (and perhaps a load)
@@ -353,17 +353,32 @@ func (h *Handler) wsOrigins() []string {
 	return out
 }
 
-// isWebSocketHandshake reports whether r asks for a WebSocket upgrade
-// (RFC 6455 4.2.1), checked before a lease is taken.
-func isWebSocketHandshake(r *http.Request) bool {
+// checkHandshake refuses, in the server's error shape and before a lease
+// is taken, a request that is not a WebSocket upgrade (RFC 6455 4.2.1) or
+// whose upgrade the WebSocket library would refuse (an HTTP/1.0 request,
+// a repeated or malformed Sec-WebSocket-Key): the library answers those
+// itself in plain text, which names no field (CONTRACT.md live.handshake,
+// err.shape).
+func checkHandshake(r *http.Request) *httpapi.Error {
 	has := func(h, token string) bool {
-		for _, v := range strings.Split(r.Header.Get(h), ",") {
-			if strings.EqualFold(strings.TrimSpace(v), token) {
-				return true
+		for _, line := range r.Header.Values(h) {
+			for _, v := range strings.Split(line, ",") {
+				if strings.EqualFold(strings.TrimSpace(v), token) {
+					return true
+				}
 			}
 		}
 		return false
 	}
-	return r.Method == http.MethodGet && has("Connection", "upgrade") && has("Upgrade", "websocket") &&
-		r.Header.Get("Sec-WebSocket-Version") == "13" && r.Header.Get("Sec-WebSocket-Key") != ""
+	if r.Method != http.MethodGet || !r.ProtoAtLeast(1, 1) || !has("Connection", "upgrade") || !has("Upgrade", "websocket") ||
+		r.Header.Get("Sec-WebSocket-Version") != "13" || len(r.Header.Values("Sec-WebSocket-Key")) == 0 {
+		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "websocket_required",
+			Message: "GET /v1/realtime is a WebSocket endpoint: send a WebSocket upgrade (HTTP/1.1, version 13)"}
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); len(keys) != 1 || err != nil || len(b) != 16 {
+		return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value", Param: "Sec-WebSocket-Key",
+			Message: "the handshake needs exactly one Sec-WebSocket-Key header: 16 bytes in base64"}
+	}
+	return nil
 }
