@@ -37,15 +37,15 @@ func TestFailedStreamReleasesItsSlot(t *testing.T) {
 func TestRefusedUpgradeReleasesItsLease(t *testing.T) {
 	ts := startRealtime(t, 1, nil)
 	for range 3 {
-		req := httptest.NewRequest("GET", "/v1/realtime?intent=transcription&model=asr", nil)
+		req := httptest.NewRequest("GET", "http://127.0.0.1/v1/realtime?intent=transcription&model=asr", nil)
 		for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
-			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", AdmissionTimeoutHeader: "2000"} {
 			req.Header.Set(k, v)
 		}
 		rec := httptest.NewRecorder()
 		ts.s.Handler().ServeHTTP(rec, req)
-		if rec.Code == http.StatusSwitchingProtocols {
-			t.Fatal("an upgrade without a connection to take over answered 101")
+		if rec.Code != http.StatusNotImplemented { // the library's refusal: the handshake reached the upgrade
+			t.Fatalf("answer %d %q, want the upgrade's refusal (501)", rec.Code, rec.Body.String())
 		}
 	}
 	if m := ts.model("asr"); m.ActiveSlots != 0 {
