@@ -41,19 +41,7 @@ func preparedRT(t *testing.T) *runtime.Runtime {
 func TestIntentHoldsAliasesAndVoiceMap(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	start := func() (*runtime.Runtime, *Store, *Registry) {
-		rt := preparedRT(t)
-		s, _ := openT(t, dir)
-		g := New(rt, s, slog.New(slog.DiscardHandler))
-		if _, err := g.Restore(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return rt, s, g
-	}
-	stop := func(rt *runtime.Runtime, s *Store) {
-		_ = s.Close()
-		_ = rt.Shutdown(ctx)
-	}
+	start, stop := restarts(t, dir, backends.Registry{fixture.Name: voicedFixture{fixture.New()}})
 	spec := runtime.ModelSpec{Engine: fixture.Name, Task: "tts", Slots: 1}
 	full := errors.New("no space left on device")
 

@@ -90,22 +90,7 @@ func TestVersionNeverReused(t *testing.T) {
 		}
 		seen[st.ConfigVersion] = cfg.MaxQueue
 	}
-	start := func() (*runtime.Runtime, *Store, *Registry) {
-		rt, err := runtime.New(runtime.Options{Engines: backends.Registry{fixture.Name: fixture.New()}, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, _ := openT(t, dir)
-		g := New(rt, s, slog.New(slog.DiscardHandler))
-		if _, err := g.Restore(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return rt, s, g
-	}
-	stop := func(rt *runtime.Runtime, s *Store) {
-		_ = s.Close()
-		_ = rt.Shutdown(ctx)
-	}
+	start, stop := restarts(t, dir, backends.Registry{fixture.Name: fixture.New()})
 
 	rt, s, g := start()
 	if _, err := g.Apply(ctx, "m", spec(1, `{}`)); err != nil {
@@ -246,4 +231,29 @@ func TestAliasesRecordedAndRestored(t *testing.T) {
 	if st, err := parseSnapshot(b); err != nil || len(st.Models[0].Aliases) != 0 {
 		t.Errorf("a snapshot without aliases: %+v %v", st, err)
 	}
+}
+
+// restarts returns start, which opens dir's store and restores it into a
+// new runtime serving engines (a server's start), and stop, which closes
+// both (its exit).
+func restarts(t *testing.T, dir string, engines backends.Registry) (start func() (*runtime.Runtime, *Store, *Registry), stop func(*runtime.Runtime, *Store)) {
+	ctx := context.Background()
+	start = func() (*runtime.Runtime, *Store, *Registry) {
+		t.Helper()
+		rt, err := runtime.New(runtime.Options{Engines: engines, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := openT(t, dir)
+		g := New(rt, s, slog.New(slog.DiscardHandler))
+		if _, err := g.Restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return rt, s, g
+	}
+	stop = func(rt *runtime.Runtime, s *Store) {
+		_ = s.Close()
+		_ = rt.Shutdown(ctx)
+	}
+	return start, stop
 }
