@@ -315,6 +315,9 @@ type Conn struct {
 	// poller's timer is not free to touch).
 	applied     time.Time
 	haveApplied bool
+	// readPending: appRead was recorded by ArmReadDeadline and not yet
+	// given to the socket; the next Read gives it before it reads.
+	readPending atomic.Bool
 
 	// wmu orders write-deadline changes the same way.
 	wmu        sync.Mutex
@@ -344,7 +347,22 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	return c.applyReadLocked()
 }
 
+// armReadDeadline records a read deadline like SetReadDeadline but gives
+// it to the socket only when a Read comes (Conn.Read): a body that
+// net/http already buffered with the header is read without touching the
+// socket, and neither its deadline nor its lifting costs the poller's
+// timer. Every read of the socket still runs under the deadline. Only for
+// the reader that reads next, on its own goroutine (the body reader): a
+// Read already blocked would not see it.
+func (c *Conn) armReadDeadline(t time.Time) {
+	c.mu.Lock()
+	c.appRead = t
+	c.readPending.Store(true)
+	c.mu.Unlock()
+}
+
 func (c *Conn) applyReadLocked() error {
+	c.readPending.Store(false)
 	d := c.appRead
 	if c.readDeadline {
 		d = earliest(d, c.sliceRead)
@@ -391,6 +409,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.mu.Lock()
 		if c.readDeadline {
 			c.armReadSliceLocked(c.t.start.Load())
+		}
+		c.mu.Unlock()
+	}
+	if c.readPending.Load() {
+		c.mu.Lock()
+		if c.readPending.Load() {
+			_ = c.applyReadLocked()
 		}
 		c.mu.Unlock()
 	}

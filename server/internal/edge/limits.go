@@ -191,7 +191,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		if !time.Now().Before(d) {
 			return 0, b.fail(errBodyTimeout)
 		}
-		_ = b.setReadDeadline(d)
+		b.armReadDeadline(d)
 		b.cleared = false
 	}
 	n, err := b.body.Read(p)
@@ -269,6 +269,17 @@ func (b *bodyReader) Close() error { return b.body.Close() }
 // connection itself when the request came on one (what net/http's
 // ResponseController reaches through the response writers, without
 // searching them for the method), else through rc.
+// armReadDeadline sets the body's read deadline for the reads to come: on
+// the tracked connection, given to the socket only when a read reaches it
+// (Conn.armReadDeadline), else through rc at once.
+func (b *bodyReader) armReadDeadline(d time.Time) {
+	if b.conn != nil {
+		b.conn.armReadDeadline(d)
+		return
+	}
+	_ = b.rc.SetReadDeadline(d)
+}
+
 func (b *bodyReader) setReadDeadline(d time.Time) error {
 	if b.conn != nil {
 		return b.conn.SetReadDeadline(d)
