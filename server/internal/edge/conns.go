@@ -53,6 +53,8 @@ const (
 	// TickEvery is how often the shutdown's slice loop calls Edge.Tick.
 	TickEvery  = 50 * time.Millisecond
 	writePiece = 64 << 10
+	// maxWriteSlack bounds writeSlack.
+	maxWriteSlack = 10 * time.Millisecond
 )
 
 // tracker knows every open connection of one server.
@@ -437,6 +439,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if wt > 0 || stopping {
 			now := time.Now()
 			c.wmu.Lock()
+			prev := c.pieceWrite
 			if wt > 0 {
 				c.pieceWrite = now.Add(wt)
 			}
@@ -448,7 +451,16 @@ func (c *Conn) Write(p []byte) (int, error) {
 				// deadline set for nothing.
 				c.sliceWrite = now.Add(stallSlice)
 			}
-			_ = c.applyWriteLocked()
+			if stopping || c.pieceWrite.Sub(prev) >= writeSlack(wt) {
+				_ = c.applyWriteLocked()
+			} else {
+				// The deadline armed for an earlier piece less than
+				// writeSlack ago stays: earlier than this piece's own by
+				// less than that, never later, and the poller's
+				// timer is not touched again (an answer is written in
+				// two pieces, all but its last byte and then that byte).
+				c.pieceWrite = prev
+			}
 			c.wmu.Unlock()
 		}
 		k := min(len(p), writePiece)
@@ -465,6 +477,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	c.writing.Store(false)
 	return n, nil
+}
+
+// writeSlack is how long after a write deadline was armed a piece keeps
+// it rather than arming its own: about a thousandth of the timeout, at
+// most maxWriteSlack, so a piece's deadline is never later than
+// --write-timeout after its start and earlier by at most that much.
+func writeSlack(wt time.Duration) time.Duration {
+	return min(wt>>10, maxWriteSlack)
 }
 
 // CloseWrite half-closes a TCP connection, as net/http does before closing
