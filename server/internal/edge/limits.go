@@ -318,14 +318,20 @@ var defaultBody = Body{MaxJSON: 1 << 20, SpoolThreshold: 1 << 20}
 // defaults for one that did not pass LimitBody.
 func BodyOf(ctx context.Context) Body {
 	b := defaultBody
-	l, _ := httpapi.Local(ctx, httpapi.SlotBody).(*bodyLimits)
+	var l *bodyLimits
+	if loc := httpapi.Locals(ctx); loc != nil {
+		l, _ = loc[httpapi.SlotBody].(*bodyLimits)
+		if l != nil { // LimitBody kept the connection beside it
+			b.conn, _ = loc[httpapi.SlotConn].(*Conn)
+		}
+	}
 	if l == nil {
 		l, _ = ctx.Value(limitsKey{}).(*bodyLimits)
+		b.conn = connFrom(ctx)
 	}
 	if l != nil {
 		b.MaxJSON, b.SpoolThreshold, b.SpoolDir = l.maxJSON, l.threshold, l.spoolDir
 	}
-	b.conn = connFrom(ctx)
 	return b
 }
 
@@ -430,14 +436,17 @@ func (e *Edge) LimitBody(next http.Handler) http.Handler {
 			return
 		}
 		lim := e.limits
-		if !httpapi.SetLocal(r.Context(), httpapi.SlotBody, lim) { // the request's state, else a value of its own
+		conn := connFrom(r.Context())
+		if loc := httpapi.Locals(r.Context()); loc != nil { // the request's state, else a value of its own
+			loc[httpapi.SlotBody], loc[httpapi.SlotConn] = lim, conn
+		} else {
 			r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
 		}
 		if !hasBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		br := &bodyReader{body: r.Body, w: w, rc: rc, conn: connFrom(r.Context()), lim: lim, start: time.Now()}
+		br := &bodyReader{body: r.Body, w: w, rc: rc, conn: conn, lim: lim, start: time.Now()}
 		if n := r.ContentLength; n >= 0 {
 			br.declared = true
 			m := min(n, lim.threshold)
