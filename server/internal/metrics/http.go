@@ -36,8 +36,18 @@ type httpMetrics struct {
 	// locking (WithLabelValues). It is copied on write: its keys are the
 	// fixed label sets above, and a child is created (and then exported)
 	// only when a request first has its labels, as WithLabelValues did.
-	observers atomic.Pointer[map[labelKey]prometheus.Observer]
+	observers atomic.Pointer[map[labelKey]*observerEntry]
 	mu        sync.Mutex // serialises the copies
+	// last is the entry a request last used: the usual run of requests
+	// on one route compares its labels instead of hashing them.
+	last atomic.Pointer[observerEntry]
+}
+
+// observerEntry is one resolved child with its labels (created once, then
+// only read).
+type observerEntry struct {
+	k labelKey
+	o prometheus.Observer
 }
 
 // labelKey is one label set of the duration histogram.
@@ -45,30 +55,35 @@ type labelKey struct{ route, method, status string }
 
 // observer returns the duration's child for k, resolving it once.
 func (h *httpMetrics) observer(k labelKey) prometheus.Observer {
+	if e := h.last.Load(); e != nil && e.k == k {
+		return e.o
+	}
 	if m := h.observers.Load(); m != nil {
-		if o, ok := (*m)[k]; ok {
-			return o
+		if e, ok := (*m)[k]; ok {
+			h.last.Store(e)
+			return e.o
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.observers.Load()
 	if old != nil {
-		if o, ok := (*old)[k]; ok {
-			return o
+		if e, ok := (*old)[k]; ok {
+			return e.o
 		}
 	}
-	o := h.duration.WithLabelValues(k.route, k.method, k.status)
-	m := make(map[labelKey]prometheus.Observer, 1+lenOf(old))
+	e := &observerEntry{k: k, o: h.duration.WithLabelValues(k.route, k.method, k.status)}
+	m := make(map[labelKey]*observerEntry, 1+lenOf(old))
 	if old != nil {
 		maps.Copy(m, *old)
 	}
-	m[k] = o
+	m[k] = e
 	h.observers.Store(&m)
-	return o
+	h.last.Store(e)
+	return e.o
 }
 
-func lenOf(m *map[labelKey]prometheus.Observer) int {
+func lenOf(m *map[labelKey]*observerEntry) int {
 	if m == nil {
 		return 0
 	}
