@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,15 +47,39 @@ type httpMetrics struct {
 // observerEntry is one resolved child with its labels (created once, then
 // only read).
 type observerEntry struct {
-	k labelKey
-	o prometheus.Observer
+	k    labelKey
+	o    prometheus.Observer
+	pats []string // chi's route patterns k.route was computed from (nil: unmatched)
 }
 
 // labelKey is one label set of the duration histogram.
 type labelKey struct{ route, method, status string }
 
-// observer returns the duration's child for k, resolving it once.
-func (h *httpMetrics) observer(k labelKey) prometheus.Observer {
+// observerFor returns the duration's child for a request that matched
+// chi's route patterns pats (rc nil: none). The route label is chi's
+// RoutePattern of them, a function of pats alone: when they are those of
+// the last entry, with the same method and status, that entry answers
+// without the pattern being built again.
+func (h *httpMetrics) observerFor(rc *chi.Context, method, status string) prometheus.Observer {
+	var pats []string
+	if rc != nil {
+		pats = rc.RoutePatterns
+	}
+	if e := h.last.Load(); e != nil && e.k.method == method && e.k.status == status && slices.Equal(e.pats, pats) {
+		return e.o
+	}
+	route := unmatchedRoute
+	if rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			route = p
+		}
+	}
+	return h.observer(labelKey{route, method, status}, pats)
+}
+
+// observer returns the duration's child for k, resolving it once; pats
+// are the route patterns of the request (kept with a new entry).
+func (h *httpMetrics) observer(k labelKey, pats []string) prometheus.Observer {
 	if e := h.last.Load(); e != nil && e.k == k {
 		return e.o
 	}
@@ -72,7 +97,7 @@ func (h *httpMetrics) observer(k labelKey) prometheus.Observer {
 			return e.o
 		}
 	}
-	e := &observerEntry{k: k, o: h.duration.WithLabelValues(k.route, k.method, k.status)}
+	e := &observerEntry{k: k, o: h.duration.WithLabelValues(k.route, k.method, k.status), pats: slices.Clone(pats)}
 	m := make(map[labelKey]*observerEntry, 1+lenOf(old))
 	if old != nil {
 		maps.Copy(m, *old)
@@ -125,13 +150,7 @@ func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 			if !returned && code == 0 {
 				code = http.StatusInternalServerError // a panic: net/http drops the connection
 			}
-			route := unmatchedRoute
-			if rc := chi.RouteContext(r.Context()); rc != nil {
-				if p := rc.RoutePattern(); p != "" {
-					route = p
-				}
-			}
-			h.observer(labelKey{route, methodLabel(r.Method), statusClass(code)}).Observe(time.Since(start).Seconds())
+			h.observerFor(chi.RouteContext(r.Context()), methodLabel(r.Method), statusClass(code)).Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(rec, r)
 		returned = true
