@@ -101,14 +101,15 @@ func unquote(s string) (string, error) {
 // checkKeys walks one JSON value of b (already decoded by encoding/json,
 // so well-formed and nested at most 10,000 levels) and refuses duplicate
 // keys in any object, and keys that match a field of t (a struct, possibly
-// behind pointers, slices, arrays or maps) only case-insensitively. t nil
-// (an interface, json.RawMessage or any other type with its own decoding)
-// means the value's shape is free: only duplicates are checked. It
-// allocates nothing for a body without such keys; the path of a refused
-// key is built only on the way out of an error.
+// behind pointers, slices, arrays or maps) only case-insensitively. A
+// type that decodes itself (an interface, json.RawMessage or any other
+// json.Unmarshaler) means the value's shape is free: only duplicates are
+// checked. t's shape is computed once per type (shapeFor); the walk
+// allocates nothing for a body without such keys, and the path of a
+// refused key is built only on the way out of an error.
 func checkKeys(b []byte, t reflect.Type) error {
 	w := keyWalker{b: b}
-	return w.value(t)
+	return w.value(shapeFor(t))
 }
 
 type keyWalker struct {
@@ -122,41 +123,57 @@ func (w *keyWalker) ws() {
 	}
 }
 
+// skipStr moves w.i past the string at w.i and returns the index of its
+// closing quote: the first quote after an even number of backslashes.
+func (w *keyWalker) skipStr() int {
+	start := w.i + 1
+	j := start
+	for {
+		k := bytes.IndexByte(w.b[j:], '"')
+		if k < 0 { // cannot happen: decoded before
+			w.i = len(w.b)
+			return len(w.b)
+		}
+		j += k
+		n := 0
+		for p := j - 1; p >= start && w.b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			w.i = j + 1
+			return j
+		}
+		j++
+	}
+}
+
 // str reads a string at w.i and returns its value: a slice of b without
 // escapes, else the unescaped bytes.
 func (w *keyWalker) str() []byte {
-	start, esc := w.i+1, false
-	j := start
-	for ; j < len(w.b) && w.b[j] != '"'; j++ {
-		if w.b[j] == '\\' {
-			esc = true
-			j++
-		}
-	}
-	w.i = j + 1
-	if !esc {
-		return w.b[start:j]
+	start := w.i + 1
+	end := w.skipStr()
+	if bytes.IndexByte(w.b[start:end], '\\') < 0 {
+		return w.b[start:end]
 	}
 	var v string
-	_ = json.Unmarshal(w.b[start-1:j+1], &v) // well-formed: decoded before
+	_ = json.Unmarshal(w.b[start-1:end+1], &v) // well-formed: decoded before
 	return []byte(v)
 }
 
-func (w *keyWalker) value(t reflect.Type) error {
+func (w *keyWalker) value(sh *shape) error {
 	w.ws()
 	if w.i >= len(w.b) {
 		return nil
 	}
 	switch w.b[w.i] {
 	case '"':
-		w.str()
+		w.skipStr()
 		return nil
 	case '[':
 		w.i++
-		t = shapeOf(t)
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
+		var elem *shape
+		if sh != nil && sh.list {
+			elem = sh.elem
 		}
 		for n := 0; ; n++ {
 			w.ws()
@@ -174,13 +191,12 @@ func (w *keyWalker) value(t reflect.Type) error {
 		}
 	case '{':
 		w.i++
-		t = shapeOf(t)
-		var fields map[string]reflect.Type
-		var elem reflect.Type
-		if t != nil && t.Kind() == reflect.Struct {
-			fields = jsonFields(t)
-		} else if t != nil && t.Kind() == reflect.Map {
-			elem = t.Elem()
+		var strct *shape
+		var elem *shape
+		if sh != nil && sh.strct {
+			strct = sh
+		} else if sh != nil && sh.mapping {
+			elem = sh.elem
 		}
 		var seen keySet
 		for {
@@ -194,12 +210,12 @@ func (w *keyWalker) value(t reflect.Type) error {
 				return &keyError{path: string(key), msg: "is given twice"}
 			}
 			ft := elem
-			if fields != nil {
+			if strct != nil {
 				var exact bool
-				if ft, exact = fields[string(key)]; !exact {
-					for name := range fields {
-						if strings.EqualFold(name, string(key)) {
-							return &keyError{path: string(key), msg: fmt.Sprintf("must be spelled %q", name), misspelled: true}
+				if ft, exact = strct.field(key); !exact {
+					for _, f := range strct.fields {
+						if strings.EqualFold(f.name, string(key)) {
+							return &keyError{path: string(key), msg: fmt.Sprintf("must be spelled %q", f.name), misspelled: true}
 						}
 					}
 				}
@@ -286,6 +302,98 @@ func (k *keySet) add(key []byte) bool {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
+// shape is what the key pass needs of a type: a struct's JSON field names
+// with their values' shapes, or a list's or map's element shape. A nil
+// *shape is a free value: one that decodes itself (an interface, a
+// json.Unmarshaler such as json.RawMessage) or a scalar, where only
+// duplicate keys are checked.
+type shape struct {
+	strct, list, mapping bool
+	fields               []fieldShape      // strct: in the struct's order
+	byName               map[string]*shape // strct with many fields
+	elem                 *shape            // list, mapping
+}
+
+type fieldShape struct {
+	name string
+	sh   *shape
+}
+
+// manyFields is where a struct's fields are looked up by map rather than
+// by a scan of the slice.
+const manyFields = 8
+
+// field returns the shape of the field named key exactly, and whether
+// there is one.
+func (s *shape) field(key []byte) (*shape, bool) {
+	if s.byName != nil {
+		f, ok := s.byName[string(key)]
+		return f, ok
+	}
+	for i := range s.fields {
+		if s.fields[i].name == string(key) {
+			return s.fields[i].sh, true
+		}
+	}
+	return nil, false
+}
+
+// shapes caches shapeFor by type: the reflection runs once per type, not
+// per body.
+var shapes sync.Map // reflect.Type -> *shape
+
+// shapeFor returns t's shape (see shape), computed once per type.
+func shapeFor(t reflect.Type) *shape {
+	if t == nil {
+		return nil
+	}
+	if s, ok := shapes.Load(t); ok {
+		return s.(*shape)
+	}
+	s := buildShape(t, map[reflect.Type]*shape{})
+	shapes.Store(t, s)
+	return s
+}
+
+// buildShape computes t's shape; seen holds the shapes under
+// construction, so a recursive type refers to itself.
+func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
+	t = shapeOf(t)
+	if t == nil {
+		return nil
+	}
+	if s, ok := seen[t]; ok {
+		return s
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		s := &shape{list: true}
+		seen[t] = s
+		s.elem = buildShape(t.Elem(), seen)
+		return s
+	case reflect.Map:
+		s := &shape{mapping: true}
+		seen[t] = s
+		s.elem = buildShape(t.Elem(), seen)
+		return s
+	case reflect.Struct:
+		s := &shape{strct: true}
+		seen[t] = s
+		names, types := jsonFields(t)
+		for i, name := range names {
+			s.fields = append(s.fields, fieldShape{name: name, sh: buildShape(types[i], seen)})
+		}
+		if len(s.fields) > manyFields {
+			s.byName = make(map[string]*shape, len(s.fields))
+			for _, f := range s.fields {
+				s.byName[f.name] = f.sh
+			}
+		}
+		return s
+	}
+	return nil // a scalar: nothing inside to check
+}
+
 // shapeOf returns t without pointers, or nil when t decodes itself (a
 // json.Unmarshaler such as json.RawMessage) or is an interface.
 func shapeOf(t reflect.Type) reflect.Type {
@@ -301,16 +409,23 @@ func shapeOf(t reflect.Type) reflect.Type {
 	return nil
 }
 
-// fieldCache holds jsonFields by struct type.
-var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
-
-// jsonFields are the JSON names of a struct's fields with their types,
-// embedded structs' fields promoted as encoding/json does (cached).
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if f, ok := fieldCache.Load(t); ok {
-		return f.(map[string]reflect.Type)
+// jsonFields are the JSON names of a struct's fields with their types, in
+// the struct's order, embedded structs' fields promoted as encoding/json
+// does (a field of the outer struct wins over a promoted one of the same
+// name).
+func jsonFields(t reflect.Type) (names []string, types []reflect.Type) {
+	at := map[string]int{}
+	set := func(name string, ft reflect.Type, override bool) {
+		if i, ok := at[name]; ok {
+			if override {
+				types[i] = ft
+			}
+			return
+		}
+		at[name] = len(names)
+		names = append(names, name)
+		types = append(types, ft)
 	}
-	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -320,10 +435,9 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		name, _, _ := strings.Cut(tag, ",")
 		if f.Anonymous && name == "" {
 			if et := shapeOf(f.Type); et != nil && et.Kind() == reflect.Struct {
-				for k, v := range jsonFields(et) {
-					if _, ok := out[k]; !ok {
-						out[k] = v
-					}
+				en, ets := jsonFields(et)
+				for j := range en {
+					set(en[j], ets[j], false)
 				}
 				continue
 			}
@@ -334,10 +448,9 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = f.Type
+		set(name, f.Type, true)
 	}
-	fieldCache.Store(t, out)
-	return out
+	return names, types
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

@@ -54,3 +54,38 @@ func TestDecodeNamesTheKey(t *testing.T) {
 		}
 	}
 }
+
+type tree struct {
+	Name     string  `json:"name"`
+	Children []*tree `json:"children"`
+	inner
+}
+
+// Strings with escaped quotes and backslashes end where JSON says; escaped
+// keys are compared unescaped; a recursive type is checked at every depth;
+// embedded fields are promoted.
+func TestDecodeEscapesAndRecursion(t *testing.T) {
+	for _, c := range []struct {
+		in, param, code string
+	}{
+		{`{"name":"a\"b\\","children":[{"name":"\\\"","load_ms":2}]}`, "", ""},
+		{`{"name":"x\\","name":"y"}`, "name", CodeDuplicate},
+		{`{"n\u0061me":"a","name":"b"}`, "name", CodeDuplicate},
+		{`{"children":[{"children":[{"NAME":"a"}]}]}`, "children[0].children[0].NAME", CodeCase},
+		{`{"children":[{"Load_MS":1}]}`, "children[0].Load_MS", CodeCase},
+		{`{"name":"\",\"name\":1"}`, "", ""},
+	} {
+		var v tree
+		err := Decode([]byte(c.in), &v)
+		if c.code == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.in, err)
+			}
+			continue
+		}
+		var se *Error
+		if !errors.As(err, &se) || se.Param != c.param || se.Code != c.code {
+			t.Errorf("%s: %#v, want param %q code %q", c.in, err, c.param, c.code)
+		}
+	}
+}

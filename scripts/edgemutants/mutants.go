@@ -125,7 +125,7 @@ var mutants = []mutant{
 	{name: "events-write-deadline", area: "deadline", why: "the event stream writes without its per-write deadline",
 		edits: []edit{{file: "server/internal/sse/sse.go", old: "\t\t_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) // unsupported", new: "\t\t_ = s.timeout // unsupported"}}},
 	{name: "body-deadline-once", area: "deadline", why: "the body's read deadline is set before the first read only, never moved as bytes arrive",
-		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\t_ = b.setReadDeadline(d)\n\t\tb.cleared = false", new: "\t\tif b.n == 0 {\n\t\t\t_ = b.setReadDeadline(d)\n\t\t}\n\t\tb.cleared = false"}}},
+		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tb.armReadDeadline(d)\n\t\tb.cleared = false", new: "\t\tif b.n == 0 {\n\t\t\tb.armReadDeadline(d)\n\t\t}\n\t\tb.cleared = false"}}},
 	{name: "body-deadline-not-lifted", area: "deadline", why: "the body's read deadline stays after EOF (net/http's background read inherits it)",
 		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tb.lift()\n\t}\n\treturn n, err", new: "\t}\n\treturn n, err"}}},
 	{name: "body-timeout-ignored", area: "deadline", why: "a read that hit its deadline is not turned into the 408",

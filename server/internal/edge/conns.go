@@ -53,6 +53,8 @@ const (
 	// TickEvery is how often the shutdown's slice loop calls Edge.Tick.
 	TickEvery  = 50 * time.Millisecond
 	writePiece = 64 << 10
+	// maxWriteSlack bounds writeSlack.
+	maxWriteSlack = 10 * time.Millisecond
 )
 
 // tracker knows every open connection of one server.
@@ -315,6 +317,9 @@ type Conn struct {
 	// poller's timer is not free to touch).
 	applied     time.Time
 	haveApplied bool
+	// readPending: appRead was recorded by ArmReadDeadline and not yet
+	// given to the socket; the next Read gives it before it reads.
+	readPending atomic.Bool
 
 	// wmu orders write-deadline changes the same way.
 	wmu        sync.Mutex
@@ -344,7 +349,22 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	return c.applyReadLocked()
 }
 
+// armReadDeadline records a read deadline like SetReadDeadline but gives
+// it to the socket only when a Read comes (Conn.Read): a body that
+// net/http already buffered with the header is read without touching the
+// socket, and neither its deadline nor its lifting costs the poller's
+// timer. Every read of the socket still runs under the deadline. Only for
+// the reader that reads next, on its own goroutine (the body reader): a
+// Read already blocked would not see it.
+func (c *Conn) armReadDeadline(t time.Time) {
+	c.mu.Lock()
+	c.appRead = t
+	c.readPending.Store(true)
+	c.mu.Unlock()
+}
+
 func (c *Conn) applyReadLocked() error {
+	c.readPending.Store(false)
 	d := c.appRead
 	if c.readDeadline {
 		d = earliest(d, c.sliceRead)
@@ -394,6 +414,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		c.mu.Unlock()
 	}
+	if c.readPending.Load() {
+		c.mu.Lock()
+		if c.readPending.Load() {
+			_ = c.applyReadLocked()
+		}
+		c.mu.Unlock()
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.t.stopping.Load() {
 		c.lastRead.Store(time.Now().UnixNano())
@@ -412,6 +439,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if wt > 0 || stopping {
 			now := time.Now()
 			c.wmu.Lock()
+			prev := c.pieceWrite
 			if wt > 0 {
 				c.pieceWrite = now.Add(wt)
 			}
@@ -423,7 +451,16 @@ func (c *Conn) Write(p []byte) (int, error) {
 				// deadline set for nothing.
 				c.sliceWrite = now.Add(stallSlice)
 			}
-			_ = c.applyWriteLocked()
+			if stopping || c.pieceWrite.Sub(prev) >= writeSlack(wt) {
+				_ = c.applyWriteLocked()
+			} else {
+				// The deadline armed for an earlier piece less than
+				// writeSlack ago stays: earlier than this piece's own by
+				// less than that, never later, and the poller's
+				// timer is not touched again (an answer is written in
+				// two pieces, all but its last byte and then that byte).
+				c.pieceWrite = prev
+			}
 			c.wmu.Unlock()
 		}
 		k := min(len(p), writePiece)
@@ -440,6 +477,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	c.writing.Store(false)
 	return n, nil
+}
+
+// writeSlack is how long after a write deadline was armed a piece keeps
+// it rather than arming its own: about a thousandth of the timeout, at
+// most maxWriteSlack, so a piece's deadline is never later than
+// --write-timeout after its start and earlier by at most that much.
+func writeSlack(wt time.Duration) time.Duration {
+	return min(wt>>10, maxWriteSlack)
 }
 
 // CloseWrite half-closes a TCP connection, as net/http does before closing

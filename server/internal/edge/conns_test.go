@@ -226,3 +226,19 @@ func TestWriteDeadlinePerPiece(t *testing.T) {
 		}
 	})
 }
+
+// A piece keeps an earlier piece's write deadline only when that one was
+// armed within about a thousandth of the timeout, 10 ms at most: never a
+// later deadline, and earlier by at most that.
+func TestWriteSlackBounded(t *testing.T) {
+	for _, c := range []struct{ wt, want time.Duration }{
+		{30 * time.Second, maxWriteSlack},
+		{time.Second, time.Second >> 10},
+		{100 * time.Millisecond, 100 * time.Millisecond >> 10},
+		{0, 0},
+	} {
+		if got := writeSlack(c.wt); got != c.want || got > c.wt/1000+time.Microsecond {
+			t.Errorf("writeSlack(%v) = %v, want %v", c.wt, got, c.want)
+		}
+	}
+}

@@ -191,7 +191,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		if !time.Now().Before(d) {
 			return 0, b.fail(errBodyTimeout)
 		}
-		_ = b.setReadDeadline(d)
+		b.armReadDeadline(d)
 		b.cleared = false
 	}
 	n, err := b.body.Read(p)
@@ -269,6 +269,17 @@ func (b *bodyReader) Close() error { return b.body.Close() }
 // connection itself when the request came on one (what net/http's
 // ResponseController reaches through the response writers, without
 // searching them for the method), else through rc.
+// armReadDeadline sets the body's read deadline for the reads to come: on
+// the tracked connection, given to the socket only when a read reaches it
+// (Conn.armReadDeadline), else through rc at once.
+func (b *bodyReader) armReadDeadline(d time.Time) {
+	if b.conn != nil {
+		b.conn.armReadDeadline(d)
+		return
+	}
+	_ = b.rc.SetReadDeadline(d)
+}
+
 func (b *bodyReader) setReadDeadline(d time.Time) error {
 	if b.conn != nil {
 		return b.conn.SetReadDeadline(d)
@@ -307,14 +318,20 @@ var defaultBody = Body{MaxJSON: 1 << 20, SpoolThreshold: 1 << 20}
 // defaults for one that did not pass LimitBody.
 func BodyOf(ctx context.Context) Body {
 	b := defaultBody
-	l, _ := httpapi.Local(ctx, httpapi.SlotBody).(*bodyLimits)
+	var l *bodyLimits
+	if loc := httpapi.Locals(ctx); loc != nil {
+		l, _ = loc[httpapi.SlotBody].(*bodyLimits)
+		if l != nil { // LimitBody kept the connection beside it
+			b.conn, _ = loc[httpapi.SlotConn].(*Conn)
+		}
+	}
 	if l == nil {
 		l, _ = ctx.Value(limitsKey{}).(*bodyLimits)
+		b.conn = connFrom(ctx)
 	}
 	if l != nil {
 		b.MaxJSON, b.SpoolThreshold, b.SpoolDir = l.maxJSON, l.threshold, l.spoolDir
 	}
-	b.conn = connFrom(ctx)
 	return b
 }
 
@@ -419,14 +436,17 @@ func (e *Edge) LimitBody(next http.Handler) http.Handler {
 			return
 		}
 		lim := e.limits
-		if !httpapi.SetLocal(r.Context(), httpapi.SlotBody, lim) { // the request's state, else a value of its own
+		conn := connFrom(r.Context())
+		if loc := httpapi.Locals(r.Context()); loc != nil { // the request's state, else a value of its own
+			loc[httpapi.SlotBody], loc[httpapi.SlotConn] = lim, conn
+		} else {
 			r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))
 		}
 		if !hasBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		br := &bodyReader{body: r.Body, w: w, rc: rc, conn: connFrom(r.Context()), lim: lim, start: time.Now()}
+		br := &bodyReader{body: r.Body, w: w, rc: rc, conn: conn, lim: lim, start: time.Now()}
 		if n := r.ContentLength; n >= 0 {
 			br.declared = true
 			m := min(n, lim.threshold)

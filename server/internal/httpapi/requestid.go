@@ -120,6 +120,7 @@ type Slot int
 const (
 	SlotBody Slot = iota
 	SlotCredential
+	SlotConn // the edge's tracked connection, found once per request
 	numSlots
 )
 
@@ -133,6 +134,15 @@ func SetLocal(ctx context.Context, slot Slot, v any) bool {
 		ri.local[slot] = v
 	}
 	return ok
+}
+
+// Locals returns the request state's slots in ctx, or nil outside
+// RequestIDs: one walk of the context for several slots.
+func Locals(ctx context.Context) *[numSlots]any {
+	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+		return &ri.local
+	}
+	return nil
 }
 
 // Local returns slot's value in the request state in ctx, or nil.

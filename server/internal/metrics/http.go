@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,39 +37,78 @@ type httpMetrics struct {
 	// locking (WithLabelValues). It is copied on write: its keys are the
 	// fixed label sets above, and a child is created (and then exported)
 	// only when a request first has its labels, as WithLabelValues did.
-	observers atomic.Pointer[map[labelKey]prometheus.Observer]
+	observers atomic.Pointer[map[labelKey]*observerEntry]
 	mu        sync.Mutex // serialises the copies
+	// last is the entry a request last used: the usual run of requests
+	// on one route compares its labels instead of hashing them.
+	last atomic.Pointer[observerEntry]
+}
+
+// observerEntry is one resolved child with its labels (created once, then
+// only read).
+type observerEntry struct {
+	k    labelKey
+	o    prometheus.Observer
+	pats []string // chi's route patterns k.route was computed from (nil: unmatched)
 }
 
 // labelKey is one label set of the duration histogram.
 type labelKey struct{ route, method, status string }
 
-// observer returns the duration's child for k, resolving it once.
-func (h *httpMetrics) observer(k labelKey) prometheus.Observer {
+// observerFor returns the duration's child for a request that matched
+// chi's route patterns pats (rc nil: none). The route label is chi's
+// RoutePattern of them, a function of pats alone: when they are those of
+// the last entry, with the same method and status, that entry answers
+// without the pattern being built again.
+func (h *httpMetrics) observerFor(rc *chi.Context, method, status string) prometheus.Observer {
+	var pats []string
+	if rc != nil {
+		pats = rc.RoutePatterns
+	}
+	if e := h.last.Load(); e != nil && e.k.method == method && e.k.status == status && slices.Equal(e.pats, pats) {
+		return e.o
+	}
+	route := unmatchedRoute
+	if rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			route = p
+		}
+	}
+	return h.observer(labelKey{route, method, status}, pats)
+}
+
+// observer returns the duration's child for k, resolving it once; pats
+// are the route patterns of the request (kept with a new entry).
+func (h *httpMetrics) observer(k labelKey, pats []string) prometheus.Observer {
+	if e := h.last.Load(); e != nil && e.k == k {
+		return e.o
+	}
 	if m := h.observers.Load(); m != nil {
-		if o, ok := (*m)[k]; ok {
-			return o
+		if e, ok := (*m)[k]; ok {
+			h.last.Store(e)
+			return e.o
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.observers.Load()
 	if old != nil {
-		if o, ok := (*old)[k]; ok {
-			return o
+		if e, ok := (*old)[k]; ok {
+			return e.o
 		}
 	}
-	o := h.duration.WithLabelValues(k.route, k.method, k.status)
-	m := make(map[labelKey]prometheus.Observer, 1+lenOf(old))
+	e := &observerEntry{k: k, o: h.duration.WithLabelValues(k.route, k.method, k.status), pats: slices.Clone(pats)}
+	m := make(map[labelKey]*observerEntry, 1+lenOf(old))
 	if old != nil {
 		maps.Copy(m, *old)
 	}
-	m[k] = o
+	m[k] = e
 	h.observers.Store(&m)
-	return o
+	h.last.Store(e)
+	return e.o
 }
 
-func lenOf(m *map[labelKey]prometheus.Observer) int {
+func lenOf(m *map[labelKey]*observerEntry) int {
 	if m == nil {
 		return 0
 	}
@@ -110,13 +150,7 @@ func (h *httpMetrics) middleware(next http.Handler) http.Handler {
 			if !returned && code == 0 {
 				code = http.StatusInternalServerError // a panic: net/http drops the connection
 			}
-			route := unmatchedRoute
-			if rc := chi.RouteContext(r.Context()); rc != nil {
-				if p := rc.RoutePattern(); p != "" {
-					route = p
-				}
-			}
-			h.observer(labelKey{route, methodLabel(r.Method), statusClass(code)}).Observe(time.Since(start).Seconds())
+			h.observerFor(chi.RouteContext(r.Context()), methodLabel(r.Method), statusClass(code)).Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(rec, r)
 		returned = true
