@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory bench-first-delta
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large model-check-large-unreg trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory bench-first-delta
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -434,6 +434,12 @@ model-check:
 # day, about twice that on shared ones).
 model-check-large:
 	$(GO) run ./spec/cmd/modelcheck -bound large -core-only -max-time 27m
+
+# model-check-large-unreg: the large bound with its unload replaced by an
+# unregister (DELETE /v1/models/{id}), so the unregister is checked at the
+# large bound's size (about the same states; see spec/README.md).
+model-check-large-unreg:
+	$(GO) run ./spec/cmd/modelcheck -bound large-unreg -core-only -max-time 27m
 
 # generate-cases: conformance cases generated from the spec's state graph
 # (spec/gen: one model, every client action in every state of the walk's

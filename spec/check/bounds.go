@@ -15,7 +15,7 @@ func cfg(options string, slots int, mem int64) *core.Config {
 
 // Bounds returns the named bounds. "small" and "small3" together are the
 // bound of `make model-check` (and of the default go test); "large" is
-// `make model-check-large`.
+// `make model-check-large`, "large-unreg" `make model-check-large-unreg`.
 func Bounds() map[string]*env.Bound {
 	table := abstract.NewConfigTable() // one for all: each bound's systems share it
 	return map[string]*env.Bound{
@@ -96,6 +96,36 @@ func Bounds() map[string]*env.Bound {
 			Requests:        5,
 			Applies:         2,
 			Unloads:         1,
+			Bulks:           1,
+			Selections:      [][]int{{0, 1, 2}},
+			Cancels:         1,
+			Failures:        1,
+			BoundedRequests: true,
+			BoundedManagers: true,
+			Capacity:        4,
+			MergeBuild:      true,
+			Symmetry:        true,
+		},
+		// large-unreg: the large bound with its unload replaced by an
+		// unregister (DELETE /v1/models/{id}: the same barrier and teardown,
+		// then the tombstone, and every ticket queued behind it answered
+		// not_found), so that the unregister is checked at the large bound's
+		// size. Both at once would multiply the states (small3 with an
+		// unregister: 7.4 times), past this machine's memory.
+		"large-unreg": {
+			Name:       "large-unreg",
+			Table:      table,
+			Models:     []string{"m0", "m1", "m2"},
+			Registered: 3,
+			Configs: []*core.Config{
+				cfg("{}", 3, 100),
+				cfg(`{"voice":"b"}`, 3, 100),
+				cfg("{}", 2, 100),
+			},
+			Options:         core.Options{MaxLoadedModels: 2},
+			Requests:        5,
+			Applies:         2,
+			Unregisters:     1,
 			Bulks:           1,
 			Selections:      [][]int{{0, 1, 2}},
 			Cancels:         1,

@@ -3,6 +3,7 @@
 //
 //	go run ./spec/cmd/modelcheck -bound small,small3   # make model-check
 //	go run ./spec/cmd/modelcheck -bound large          # make model-check-large
+//	go run ./spec/cmd/modelcheck -bound large-unreg    # make model-check-large-unreg
 //
 // It exits 1 when a run finds a violation or stops incomplete.
 package main
@@ -23,7 +24,7 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	bounds := flag.String("bound", "small,small3", "comma-separated bounds: small, small3, large")
+	bounds := flag.String("bound", "small,small3", "comma-separated bounds: small, small3, large, large-unreg")
 	workers := flag.Int("workers", 0, "checker goroutines (0: GOMAXPROCS)")
 	maxStates := flag.Int("max-states", 0, "stop beyond this many states (0: no limit)")
 	maxTime := flag.Duration("max-time", 0, "stop each run after this long (0: no limit)")
