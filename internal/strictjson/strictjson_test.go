@@ -40,18 +40,7 @@ func TestDecodeNamesTheKey(t *testing.T) {
 		{``, "", CodeEmpty},
 		{`  `, "", CodeEmpty},
 	} {
-		var v outer
-		err := Decode([]byte(c.in), &v)
-		if c.code == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.in, err)
-			}
-			continue
-		}
-		var se *Error
-		if !errors.As(err, &se) || se.Param != c.param || se.Code != c.code {
-			t.Errorf("%s: %#v, want param %q code %q", c.in, err, c.param, c.code)
-		}
+		checkDecode(t, c.in, c.param, c.code, new(outer))
 	}
 }
 
@@ -75,17 +64,23 @@ func TestDecodeEscapesAndRecursion(t *testing.T) {
 		{`{"children":[{"Load_MS":1}]}`, "children[0].Load_MS", CodeCase},
 		{`{"name":"\",\"name\":1"}`, "", ""},
 	} {
-		var v tree
-		err := Decode([]byte(c.in), &v)
-		if c.code == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.in, err)
-			}
-			continue
+		checkDecode(t, c.in, c.param, c.code, new(tree))
+	}
+}
+
+// checkDecode decodes in into v: it must succeed when code is empty, else
+// fail naming param with code.
+func checkDecode(t *testing.T, in, param, code string, v any) {
+	t.Helper()
+	err := Decode([]byte(in), v)
+	if code == "" {
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
 		}
-		var se *Error
-		if !errors.As(err, &se) || se.Param != c.param || se.Code != c.code {
-			t.Errorf("%s: %#v, want param %q code %q", c.in, err, c.param, c.code)
-		}
+		return
+	}
+	var se *Error
+	if !errors.As(err, &se) || se.Param != param || se.Code != code {
+		t.Errorf("%s: %#v, want param %q code %q", in, err, param, code)
 	}
 }
