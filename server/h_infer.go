@@ -159,7 +159,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, lease *runtime.L
 // [DONE], so that the lease is released before it completes too.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, breq backends.Request,
 	events func(json.RawMessage) ([][]byte, error), closing func([]byte) bool) error {
-	sw := sse.New(w, 0) // the connection's per-write deadline bounds it (conns.go)
+	sw := sse.New(w, 0) // the connection's per-write deadline bounds it (edge/conn.go)
 	head := func() {
 		if !sw.Started() { // headers with the first event: an earlier failure is an ordinary answer
 			h := sw.Header()

@@ -119,9 +119,9 @@ var mutants = []mutant{
 	// Deadlines: a client that stops reading or sending must lose its
 	// connection within the limits, on every write and every read.
 	{name: "piece-deadline-armed-once", area: "deadline", why: "the write deadline is armed for the first piece only, not re-armed per write",
-		edits: []edit{{file: "server/internal/edge/conns.go", old: "\t\t\tif wt > 0 {\n\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\tif wt > 0 && c.pieceWrite.IsZero() {\n\t\t\t\tc.pieceWrite = now.Add(wt)"}}},
+		edits: []edit{{file: "server/internal/edge/conn.go", old: "\t\t\tif wt > 0 {\n\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\tif wt > 0 && c.pieceWrite.IsZero() {\n\t\t\t\tc.pieceWrite = now.Add(wt)"}}},
 	{name: "piece-deadline-skipped", area: "deadline", why: "no write deadline per piece at all (--write-timeout ignored)",
-		edits: []edit{{file: "server/internal/edge/conns.go", old: "\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\t\t_ = now"}}},
+		edits: []edit{{file: "server/internal/edge/conn.go", old: "\t\t\t\tc.pieceWrite = now.Add(wt)", new: "\t\t\t\t_ = now"}}},
 	{name: "events-write-deadline", area: "deadline", why: "the event stream writes without its per-write deadline",
 		edits: []edit{{file: "server/internal/sse/sse.go", old: "\t\t_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) // unsupported", new: "\t\t_ = s.timeout // unsupported"}}},
 	{name: "body-deadline-once", area: "deadline", why: "the body's read deadline is set before the first read only, never moved as bytes arrive",

@@ -1,8 +1,8 @@
 // Package edge is the server's serving edge (CONTRACT.md "Connections and
 // request bodies", matrix edge; err.host, err.origin): every accepted
-// connection and its deadlines (conns.go), the connection limit, the
-// bounds of every request body and the spooling of uploads (limits.go,
-// spool.go), and the Host allow-list and cross-origin check (origin.go).
+// connection and its deadlines (conn.go), the tracker and the connection
+// limit (conns.go), the bounds of every request body and the spooling of
+// uploads (limits.go, spool.go), and the Host allow-list and cross-origin check (origin.go).
 //
 // It knows nothing of the API behind it: its refusals are written by the
 // error writer the server hands it (Config.WriteError), in whatever shape

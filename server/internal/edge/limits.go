@@ -148,7 +148,7 @@ func BodyError(what string, err error) error {
 // moves out as bytes arrive (edge.body-timeout, edge.body-min-rate). At the
 // end of the body (EOF or an error other than a timeout) the deadline is
 // lifted at once: net/http's background read, which starts at EOF, must
-// not inherit it (conns.go). After a timeout the expired deadline stays
+// not inherit it (conn.go). After a timeout the expired deadline stays
 // and the answer closes the connection.
 type bodyReader struct {
 	body  io.ReadCloser
