@@ -17,10 +17,12 @@ import (
 // lateTimers returns an env whose waiters' admission timers fire an hour
 // late: a machine stalled past the deadlines, so that only the runtime's
 // own deadlines (deadlines.go) can expire a ticket in time.
-// The trace goes to buf and, for `make trace-check`, to SLUICE_TRACE_DIR.
-func lateTimers(t *testing.T, copts core.Options, buf *lockedBuffer) *env {
+// Its core has lateOpts; the trace goes to the returned buffer (for
+// replayTrace) and, for `make trace-check`, to SLUICE_TRACE_DIR.
+func lateTimers(t *testing.T) (*env, *lockedBuffer) {
+	buf := new(lockedBuffer)
 	var w io.Writer = buf
-	f, err := TraceFromEnv(t.Name(), copts)
+	f, err := TraceFromEnv(t.Name(), lateOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +30,13 @@ func lateTimers(t *testing.T, copts core.Options, buf *lockedBuffer) *env {
 		t.Cleanup(func() { f.Close() }) // after the env's shutdown (cleanups run last first)
 		w = io.MultiWriter(buf, f)
 	}
-	e := newEnv(t, copts, withTrace(w))
+	e := newEnv(t, lateOpts, withTrace(w))
 	e.rt.timerLag = time.Hour
-	return e
+	return e, buf
 }
+
+// lateOpts are the core options of lateTimers' env and of its replay.
+var lateOpts = core.Options{}
 
 // traceEvents returns the trace's records in order.
 func traceEvents(t *testing.T, trace []byte) []core.Record {
@@ -93,9 +98,7 @@ func submitted(recs []core.Record, kind string, n int) uint64 {
 // time.timeout-precedence). Its late timer then finds the ticket ended.
 func TestOverdueNeverGranted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := core.Options{}
-		var buf lockedBuffer
-		e := lateTimers(t, opts, &buf)
+		e, buf := lateTimers(t)
 		e.apply("a", spec(1, `{}`))
 		hold, err := e.rt.Acquire(bg, "a", nil)
 		if err != nil {
@@ -131,7 +134,7 @@ func TestOverdueNeverGranted(t *testing.T) {
 			t.Fatal(err)
 		}
 		trace := buf.Bytes()
-		replayTrace(t, opts, trace)
+		replayTrace(t, lateOpts, trace)
 		recs := traceEvents(t, trace)
 		cancelBefore(t, recs, submitted(recs, "SubmitRequest", 1))
 	})
@@ -142,9 +145,7 @@ func TestOverdueNeverGranted(t *testing.T) {
 // is not expired by the runtime's deadlines.
 func TestOverdueSlotStaysFree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := core.Options{}
-		var buf lockedBuffer
-		e := lateTimers(t, opts, &buf)
+		e, buf := lateTimers(t)
 		e.apply("a", spec(1, `{}`))
 		e.apply("b", spec(1, `{"load_ms":500}`))
 		if _, err := e.rt.Unload(bg, "b"); err != nil {
@@ -172,7 +173,7 @@ func TestOverdueSlotStaysFree(t *testing.T) {
 		if err := e.rt.Shutdown(bg); err != nil {
 			t.Fatal(err)
 		}
-		replayTrace(t, opts, buf.Bytes())
+		replayTrace(t, lateOpts, buf.Bytes())
 	})
 }
 
@@ -181,9 +182,7 @@ func TestOverdueSlotStaysFree(t *testing.T) {
 // the model stays loaded (CONTRACT.md time.manager-timeout).
 func TestOverdueManagerNeverGranted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := core.Options{}
-		var buf lockedBuffer
-		e := lateTimers(t, opts, &buf)
+		e, buf := lateTimers(t)
 		s := spec(1, `{}`)
 		s.AdmissionTimeout = dur(100 * time.Millisecond)
 		e.apply("a", s)
@@ -213,7 +212,7 @@ func TestOverdueManagerNeverGranted(t *testing.T) {
 			t.Fatal(err)
 		}
 		trace := buf.Bytes()
-		replayTrace(t, opts, trace)
+		replayTrace(t, lateOpts, trace)
 		recs := traceEvents(t, trace)
 		cancelBefore(t, recs, submitted(recs, "SubmitManager", 1)) // the Apply's, then the Unload's
 	})
@@ -224,9 +223,7 @@ func TestOverdueManagerNeverGranted(t *testing.T) {
 // stays queued and gets the slot.
 func TestOverdueDeadlineOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := core.Options{}
-		var buf lockedBuffer
-		e := lateTimers(t, opts, &buf)
+		e, buf := lateTimers(t)
 		e.apply("a", spec(1, `{}`))
 		hold, err := e.rt.Acquire(bg, "a", nil)
 		if err != nil {
@@ -250,7 +247,7 @@ func TestOverdueDeadlineOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		trace := buf.Bytes()
-		replayTrace(t, opts, trace)
+		replayTrace(t, lateOpts, trace)
 		recs := traceEvents(t, trace)
 		var order []uint64
 		for _, r := range recs {
@@ -373,9 +370,7 @@ func BenchmarkDeadlineHeap(b *testing.B) {
 // twice the queued ones (at least minCompact), and the trace replays.
 func TestDeadlineHeapBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opts := core.Options{}
-		var buf lockedBuffer
-		e := lateTimers(t, opts, &buf)
+		e, buf := lateTimers(t)
 		e.apply("a", spec(1, `{}`))
 		hold, err := e.rt.Acquire(bg, "a", nil)
 		if err != nil {
@@ -399,6 +394,6 @@ func TestDeadlineHeapBounded(t *testing.T) {
 		if err := e.rt.Shutdown(bg); err != nil {
 			t.Fatal(err)
 		}
-		replayTrace(t, opts, buf.Bytes())
+		replayTrace(t, lateOpts, buf.Bytes())
 	})
 }
