@@ -194,7 +194,7 @@ bench-peers: models
 reliability:
 	$(GO) run ./scripts/reliability -models-root $(MODELS_ROOT) $(if $(BINARY),-binary $(BINARY)) $(if $(BASELINE),-baseline $(BASELINE))
 
-# fuzz: 10 minutes per target (60 minutes in all).
+# fuzz: 10 minutes per target (70 minutes in all).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzModelSpec$$' -fuzztime 10m ./server/internal/modelspec/
 	$(GO) test -run '^$$' -fuzz '^FuzzInferRequest$$' -fuzztime 10m ./server/internal/modelspec/
@@ -202,6 +202,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzV2InferRequest$$' -fuzztime 10m ./server/internal/oip/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWAV$$' -fuzztime 10m ./backends/audio/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInput$$' -fuzztime 10m ./backends/audio/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAgrees$$' -fuzztime 10m ./internal/strictjson/
 
 # ui-deps installs Debian chromium and playwright-core (into .deps/ui), idempotently; no browser download.
 ui-deps:

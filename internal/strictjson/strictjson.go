@@ -47,7 +47,29 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Decode decodes the one JSON value of b into v strictly (see the package
 // comment); every error is an *Error.
+//
+// A body that passes every check takes the fast path: json.Unmarshal
+// (no Decoder, no copy of the body into its buffer) and one key pass
+// that also refuses what DisallowUnknownFields would. Anything that pass
+// or Unmarshal refuses, and every type whose JSON fields this package
+// cannot name exactly as encoding/json does (shape.exact), goes the
+// reference path, decodeRef, which alone words the errors: the two
+// paths accept the same bodies with the same values (FuzzDecodeAgrees).
 func Decode(b []byte, v any) error {
+	t := reflect.TypeOf(v)
+	if sh := shapeFor(t); (sh == nil || sh.exact) && json.Unmarshal(b, v) == nil {
+		w := keyWalker{b: b, unknown: true}
+		if w.value(sh) == nil {
+			return nil
+		}
+	}
+	return decodeRef(b, v, t)
+}
+
+// decodeRef is Decode by encoding/json's Decoder with
+// DisallowUnknownFields, then the key pass: the reference whose errors
+// callers see.
+func decodeRef(b []byte, v any, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -66,7 +88,7 @@ func Decode(b []byte, v any) error {
 	// The value decoded, so the body is well-formed and nested at most
 	// encoding/json's 10,000 levels: the key pass cannot meet bad syntax
 	// and its recursion is bounded.
-	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
+	if err := checkKeys(b, t); err != nil {
 		ke := err.(*keyError)
 		code := CodeDuplicate
 		if ke.misspelled {
@@ -115,7 +137,14 @@ func checkKeys(b []byte, t reflect.Type) error {
 type keyWalker struct {
 	b []byte
 	i int
+	// unknown: also refuse a key no field of its struct has in any case
+	// (errUnknown), as DisallowUnknownFields does; the fast path's walk.
+	unknown bool
 }
+
+// errUnknown is the fast path's walk meeting a key of no field: the
+// reference path then words the refusal.
+var errUnknown = errors.New("unknown field")
 
 func (w *keyWalker) ws() {
 	for w.i < len(w.b) && isSpace(w.b[w.i]) {
@@ -218,6 +247,9 @@ func (w *keyWalker) value(sh *shape) error {
 							return &keyError{path: string(key), msg: fmt.Sprintf("must be spelled %q", f.name), misspelled: true}
 						}
 					}
+					if w.unknown {
+						return errUnknown
+					}
 				}
 			}
 			w.ws()
@@ -309,9 +341,13 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 // duplicate keys are checked.
 type shape struct {
 	strct, list, mapping bool
-	fields               []fieldShape      // strct: in the struct's order
-	byName               map[string]*shape // strct with many fields
-	elem                 *shape            // list, mapping
+	// exact: every struct reachable from here names its JSON fields as
+	// encoding/json does (jsonFields); set on the shapes shapeFor
+	// returns, and only they are read.
+	exact  bool
+	fields []fieldShape      // strct: in the struct's order
+	byName map[string]*shape // strct with many fields
+	elem   *shape            // list, mapping
 }
 
 type fieldShape struct {
@@ -350,14 +386,24 @@ func shapeFor(t reflect.Type) *shape {
 	if s, ok := shapes.Load(t); ok {
 		return s.(*shape)
 	}
-	s := buildShape(t, map[reflect.Type]*shape{})
+	inexact := map[*shape]bool{}
+	s := buildShape(t, map[reflect.Type]*shape{}, inexact)
+	if s != nil {
+		// A shape of its own, so that the flag of the type asked for
+		// does not change the shapes others share.
+		root := *s
+		root.exact = len(inexact) == 0
+		s = &root
+	}
 	shapes.Store(t, s)
 	return s
 }
 
 // buildShape computes t's shape; seen holds the shapes under
 // construction, so a recursive type refers to itself.
-func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
+// inexact collects the struct shapes whose fields jsonFields could not
+// name exactly as encoding/json does.
+func buildShape(t reflect.Type, seen map[reflect.Type]*shape, inexact map[*shape]bool) *shape {
 	t = shapeOf(t)
 	if t == nil {
 		return nil
@@ -369,19 +415,22 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 	case reflect.Slice, reflect.Array:
 		s := &shape{list: true}
 		seen[t] = s
-		s.elem = buildShape(t.Elem(), seen)
+		s.elem = buildShape(t.Elem(), seen, inexact)
 		return s
 	case reflect.Map:
 		s := &shape{mapping: true}
 		seen[t] = s
-		s.elem = buildShape(t.Elem(), seen)
+		s.elem = buildShape(t.Elem(), seen, inexact)
 		return s
 	case reflect.Struct:
 		s := &shape{strct: true}
 		seen[t] = s
-		names, types := jsonFields(t)
+		names, types, exact := jsonFields(t)
+		if !exact {
+			inexact[s] = true
+		}
 		for i, name := range names {
-			s.fields = append(s.fields, fieldShape{name: name, sh: buildShape(types[i], seen)})
+			s.fields = append(s.fields, fieldShape{name: name, sh: buildShape(types[i], seen, inexact)})
 		}
 		if len(s.fields) > manyFields {
 			s.byName = make(map[string]*shape, len(s.fields))
@@ -412,13 +461,19 @@ func shapeOf(t reflect.Type) reflect.Type {
 // jsonFields are the JSON names of a struct's fields with their types, in
 // the struct's order, embedded structs' fields promoted as encoding/json
 // does (a field of the outer struct wins over a promoted one of the same
-// name).
-func jsonFields(t reflect.Type) (names []string, types []reflect.Type) {
+// name). exact is false where encoding/json's rules could name the
+// fields otherwise: two promoted fields of one name (encoding/json ranks
+// them by depth and tags), an embedded struct that decodes itself, a tag
+// name beyond the plain characters.
+func jsonFields(t reflect.Type) (names []string, types []reflect.Type, exact bool) {
+	exact = true
 	at := map[string]int{}
 	set := func(name string, ft reflect.Type, override bool) {
 		if i, ok := at[name]; ok {
 			if override {
 				types[i] = ft
+			} else {
+				exact = false
 			}
 			return
 		}
@@ -433,13 +488,21 @@ func jsonFields(t reflect.Type) (names []string, types []reflect.Type) {
 			continue
 		}
 		name, _, _ := strings.Cut(tag, ",")
+		if !plainName(name) {
+			exact = false
+		}
 		if f.Anonymous && name == "" {
-			if et := shapeOf(f.Type); et != nil && et.Kind() == reflect.Struct {
-				en, ets := jsonFields(et)
+			et := shapeOf(f.Type)
+			if et != nil && et.Kind() == reflect.Struct {
+				en, ets, eexact := jsonFields(et)
+				exact = exact && eexact
 				for j := range en {
 					set(en[j], ets[j], false)
 				}
 				continue
+			}
+			if et == nil {
+				exact = false
 			}
 		}
 		if !f.IsExported() {
@@ -450,7 +513,20 @@ func jsonFields(t reflect.Type) (names []string, types []reflect.Type) {
 		}
 		set(name, f.Type, true)
 	}
-	return names, types
+	return names, types, exact
+}
+
+// plainName reports whether a tag's name is made of ASCII letters,
+// digits, '_', '-' and '.' only (or is empty), which encoding/json takes
+// as it is.
+func plainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
