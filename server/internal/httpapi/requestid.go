@@ -42,12 +42,53 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // requestState is everything the RequestIDs middleware keeps per request,
-// in one allocation.
+// in one allocation: with WithRequestState, the request's context node
+// too.
 type requestState struct {
 	statusRecorder
 	info  requestInfo
+	ready bool // RequestIDs filled info: the context shows it from then on
 	hdr   [1]string
 	idbuf [16]byte
+	ctx   stateCtx
+}
+
+// stateCtx is the context node WithRequestState makes: the request state
+// (once RequestIDs has filled it) and one value more, the router's, so
+// that the router and the middlewares below it copy the request no more.
+type stateCtx struct {
+	context.Context
+	st       *requestState
+	key, val any
+}
+
+type stateKey struct{}
+
+func (c *stateCtx) Value(key any) any {
+	switch key.(type) {
+	case stateKey:
+		return c.st
+	case requestInfoKey:
+		if c.st.ready {
+			return &c.st.info
+		}
+		return c.Context.Value(key)
+	}
+	if key == c.key {
+		return c.val
+	}
+	return c.Context.Value(key)
+}
+
+// WithRequestState returns parent with an empty request state, which
+// RequestIDs then fills in place instead of copying the request, and with
+// val under key in the same node (the router's route context, which the
+// router then finds and does not add). Until RequestIDs has run, the
+// context answers as parent does: no request ID, no slots.
+func WithRequestState(parent context.Context, key, val any) context.Context {
+	st := &requestState{}
+	st.ctx = stateCtx{Context: parent, st: st, key: key, val: val}
+	return &st.ctx
 }
 
 // RequestIDs gives every request an ID (the client's X-Request-Id when it
@@ -57,7 +98,8 @@ type requestState struct {
 // RequestID(ctx) returns it); it logs one line per request at debug
 // level. That context value is the request's one state: the middlewares
 // below keep their values in it (SetLocal), so the chain copies the
-// request once, here.
+// request once, here, or not at all where WithRequestState made the state
+// before the router.
 //
 // Kept out of line, as edge.LimitBody is, so that its closure is compiled
 // with the calls in it inlined.
@@ -66,7 +108,10 @@ type requestState struct {
 func RequestIDs(base *slog.Logger, refusals *Refusals) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			st := &requestState{}
+			st, inPlace := r.Context().Value(stateKey{}).(*requestState)
+			if !inPlace || st.ready {
+				st, inPlace = &requestState{}, false
+			}
 			id := HeaderValue(r.Header, RequestIDHeader)
 			if !ValidName(id, 64) { // a client's ID must be [A-Za-z0-9._-]{1,64}
 				// Request IDs name requests in logs; they need to be unique,
@@ -83,16 +128,22 @@ func RequestIDs(base *slog.Logger, refusals *Refusals) func(http.Handler) http.H
 			st.hdr[0] = id
 			w.Header()[RequestIDHeader] = st.hdr[:]
 			st.info = requestInfo{id: id, base: base, refusals: refusals}
-			ctx := context.WithValue(r.Context(), requestInfoKey{}, &st.info)
+			ctx := r.Context()
+			if inPlace {
+				st.ready = true
+			} else {
+				ctx = context.WithValue(ctx, requestInfoKey{}, &st.info)
+				r = r.WithContext(ctx)
+			}
 			// The status and byte counts are for the access log alone: a
 			// request that logs no line writes through no recorder.
 			if !base.Enabled(ctx, slog.LevelDebug) {
-				next.ServeHTTP(w, r.WithContext(ctx))
+				next.ServeHTTP(w, r)
 				return
 			}
 			st.ResponseWriter = w
 			start := time.Now()
-			next.ServeHTTP(&st.statusRecorder, r.WithContext(ctx))
+			next.ServeHTTP(&st.statusRecorder, r)
 			Logger(ctx).Debug("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", st.status), slog.Int64("bytes", st.bytes), slog.Duration("took", time.Since(start)))
 		})

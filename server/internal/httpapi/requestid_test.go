@@ -78,3 +78,48 @@ func TestRequestContextIsTheParents(t *testing.T) {
 		t.Fatalf("causes: %v, %v", context.Cause(child), context.Cause(got))
 	}
 }
+
+// Under WithRequestState, RequestIDs fills the state in place: the
+// handler gets the very request the middleware got (no copy), the
+// router's value is in the same context, and nothing of the state shows
+// before RequestIDs has run; cancellation passes through as before.
+func TestRequestStateInPlace(t *testing.T) {
+	type key struct{}
+	routerKey := new(int)
+	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+	ctx := WithRequestState(parent, routerKey, "route")
+	if RequestID(ctx) != "" || Locals(ctx) != nil || ctx.Value(routerKey) != "route" || ctx.Value(key{}) != "v" {
+		t.Fatalf("before RequestIDs: id %q, locals %v, router %v, parent's %v", RequestID(ctx), Locals(ctx), ctx.Value(routerKey), ctx.Value(key{}))
+	}
+	in := httptest.NewRequest("GET", "/x", nil).WithContext(ctx)
+	var got *http.Request
+	h := RequestIDs(slog.New(slog.DiscardHandler), nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		if !SetLocal(r.Context(), SlotBody, "b") {
+			t.Error("SetLocal found no state")
+		}
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, in)
+	if got != in {
+		t.Fatalf("the handler got a copy of the request")
+	}
+	id := rec.Header().Get(RequestIDHeader)
+	if id == "" || RequestID(got.Context()) != id || Local(got.Context(), SlotBody) != "b" || got.Context().Value(routerKey) != "route" {
+		t.Fatalf("after: header %q, context %q, slot %v, router %v", id, RequestID(got.Context()), Local(got.Context(), SlotBody), got.Context().Value(routerKey))
+	}
+	child, stop := context.WithCancel(got.Context())
+	defer stop()
+	cause := errors.New("gone")
+	cancel(cause)
+	<-child.Done()
+	if !errors.Is(context.Cause(child), cause) {
+		t.Fatalf("cause: %v", context.Cause(child))
+	}
+	// A second RequestIDs (a nested chain) makes a state of its own.
+	h2 := RequestIDs(slog.New(slog.DiscardHandler), nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r }))
+	h2.ServeHTTP(httptest.NewRecorder(), in)
+	if got == in || RequestID(got.Context()) == id {
+		t.Fatalf("a second pass reused the filled state")
+	}
+}
