@@ -177,16 +177,24 @@ func (w *keyWalker) skipStr() int {
 }
 
 // str reads a string at w.i and returns its value: a slice of b without
-// escapes, else the unescaped bytes.
+// escapes, else the unescaped bytes. Keys are short: a byte loop finds
+// their end sooner than IndexByte's calls (skipStr, for values).
 func (w *keyWalker) str() []byte {
 	start := w.i + 1
-	end := w.skipStr()
-	if bytes.IndexByte(w.b[start:end], '\\') < 0 {
-		return w.b[start:end]
+	for j := start; j < len(w.b); j++ {
+		switch w.b[j] {
+		case '"':
+			w.i = j + 1
+			return w.b[start:j]
+		case '\\':
+			end := w.skipStr()
+			var v string
+			_ = json.Unmarshal(w.b[start-1:end+1], &v) // well-formed: decoded before
+			return []byte(v)
+		}
 	}
-	var v string
-	_ = json.Unmarshal(w.b[start-1:end+1], &v) // well-formed: decoded before
-	return []byte(v)
+	w.i = len(w.b) // cannot happen: decoded before
+	return w.b[start:]
 }
 
 func (w *keyWalker) value(sh *shape) error {

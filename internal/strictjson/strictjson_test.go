@@ -32,6 +32,8 @@ func TestDecodeNamesTheKey(t *testing.T) {
 		{`{"Engine":"a"}`, "Engine", CodeCase},
 		{`{"raw":{"Any":1,"any":2}}`, "", ""},
 		{`{"raw":{"x":1,"x":2}}`, "raw.x", CodeDuplicate},
+		{`{"raw":{"n\"x":1,"n\"x":2}}`, `raw.n"x`, CodeDuplicate},
+		{`{"raw":{"n\\":1,"n":0,"n\\":2}}`, `raw.n\`, CodeDuplicate},
 		{`{"nope":1}`, "nope", CodeUnknown},
 		{`{"options":{"load_ms":"1"}}`, "options.load_ms", CodeType},
 		{`{"engine":"a"} x`, "", CodeSyntax},
@@ -63,6 +65,7 @@ func TestDecodeEscapesAndRecursion(t *testing.T) {
 		{`{"children":[{"children":[{"NAME":"a"}]}]}`, "children[0].children[0].NAME", CodeCase},
 		{`{"children":[{"Load_MS":1}]}`, "children[0].Load_MS", CodeCase},
 		{`{"name":"\",\"name\":1"}`, "", ""},
+		{`{"name":"a","children":[{"\u006eame":"b","n\u0061me":"c"}]}`, "children[0].name", CodeDuplicate},
 	} {
 		checkDecode(t, c.in, c.param, c.code, new(tree))
 	}
