@@ -38,7 +38,7 @@ func TestOriginEveryStateChangingMethod(t *testing.T) {
 // (CONTRACT.md err.origin; edgemutants ws-trusted-origins-ignored,
 // ws-any-origin).
 func TestRealtimeHandshakeOrigins(t *testing.T) {
-	ts := startRealtime(t, 2, func(c *Config) { c.AllowedOrigins = []string{"https://dash.example"} })
+	ts := startRealtime(t, 2, func(c *Config) { c.AllowedOrigins = []string{"https://dash.example", "https://[::1]:8443"} })
 	// Unloaded first: a refused handshake must not make the server load it
 	// (before the check moved ahead of the lease, a foreign page's attempt
 	// took a lease, and with it a cold load, before coder/websocket refused).
@@ -49,7 +49,12 @@ func TestRealtimeHandshakeOrigins(t *testing.T) {
 	}{
 		{"http://dash.example", false}, // same host, another scheme
 		{"https://evil.example", false},
+		{"https://[::2]:8443", false},
 		{"https://dash.example", true},
+		// An allowed IPv6 origin: coder/websocket read its host as a glob
+		// pattern ("[::1]" a character class) and refused it after the
+		// lease, in plain text.
+		{"https://[::1]:8443", true},
 	} {
 		conn, res, err := ts.tryDialRT("asr", "Origin", c.origin)
 		if c.ok {

@@ -199,10 +199,13 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		pending = true
 	}
 	log := h.d.Logger(r.Context())
-	// The browser origins trusted for state-changing requests (err.origin)
-	// may open sessions too; others are 403 (a same-origin page always may).
+	// The origin was decided above, before the lease (checkOrigin): the
+	// library's own check is skipped, not run a second time with other
+	// rules. It read --allowed-origins' hosts as glob patterns, so an
+	// allowed IPv6 origin ("[::1]" a character class) was refused here,
+	// after the lease, in plain text.
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled,
-		OriginPatterns: h.wsOrigins(), Subprotocols: []string{Subprotocol}})
+		InsecureSkipVerify: true, Subprotocols: []string{Subprotocol}})
 	if err != nil {
 		if lease != nil {
 			ss.release(lease, true)
@@ -319,8 +322,7 @@ func (ls *liveSession) run() (failed bool) {
 
 // checkOrigin refuses a WebSocket handshake from a browser page of
 // another origin with 403 origin_not_allowed: the Origin's host must be
-// the request's own Host (a same-host page, whatever its scheme, as
-// coder/websocket's own check has it), or the Origin must be one of
+// the request's own Host (a same-host page, whatever its scheme), or the Origin must be one of
 // --allowed-origins exactly, scheme included (as the state-changing
 // routes' net/http.CrossOriginProtection has it). A handshake without an
 // Origin (not a browser) passes.
@@ -339,18 +341,6 @@ func (h *Handler) checkOrigin(r *http.Request) error {
 	}
 	return &httpapi.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "origin_not_allowed",
 		Message: fmt.Sprintf("origin %q is not allowed: start the server with --allowed-origins to trust it", o)}
-}
-
-// wsOrigins are --allowed-origins as coder/websocket's origin patterns
-// (host[:port]).
-func (h *Handler) wsOrigins() []string {
-	var out []string
-	for _, o := range h.d.Config.AllowedOrigins {
-		if u, err := url.Parse(o); err == nil && u.Host != "" {
-			out = append(out, u.Host)
-		}
-	}
-	return out
 }
 
 // checkHandshake refuses, in the server's error shape and before a lease
