@@ -62,6 +62,7 @@ func TestRealtimeHandshakeOrigins(t *testing.T) {
 				t.Fatalf("origin %s: %v (%v)", c.origin, err, res)
 			}
 			_ = conn.CloseNow()
+			ts.awaitActive("asr", 0) // the next session needs the slot back
 			continue
 		}
 		if err == nil {
