@@ -3,10 +3,10 @@ package sherpa
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 )
@@ -28,13 +28,16 @@ import (
 // espeak-ng data the process meets is copied once into a folder of the
 // process's own (espeakCopyPrefix, the process ID in its name), and every
 // espeak voice is created with that copy's path. The copy lives as long
-// as the process; copies left by processes that have ended are removed
-// when a later process makes its own.
+// as the process: the process holds a shared flock on its lock file
+// (released by the kernel however the process ends, whatever PID
+// namespace it ran in), and a later process making its own copy removes
+// every copy whose lock it can take exclusively.
 var espeakData struct {
-	mu  sync.Mutex
-	src string // the data_dir whose copy the library reads (named in messages)
-	dir string // the copy: what every voice's data_dir is set to
-	has sync.Map
+	mu   sync.Mutex
+	src  string   // the data_dir whose copy the library reads (named in messages)
+	dir  string   // the copy: what every voice's data_dir is set to
+	lock *os.File // held open (locked) for the process's life
+	has  sync.Map
 	// inPlace: the child load (child.go) reads the checkpoint's folder
 	// itself; it loads once and exits, and a copy would outlive it.
 	inPlace bool
@@ -64,27 +67,46 @@ func espeakDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sherpa: a copy of the espeak-ng data: %w", err)
 	}
+	lock, err := os.Create(filepath.Join(tmp, espeakLockName))
+	if err == nil {
+		if err = syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+			lock.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("sherpa: locking the copy of the espeak-ng data: %w", err)
+	}
 	dst := filepath.Join(tmp, "espeak-ng-data")
 	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
+		lock.Close()
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("sherpa: copying the espeak-ng data %s: %w", dir, err)
 	}
-	espeakData.src, espeakData.dir = dir, dst
+	espeakData.src, espeakData.dir, espeakData.lock = dir, dst, lock
 	return dst, nil
 }
 
-// removeStaleEspeakCopies removes the copies of processes that have
-// ended (their process ID answers no signal).
+// espeakLockName is the lock file in a process's copy.
+const espeakLockName = "owner.lock"
+
+// removeStaleEspeakCopies removes the copies whose process has ended: the
+// lock file takes an exclusive lock. A copy without a lock file is being
+// made (or was left between its folder and its lock) and is kept.
 func removeStaleEspeakCopies() {
 	old, _ := filepath.Glob(filepath.Join(os.TempDir(), espeakCopyPrefix+"*"))
 	for _, p := range old {
-		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(p), espeakCopyPrefix), "-")
-		n, err := strconv.Atoi(pid)
-		if err != nil || n <= 0 || n == os.Getpid() {
+		f, err := os.OpenFile(filepath.Join(p, espeakLockName), os.O_RDWR, 0)
+		if err != nil {
 			continue
 		}
-		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
 			os.RemoveAll(p)
+		}
+		f.Close()
+		if err != nil && !errors.Is(err, syscall.EWOULDBLOCK) {
+			slog.Warn("sherpa: an espeak-ng data copy's lock", "dir", p, "err", err)
 		}
 	}
 }

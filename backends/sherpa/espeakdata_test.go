@@ -114,3 +114,56 @@ func TestEspeakDataChild(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkEspeakCopy: what the copy of the espeak-ng data costs, once
+// per process at its first espeak voice, beside what that load and one
+// request cost anyway: copying the synthetic checkpoints' data (904 kB)
+// and Debian's whole espeak-ng-data (13 MB, every language), loading
+// piper (library object, tokens, ONNX session) and one two-sentence
+// request. Later loads and requests pay nothing (the path is reused).
+func BenchmarkEspeakCopy(b *testing.B) {
+	root := testRoot(b)
+	for _, c := range []struct{ name, dir string }{
+		{"copy-synthetic", filepath.Join(root, PiperSynthetic, "espeak-ng-data")},
+		{"copy-debian", catalogue.DefaultSources("").EspeakData},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := os.Stat(c.dir); err != nil {
+				b.Skip(err)
+			}
+			for b.Loop() {
+				tmp := b.TempDir()
+				if err := os.CopyFS(filepath.Join(tmp, "d"), os.DirFS(c.dir)); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				os.RemoveAll(tmp)
+				b.StartTimer()
+			}
+		})
+	}
+	e := New(Config{NoChild: true})
+	spec := specOf(b, root, PiperSynthetic, 1, "")
+	b.Run("piper-load", func(b *testing.B) {
+		for b.Loop() {
+			s, _, err := e.Open(context.Background(), spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Close(context.Background())
+		}
+	})
+	b.Run("piper-request", func(b *testing.B) {
+		s, _, err := e.Open(context.Background(), spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		req := benchRequest(b, PiperSynthetic)
+		for b.Loop() {
+			if _, err := s.Infer(context.Background(), req, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
