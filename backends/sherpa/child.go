@@ -35,6 +35,9 @@ var prober = &childload.Prober{Env: "SLUICE_SHERPA_CHILD", Timeout: 2 * time.Min
 var loader = childload.Loader{
 	Name: "sherpa",
 	Open: func(ctx context.Context, spec backends.Spec) (backends.Session, error) {
+		espeakData.mu.Lock()
+		espeakData.inPlace = true // one load, then exit: no copy (espeakdata.go)
+		espeakData.mu.Unlock()
 		s, _, err := New(Config{NoChild: true}).Open(ctx, spec)
 		return s, err
 	},

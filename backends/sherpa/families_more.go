@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"unicode/utf8"
 
@@ -432,33 +431,4 @@ func espeakHasVoice(dir, name string) bool {
 		return nil
 	})
 	return found
-}
-
-// espeakActive is the espeak-ng data folder this process's library reads:
-// sherpa-onnx initializes espeak-ng once, with the data_dir of the first
-// espeak voice created, and every later voice phonemizes with that data
-// whatever its own data_dir.
-var espeakActive struct {
-	once sync.Once
-	dir  string
-	has  sync.Map // voice name -> bool
-}
-
-// noteEspeak records dir as the process's espeak-ng data when it is the
-// first (create calls it before the library's create).
-func noteEspeak(dir string) {
-	espeakActive.once.Do(func() { espeakActive.dir = dir })
-}
-
-// espeakActiveHas reports whether the process's espeak-ng data has voice.
-func espeakActiveHas(voice string) (bool, string) {
-	dir := espeakActive.dir
-	if v, ok := espeakActive.has.Load(voice); ok {
-		return v.(bool), dir
-	}
-	has := dir == "" || espeakHasVoice(dir, voice)
-	if dir != "" {
-		espeakActive.has.Store(voice, has)
-	}
-	return has, dir
 }

@@ -150,10 +150,15 @@ func TestHotwords(t *testing.T) {
 func TestEspeakDataOfTheProcess(t *testing.T) {
 	root := testRoot(t)
 	s := open(t, New(Config{}), root, KokoroMultiSynthetic, "")
-	clear := func() { espeakActive.has.Range(func(k, _ any) bool { espeakActive.has.Delete(k); return true }) }
-	saved := espeakActive.dir
-	t.Cleanup(func() { espeakActive.dir = saved; clear() })
-	espeakActive.dir = t.TempDir() // data without any voice
+	clear := func() { espeakData.has.Range(func(k, _ any) bool { espeakData.has.Delete(k); return true }) }
+	setDir := func(d string) (old string) {
+		espeakData.mu.Lock()
+		defer espeakData.mu.Unlock()
+		old, espeakData.dir = espeakData.dir, d
+		return old
+	}
+	saved := setDir(t.TempDir()) // data without any voice
+	t.Cleanup(func() { setDir(saved); clear() })
 	clear()
 	_, err := s.Infer(context.Background(), backends.Request{Input: []byte(`{"text":"Hola.","voice":"ef_synth"}`)}, nil)
 	if backends.ParamOf(err) != "voice" {

@@ -33,15 +33,22 @@ func create(l *lib, c config) (*model, error) {
 	var cs cstrings
 	defer cs.free()
 	m := &model{lib: l, cfg: c, refs: 1}
+	// The library reads the process's copy of the espeak-ng data, never a
+	// checkpoint's folder, which may be deleted under it (espeakdata.go).
+	espeak := ""
 	if c.fam.task == "tts" && c.files["data_dir"] != "" {
-		noteEspeak(c.files["data_dir"])
+		d, err := espeakDir(c.files["data_dir"])
+		if err != nil {
+			return nil, err
+		}
+		espeak = d
 	}
 	switch c.fam.name {
 	case FamilyVITS:
 		cfg := cAlloc[ttsConfig]()
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Model.Vits = ttsVits{
-			Model: cs.of(c.files["model"]), Tokens: cs.of(c.files["tokens"]), DataDir: cs.of(c.files["data_dir"]),
+			Model: cs.of(c.files["model"]), Tokens: cs.of(c.files["tokens"]), DataDir: cs.of(espeak),
 			NoiseScale: float32(c.opts.NoiseScale), NoiseScaleW: float32(c.opts.NoiseScaleW), LengthScale: float32(c.opts.LengthScale),
 		}
 		cfg.Model.NumThreads = int32(c.opts.Threads)
@@ -54,7 +61,7 @@ func create(l *lib, c config) (*model, error) {
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Model.Matcha = ttsMatcha{
 			AcousticModel: cs.of(c.files["acoustic_model"]), Vocoder: cs.of(c.files["vocoder"]), Tokens: cs.of(c.files["tokens"]),
-			DataDir: cs.of(c.files["data_dir"]), NoiseScale: float32(c.opts.NoiseScale), LengthScale: float32(c.opts.LengthScale),
+			DataDir: cs.of(espeak), NoiseScale: float32(c.opts.NoiseScale), LengthScale: float32(c.opts.LengthScale),
 		}
 		cfg.Model.NumThreads = int32(c.opts.Threads)
 		cfg.Model.Provider = cs.of("cpu")
@@ -66,7 +73,7 @@ func create(l *lib, c config) (*model, error) {
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Model.Kokoro = ttsKokoro{
 			Model: cs.of(c.files["model"]), Voices: cs.of(c.files["voices"]), Tokens: cs.of(c.files["tokens"]),
-			DataDir: cs.of(c.files["data_dir"]), LengthScale: float32(c.opts.LengthScale),
+			DataDir: cs.of(espeak), LengthScale: float32(c.opts.LengthScale),
 			Lexicon: cs.of(c.files["lexicon"]), Lang: cs.of(c.opts.Lang),
 		}
 		cfg.Model.NumThreads = int32(c.opts.Threads)
@@ -79,7 +86,7 @@ func create(l *lib, c config) (*model, error) {
 		defer freeC(unsafe.Pointer(cfg))
 		cfg.Model.Kitten = ttsKitten{
 			Model: cs.of(c.files["model"]), Voices: cs.of(c.files["voices"]), Tokens: cs.of(c.files["tokens"]),
-			DataDir: cs.of(c.files["data_dir"]), LengthScale: float32(c.opts.LengthScale),
+			DataDir: cs.of(espeak), LengthScale: float32(c.opts.LengthScale),
 		}
 		cfg.Model.NumThreads = int32(c.opts.Threads)
 		cfg.Model.Provider = cs.of("cpu")
