@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -122,29 +121,7 @@ func (s *Server) routes() http.Handler {
 			r.Post("/v1/fixture/gates/{name}/open", httpapi.Adapt(s.handleOpenGate))
 		}
 	})
-	return newRoot(r)
-}
-
-// root serves the router under one context node made before it: the
-// request state RequestIDs fills (httpapi.WithRequestState) and the
-// router's route context, taken from a pool as chi takes it. chi finds
-// its context there and adds none, and RequestIDs fills the state in
-// place: the request is copied once per request instead of twice.
-type root struct {
-	mux  *chi.Mux
-	pool sync.Pool
-}
-
-func newRoot(mux *chi.Mux) *root {
-	return &root{mux: mux, pool: sync.Pool{New: func() any { return chi.NewRouteContext() }}}
-}
-
-func (h *root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rctx := h.pool.Get().(*chi.Context)
-	rctx.Reset()
-	rctx.Routes = h.mux
-	h.mux.ServeHTTP(w, r.WithContext(httpapi.WithRequestState(r.Context(), chi.RouteCtxKey, rctx)))
-	h.pool.Put(rctx)
+	return httpapi.Root(r)
 }
 
 // oipHandlers wires the Open Inference Protocol's adapter

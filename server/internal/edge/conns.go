@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // Stalled socket I/O at shutdown (CONTRACT.md time.shutdown-stalled-io).
@@ -310,6 +312,7 @@ func Track(next http.Handler) http.Handler {
 		}
 		c.beginRequest(r.Body != nil && r.Body != http.NoBody)
 		defer c.endRequest()
+		httpapi.SetLocal(r.Context(), httpapi.SlotConn, c) // found once: LimitBody and the body reader read the slot
 		next.ServeHTTP(w, r)
 	})
 }

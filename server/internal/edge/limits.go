@@ -436,8 +436,15 @@ func (e *Edge) LimitBody(next http.Handler) http.Handler {
 			return
 		}
 		lim := e.limits
-		conn := connFrom(r.Context())
-		if loc := httpapi.Locals(r.Context()); loc != nil { // the request's state, else a value of its own
+		loc := httpapi.Locals(r.Context())
+		var conn *Conn
+		if loc != nil {
+			conn, _ = loc[httpapi.SlotConn].(*Conn) // Track's, when it ran
+		}
+		if conn == nil {
+			conn = connFrom(r.Context())
+		}
+		if loc != nil { // the request's state, else a value of its own
 			loc[httpapi.SlotBody], loc[httpapi.SlotConn] = lim, conn
 		} else {
 			r = r.WithContext(context.WithValue(r.Context(), limitsKey{}, lim))

@@ -84,7 +84,8 @@ func (c *stateCtx) Value(key any) any {
 // RequestIDs then fills in place instead of copying the request, and with
 // val under key in the same node (the router's route context, which the
 // router then finds and does not add). Until RequestIDs has run, the
-// context answers as parent does: no request ID, no slots.
+// context has no request ID (RequestID, Logger answer as parent's would);
+// its slots (SetLocal) are there from the start.
 func WithRequestState(parent context.Context, key, val any) context.Context {
 	st := &requestState{}
 	st.ctx = stateCtx{Context: parent, st: st, key: key, val: val}
@@ -127,12 +128,13 @@ func RequestIDs(base *slog.Logger, refusals *Refusals) func(http.Handler) http.H
 			}
 			st.hdr[0] = id
 			w.Header()[RequestIDHeader] = st.hdr[:]
-			st.info = requestInfo{id: id, base: base, refusals: refusals}
+			// Field by field: the slots a middleware above set stay.
+			st.info.id, st.info.base, st.info.refusals = id, base, refusals
+			st.ready = true
 			ctx := r.Context()
-			if inPlace {
-				st.ready = true
-			} else {
-				ctx = context.WithValue(ctx, requestInfoKey{}, &st.info)
+			if !inPlace {
+				st.ctx = stateCtx{Context: ctx, st: st}
+				ctx = &st.ctx
 				r = r.WithContext(ctx)
 			}
 			// The status and byte counts are for the access log alone: a
@@ -177,29 +179,31 @@ const (
 
 // SetLocal stores v in slot of the request state in ctx, before the
 // handler runs (the middleware's own goroutine); it returns false when
-// ctx has no request state (outside RequestIDs), where the caller keeps
-// its value in a context value of its own.
+// ctx has no request state (outside RequestIDs and WithRequestState),
+// where the caller keeps its value in a context value of its own. Under
+// WithRequestState the slots exist before RequestIDs has run, and what a
+// middleware above it sets stays.
 func SetLocal(ctx context.Context, slot Slot, v any) bool {
-	ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo)
+	st, ok := ctx.Value(stateKey{}).(*requestState)
 	if ok {
-		ri.local[slot] = v
+		st.info.local[slot] = v
 	}
 	return ok
 }
 
-// Locals returns the request state's slots in ctx, or nil outside
-// RequestIDs: one walk of the context for several slots.
+// Locals returns the request state's slots in ctx, or nil without one
+// (SetLocal): one walk of the context for several slots.
 func Locals(ctx context.Context) *[numSlots]any {
-	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		return &ri.local
+	if st, ok := ctx.Value(stateKey{}).(*requestState); ok {
+		return &st.info.local
 	}
 	return nil
 }
 
 // Local returns slot's value in the request state in ctx, or nil.
 func Local(ctx context.Context, slot Slot) any {
-	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		return ri.local[slot]
+	if st, ok := ctx.Value(stateKey{}).(*requestState); ok {
+		return st.info.local[slot]
 	}
 	return nil
 }

@@ -88,8 +88,12 @@ func TestRequestStateInPlace(t *testing.T) {
 	routerKey := new(int)
 	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
 	ctx := WithRequestState(parent, routerKey, "route")
-	if RequestID(ctx) != "" || Locals(ctx) != nil || ctx.Value(routerKey) != "route" || ctx.Value(key{}) != "v" {
-		t.Fatalf("before RequestIDs: id %q, locals %v, router %v, parent's %v", RequestID(ctx), Locals(ctx), ctx.Value(routerKey), ctx.Value(key{}))
+	if RequestID(ctx) != "" || ctx.Value(routerKey) != "route" || ctx.Value(key{}) != "v" {
+		t.Fatalf("before RequestIDs: id %q, router %v, parent's %v", RequestID(ctx), ctx.Value(routerKey), ctx.Value(key{}))
+	}
+	// A slot set above RequestIDs (the edge's connection) stays.
+	if !SetLocal(ctx, SlotConn, "c") {
+		t.Fatal("no slots before RequestIDs")
 	}
 	in := httptest.NewRequest("GET", "/x", nil).WithContext(ctx)
 	var got *http.Request
@@ -105,7 +109,8 @@ func TestRequestStateInPlace(t *testing.T) {
 		t.Fatalf("the handler got a copy of the request")
 	}
 	id := rec.Header().Get(RequestIDHeader)
-	if id == "" || RequestID(got.Context()) != id || Local(got.Context(), SlotBody) != "b" || got.Context().Value(routerKey) != "route" {
+	if id == "" || RequestID(got.Context()) != id || Local(got.Context(), SlotBody) != "b" || Local(got.Context(), SlotConn) != "c" ||
+		got.Context().Value(routerKey) != "route" {
 		t.Fatalf("after: header %q, context %q, slot %v, router %v", id, RequestID(got.Context()), Local(got.Context(), SlotBody), got.Context().Value(routerKey))
 	}
 	child, stop := context.WithCancel(got.Context())
