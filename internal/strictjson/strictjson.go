@@ -397,11 +397,7 @@ func shapeFor(t reflect.Type) *shape {
 	inexact := map[*shape]bool{}
 	s := buildShape(t, map[reflect.Type]*shape{}, inexact)
 	if s != nil {
-		// A shape of its own, so that the flag of the type asked for
-		// does not change the shapes others share.
-		root := *s
-		root.exact = len(inexact) == 0
-		s = &root
+		s.exact = len(inexact) == 0 // the shapes are this call's own (seen is new)
 	}
 	shapes.Store(t, s)
 	return s
