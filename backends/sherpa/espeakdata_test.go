@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-dev/sluice/backends/sherpa/synth"
 )
 
-// espeakChildEnv runs TestEspeakDataChild (in a child process of
-// TestEspeakDataOutlivesCheckpoint) instead of skipping it.
+// espeakChildEnv makes TestEspeakDataOutlivesCheckpoint play the child's
+// part (espeakDataChild) in the process it starts.
 const espeakChildEnv = "SLUICE_SHERPA_ESPEAK_CHILD"
 
 // TestEspeakDataOutlivesCheckpoint: the espeak-ng data a process reads is
@@ -27,13 +27,18 @@ const espeakChildEnv = "SLUICE_SHERPA_ESPEAK_CHILD"
 // answers (sherpa.matched-outputs: a conformance check's folder is
 // removed when it ends, while other checks still synthesise). It needs a
 // process whose first espeak voice is the one deleted, so the check runs
-// in a child (this test binary running TestEspeakDataChild); the child's
+// in a child (this test binary running this test with espeakChildEnv
+// set, which then does the child's part, espeakDataChild); the child's
 // copy of the data, left in the temporary directory as the child ends,
 // is then removed by the next process that makes one (here, the parent).
 func TestEspeakDataOutlivesCheckpoint(t *testing.T) {
 	native.SkipUnavailable(t, Available())
 	native.SkipUnavailable(t, synth.Available())
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestEspeakDataChild$", "-test.v", "-test.count=1")
+	if os.Getenv(espeakChildEnv) != "" {
+		espeakDataChild(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestEspeakDataOutlivesCheckpoint$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), espeakChildEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -54,14 +59,11 @@ func TestEspeakDataOutlivesCheckpoint(t *testing.T) {
 	}
 }
 
-// TestEspeakDataChild (in the child only): the first espeak voice comes
+// espeakDataChild is the child's part: the first espeak voice comes
 // from folder first; piper at 2 slots from folder second answers a
 // reference on one slot, first is deleted, and both slots, concurrently
 // and in different orders, must answer the same bytes again.
-func TestEspeakDataChild(t *testing.T) {
-	if os.Getenv(espeakChildEnv) == "" {
-		t.Skip("run by TestEspeakDataOutlivesCheckpoint in a child process")
-	}
+func espeakDataChild(t *testing.T) {
 	first, second := t.TempDir(), t.TempDir()
 	for _, d := range []string{first, second} {
 		if err := BuildSynthetic(d, catalogue.DefaultSources(""), 2, PiperSynthetic); err != nil {
@@ -129,7 +131,7 @@ func BenchmarkEspeakCopy(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			if _, err := os.Stat(c.dir); err != nil {
-				b.Skip(err)
+				b.Fatal(err) // both come with `make deps` and `make models`
 			}
 			for b.Loop() {
 				tmp := b.TempDir()
