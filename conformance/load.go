@@ -221,6 +221,9 @@ func (c *Case) validate() error {
 	if len(c.Partial) > 0 && c.Missing == "" {
 		return errors.New("partial cells need `missing`: what the case does not check")
 	}
+	if c.Server != nil && c.Server.SpoolDir && !c.Server.StateDir {
+		return errors.New("spool_dir needs `server: {state_dir: true}` (the spool is in the case's folder)")
+	}
 	if c.Runtime != "" {
 		if _, ok := runtimeChecks[c.Runtime]; !ok {
 			return fmt.Errorf("unknown runtime check %q (known: %s)", c.Runtime, strings.Join(runtimeCheckNames(), ", "))
@@ -280,9 +283,6 @@ func (c *Case) validate() error {
 		}
 		if rs, ok := st.Arg.(*RestartStep); ok && (!c.Server.StateDir || rs.Kill && !c.Server.Binary) {
 			return fmt.Errorf("line %d: restart needs `server: {state_dir: true}`, and kill: true also binary: true", st.Line)
-		}
-		if c.Server != nil && c.Server.SpoolDir && !c.Server.StateDir {
-			return errors.New("spool_dir needs `server: {state_dir: true}` (the spool is in the case's folder)")
 		}
 		if fileSteps[st.Kind] && !c.Server.StateDir {
 			return fmt.Errorf("line %d: step %s needs `server: {state_dir: true}`", st.Line, st.Kind)

@@ -265,10 +265,6 @@ func (b *bodyReader) lift() {
 
 func (b *bodyReader) Close() error { return b.body.Close() }
 
-// setReadDeadline sets the connection's read deadline: on the tracked
-// connection itself when the request came on one (what net/http's
-// ResponseController reaches through the response writers, without
-// searching them for the method), else through rc.
 // armReadDeadline sets the body's read deadline for the reads to come: on
 // the tracked connection, given to the socket only when a read reaches it
 // (Conn.armReadDeadline), else through rc at once.
@@ -280,6 +276,10 @@ func (b *bodyReader) armReadDeadline(d time.Time) {
 	_ = b.rc.SetReadDeadline(d)
 }
 
+// setReadDeadline sets the connection's read deadline: on the tracked
+// connection itself when the request came on one (what net/http's
+// ResponseController reaches through the response writers, without
+// searching them for the method), else through rc.
 func (b *bodyReader) setReadDeadline(d time.Time) error {
 	if b.conn != nil {
 		return b.conn.SetReadDeadline(d)
@@ -410,6 +410,7 @@ func readAtMost(body io.Reader, declared, max int64) ([]byte, error) {
 // (read deadlines, edge.body-timeout and edge.body-min-rate) under
 // http.MaxBytesReader. Reservations are given back when the handler
 // returns.
+//
 // LimitBody is kept out of line: inlined into the wrapper of a method value
 // (routes passes s.edge.LimitBody), its closure was compiled again there
 // without inlining the calls it makes, and http.NewResponseController

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"maps"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -32,13 +31,12 @@ type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
 
-	// observers holds the duration's children already resolved, so that a
-	// request pays one map lookup instead of the vector's hashing and
-	// locking (WithLabelValues). It is copied on write: its keys are the
-	// fixed label sets above, and a child is created (and then exported)
-	// only when a request first has its labels, as WithLabelValues did.
-	observers atomic.Pointer[map[labelKey]*observerEntry]
-	mu        sync.Mutex // serialises the copies
+	// observers holds the duration's children already resolved
+	// (labelKey -> *observerEntry), so that a request pays one map lookup
+	// instead of the vector's hashing and locking (WithLabelValues). A
+	// child is created (and then exported) only when a request first has
+	// its labels, as WithLabelValues did.
+	observers sync.Map
 	// last is the entry a request last used: the usual run of requests
 	// on one route compares its labels instead of hashing them.
 	last atomic.Pointer[observerEntry]
@@ -83,36 +81,16 @@ func (h *httpMetrics) observer(k labelKey, pats []string) prometheus.Observer {
 	if e := h.last.Load(); e != nil && e.k == k {
 		return e.o
 	}
-	if m := h.observers.Load(); m != nil {
-		if e, ok := (*m)[k]; ok {
-			h.last.Store(e)
-			return e.o
-		}
+	v, ok := h.observers.Load(k)
+	if !ok {
+		// WithLabelValues returns the same child for the same labels, so
+		// two first requests racing here store one child between them.
+		v, _ = h.observers.LoadOrStore(k, &observerEntry{k: k, o: h.duration.WithLabelValues(k.route, k.method, k.status),
+			pats: slices.Clone(pats)})
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	old := h.observers.Load()
-	if old != nil {
-		if e, ok := (*old)[k]; ok {
-			return e.o
-		}
-	}
-	e := &observerEntry{k: k, o: h.duration.WithLabelValues(k.route, k.method, k.status), pats: slices.Clone(pats)}
-	m := make(map[labelKey]*observerEntry, 1+lenOf(old))
-	if old != nil {
-		maps.Copy(m, *old)
-	}
-	m[k] = e
-	h.observers.Store(&m)
+	e := v.(*observerEntry)
 	h.last.Store(e)
 	return e.o
-}
-
-func lenOf(m *map[labelKey]*observerEntry) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {

@@ -252,13 +252,16 @@ func (s *Store) rollForward() []Model {
 	var out []Model
 	for _, id := range slices.Sorted(maps.Keys(s.intents)) {
 		in := s.intents[id]
-		if old, ok := s.get(id); (!ok || old.ConfigVersion < in.ConfigVersion) && !s.namesTaken(in) {
-			s.put(in)
-			out = append(out, in)
-		} else if !ok || old.ConfigVersion < in.ConfigVersion {
+		if old, ok := s.get(id); ok && old.ConfigVersion >= in.ConfigVersion {
+			continue // the record already has it, or something newer
+		}
+		if s.namesTaken(in) {
 			s.log.Warn("state dir: an announced change names what another recorded model holds, so it never committed; it is dropped",
 				"model", in.ID, "config_version", in.ConfigVersion, "aliases", strings.Join(in.Aliases, ","))
+			continue
 		}
+		s.put(in)
+		out = append(out, in)
 	}
 	clear(s.intents)
 	return out
