@@ -246,8 +246,8 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 // stallExchange opens a connection that stalls (StallStep) and returns
 // what became of it: the server's answer, or the error of the read that
 // saw the server close the connection. It reports on started once the
-// stall has begun: for "idle", once the keep-alive answer was read in
-// full, or why it was not.
+// stall has begun: for "idle", once its two keep-alive answers were read
+// in full, or why they were not.
 func stallExchange(ctx context.Context, base, kind, path string, body []byte, started chan<- error) answer {
 	var a answer
 	u, err := url.Parse(base)

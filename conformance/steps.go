@@ -236,7 +236,7 @@ func (r *caseRun) raw(a *HTTPStep) error {
 }
 
 // stall opens a stalled connection; the step ends when the stall has
-// begun (for "idle", once its keep-alive answer was read), within the
+// begun (for "idle", once its keep-alive answers were read), within the
 // step timeout.
 func (r *caseRun) stall(a *StallStep) error {
 	var path string
