@@ -555,7 +555,7 @@ mutation-weak:
 # claim a change is durable, authorization on every protocol's management
 # routes, leases the edge holds), each run against the server package's
 # tests and the conformance suite in process; it prints which checks
-# killed each. 43 mutants, about 80 s per mutant on 2 quiet cores (about an
+# killed each. 45 mutants, about 80 s per mutant on 2 quiet cores (about an
 # hour); EDGE_MUTANTS=REGEXP picks mutants, EDGE_CHECKS adds race or sdk,
 # EDGE_TESTS=REGEXP runs only those tests in each check (one new test against
 # its mutants, in minutes).

@@ -120,7 +120,9 @@ func (p *pausedReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// setHeaders puts req's header lines on h.
+// setHeaders sets a step's headers on hr; a Host header replaces the
+// request's Host (net/http ignores it in the header map), so cases can
+// send a rebinding page's Host (CONTRACT.md err.host).
 func setHeaders(hr *http.Request, req request) {
 	for k, vs := range req.header {
 		if strings.EqualFold(k, "Host") && len(vs) > 0 {
@@ -241,12 +243,11 @@ func exchangeHandler(ctx context.Context, h http.Handler, req request) answer {
 	return a
 }
 
-// setHeaders sets a step's headers on hr; a Host header replaces the
-// request's Host (net/http ignores it in the header map), so cases can
-// send a rebinding page's Host (CONTRACT.md err.host).
 // stallExchange opens a connection that stalls (StallStep) and returns
 // what became of it: the server's answer, or the error of the read that
-// saw the server close the connection.
+// saw the server close the connection. It reports on started once the
+// stall has begun: for "idle", once its two keep-alive answers were read
+// in full, or why they were not.
 func stallExchange(ctx context.Context, base, kind, path string, body []byte, started chan<- error) answer {
 	var a answer
 	u, err := url.Parse(base)
@@ -287,8 +288,10 @@ func stallExchange(ctx context.Context, base, kind, path string, body []byte, st
 			_ = tc.SetReadBuffer(1024)
 		}
 		msg = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, u.Host, len(body), body)
+	case "idle":
+		return idleExchange(conn, u.Host, started)
 	default:
-		err := fmt.Errorf("unknown stall kind %q (header, body, unread)", kind)
+		err := fmt.Errorf("unknown stall kind %q (header, body, unread, idle)", kind)
 		a.err = err
 		started <- err
 		return a
@@ -315,6 +318,52 @@ func stallExchange(ctx context.Context, base, kind, path string, body []byte, st
 	defer resp.Body.Close()
 	a.status, a.header = resp.StatusCode, resp.Header
 	a.body, a.err = io.ReadAll(resp.Body)
+	a.got = time.Now()
+	return a
+}
+
+// idleExchange is the "idle" stall on conn: two keep-alive requests sent
+// at once (pipelined), both answered in full, then nothing sent until the
+// server closes the connection (CONTRACT.md edge.idle-timeout). The second
+// answer shows the connection outlived an answer whatever the scheduling;
+// one that fails or announces Connection: close fails the step (started),
+// since its close would be no idle close. The call's answer is the second
+// probe's, with the read error that saw the close; bytes the server sends
+// instead leave it without an error.
+func idleExchange(conn net.Conn, host string, started chan<- error) answer {
+	a := answer{path: "/healthz", sent: time.Now()}
+	probe := fmt.Sprintf("GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	if _, err := io.WriteString(conn, probe+probe); err != nil {
+		a.err = err
+		started <- err
+		return a
+	}
+	br := bufio.NewReader(conn)
+	for i := 1; i <= 2; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err == nil {
+			a.status, a.header = resp.StatusCode, resp.Header
+			a.body, err = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+		}
+		switch {
+		case err != nil:
+			a.err = err
+			started <- fmt.Errorf("stall idle: answer %d of 2 to GET /healthz: %w", i, err)
+			return a
+		case resp.Close:
+			err := fmt.Errorf("stall idle: answer %d of 2 to GET /healthz (%d) has Connection: close, want a kept-alive connection", i, resp.StatusCode)
+			a.err = err
+			started <- err
+			return a
+		}
+	}
+	started <- nil
+	if b, err := br.ReadByte(); err != nil {
+		a.err = fmt.Errorf("closed after the answer: %w", err)
+	} else {
+		a.body = fmt.Appendf(a.body, " (then %q unasked: no close)", b)
+	}
 	a.got = time.Now()
 	return a
 }

@@ -160,6 +160,8 @@ func (sp *ServerSpec) flags(root, configFile string) []string {
 	if len(sp.AllowedOrigins) > 0 {
 		a = append(a, "--allowed-origins", strings.Join(sp.AllowedOrigins, ","))
 	}
+	ms(sp.ReadHeaderTimeoutMS, "--read-header-timeout")
+	ms(sp.IdleConnTimeoutMS, "--idle-conn-timeout")
 	ms(sp.WriteTimeoutMS, "--write-timeout")
 	ms(sp.RealtimeDrainMS, "--realtime-drain")
 	ms(sp.RealtimeIdleMS, "--realtime-idle")

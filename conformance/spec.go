@@ -110,19 +110,22 @@ type ServerSpec struct {
 	// --allowed-origins (CONTRACT.md err.host, err.origin).
 	AllowedHosts   []string `yaml:"allowed_hosts"`
 	AllowedOrigins []string `yaml:"allowed_origins"`
-	// The serving edge (CONTRACT.md edge.*): --write-timeout,
-	// --body-read-timeout, --min-body-rate, --body-rate-grace, --max-conns,
-	// --max-json-body, --spool-threshold, --body-budget, --spool-budget;
-	// 0 keeps the server's default.
-	WriteTimeoutMS    int64 `yaml:"write_timeout_ms"`
-	BodyReadTimeoutMS int64 `yaml:"body_read_timeout_ms"`
-	MinBodyRate       int64 `yaml:"min_body_rate"`
-	BodyRateGraceMS   int64 `yaml:"body_rate_grace_ms"`
-	MaxConns          int   `yaml:"max_conns"`
-	MaxJSONBody       int64 `yaml:"max_json_body"`
-	SpoolThreshold    int64 `yaml:"spool_threshold"`
-	BodyBudget        int64 `yaml:"body_budget"`
-	SpoolBudget       int64 `yaml:"spool_budget"`
+	// The serving edge (CONTRACT.md edge.*): --read-header-timeout,
+	// --idle-conn-timeout, --write-timeout, --body-read-timeout,
+	// --min-body-rate, --body-rate-grace, --max-conns, --max-json-body,
+	// --spool-threshold, --body-budget, --spool-budget; 0 keeps the
+	// server's default.
+	ReadHeaderTimeoutMS int64 `yaml:"read_header_timeout_ms"`
+	IdleConnTimeoutMS   int64 `yaml:"idle_conn_timeout_ms"`
+	WriteTimeoutMS      int64 `yaml:"write_timeout_ms"`
+	BodyReadTimeoutMS   int64 `yaml:"body_read_timeout_ms"`
+	MinBodyRate         int64 `yaml:"min_body_rate"`
+	BodyRateGraceMS     int64 `yaml:"body_rate_grace_ms"`
+	MaxConns            int   `yaml:"max_conns"`
+	MaxJSONBody         int64 `yaml:"max_json_body"`
+	SpoolThreshold      int64 `yaml:"spool_threshold"`
+	BodyBudget          int64 `yaml:"body_budget"`
+	SpoolBudget         int64 `yaml:"spool_budget"`
 	// Live sessions (CONTRACT.md "Live sessions"): --realtime-drain and
 	// --realtime-idle; 0 keeps the server's default.
 	RealtimeDrainMS int64 `yaml:"realtime_drain_ms"`
@@ -482,7 +485,10 @@ type LogStep struct {
 
 // StallStep opens a raw connection that stalls: "header" (a partial
 // request header), "body" (a header announcing a body never sent),
-// "unread" (a streamed inference whose answer is never read; needs Model).
+// "unread" (a streamed inference whose answer is never read; needs Model),
+// "idle" (two keep-alive GET /healthz sent at once, both answered in full
+// without Connection: close, else the step fails; then nothing more is
+// sent, and the call fails when the server closes the connection).
 type StallStep struct {
 	As    string         `yaml:"as"`
 	Kind  string         `yaml:"kind"`

@@ -235,7 +235,9 @@ func (r *caseRun) raw(a *HTTPStep) error {
 	return r.check(&ans, a.Expect)
 }
 
-// stall opens a stalled connection.
+// stall opens a stalled connection; the step ends when the stall has
+// begun (for "idle", once its keep-alive answers were read), within the
+// step timeout.
 func (r *caseRun) stall(a *StallStep) error {
 	var path string
 	var body []byte
@@ -260,7 +262,15 @@ func (r *caseRun) stall(a *StallStep) error {
 		defer close(cl.done)
 		cl.ans = stallExchange(ctx, r.base, a.Kind, path, body, started)
 	}()
-	return <-started
+	t := time.NewTimer(r.stepTimeout)
+	defer t.Stop()
+	select {
+	case err := <-started:
+		return err
+	case <-t.C:
+		cancel() // closes the connection: the exchange ends
+		return fmt.Errorf("stall %s did not begin within %s", a.Kind, r.stepTimeout)
+	}
 }
 
 // open opens a gate.

@@ -288,12 +288,51 @@ func TestConnLimitProbeReserve(t *testing.T) {
 	}
 }
 
-// ReadHeaderTimeout closes a connection that sends its header too slowly.
+// ReadHeaderTimeout closes a connection that sends its header too slowly,
+// its request unserved (CONTRACT.md edge.header-timeout): a header stalled
+// mid-line gets net/http's plain 400 before the close.
 func TestSlowHeaderClosed(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.ReadHeaderTimeout = 100 * time.Millisecond })
 	c := ts.rawConn()
 	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-"); err != nil {
 		t.Fatal(err)
 	}
-	expectClosed(t, c)
+	if got := expectClosed(t, c); got != "" && !strings.HasPrefix(got, "HTTP/1.1 400 ") {
+		t.Fatalf("a stalled header was answered: %q", got)
+	}
+}
+
+// IdleConnTimeout closes a keep-alive connection that sends nothing after
+// its last answer (CONTRACT.md edge.idle-timeout). Two requests are sent at
+// once (pipelined) and both answered without Connection: close, so the
+// connection was kept alive past an answer whatever the scheduling; the
+// close that follows the second is the idle timeout's.
+func TestIdleConnClosed(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.IdleConnTimeout = 100 * time.Millisecond })
+	c := ts.rawConn()
+	const req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	if _, err := io.WriteString(c, req+req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for i := range 2 {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		_, err = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		if err != nil {
+			t.Fatalf("answer %d: body: %v", i+1, err)
+		}
+		if res.StatusCode != http.StatusOK || res.Close {
+			t.Fatalf("answer %d: %d, close %v: want 200 on a kept-alive connection", i+1, res.StatusCode, res.Close)
+		}
+	}
+	if n := br.Buffered(); n != 0 {
+		t.Fatalf("%d bytes after the second answer", n)
+	}
+	if got := expectClosed(t, c); got != "" {
+		t.Fatalf("an idle connection got %q", got)
+	}
 }

@@ -45,15 +45,15 @@ func (ts *tserver) shutdownWithin(bound time.Duration) time.Duration {
 	return took
 }
 
-// expectClosed requires that the server closed c (EOF or reset) after
-// sending at most some bytes.
+// expectClosed requires that the server closed c (EOF or reset) within
+// waitLimit, after sending at most some bytes, which it returns.
 func expectClosed(t *testing.T, c net.Conn) string {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(waitLimit))
 	b, err := io.ReadAll(c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("connection still open after shutdown")
+		t.Fatalf("connection still open after %v", waitLimit)
 	}
 	return string(b)
 }

@@ -79,6 +79,8 @@ func config(b conformance.Build) server.Config {
 			*d = time.Duration(v) * time.Millisecond
 		}
 	}
+	setMS(sp.ReadHeaderTimeoutMS, &cfg.ReadHeaderTimeout)
+	setMS(sp.IdleConnTimeoutMS, &cfg.IdleConnTimeout)
 	setMS(sp.WriteTimeoutMS, &cfg.WriteTimeout)
 	setMS(sp.RealtimeDrainMS, &cfg.RealtimeDrain)
 	setMS(sp.RealtimeIdleMS, &cfg.RealtimeIdle)

@@ -128,6 +128,10 @@ var mutants = []mutant{
 		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tb.armReadDeadline(d)\n\t\tb.cleared = false", new: "\t\tif b.n == 0 {\n\t\t\tb.armReadDeadline(d)\n\t\t}\n\t\tb.cleared = false"}}},
 	{name: "body-deadline-not-lifted", area: "deadline", why: "the body's read deadline stays after EOF (net/http's background read inherits it)",
 		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tb.lift()\n\t}\n\treturn n, err", new: "\t}\n\treturn n, err"}}},
+	{name: "header-timeout-unset", area: "deadline", why: "ReadHeaderTimeout is not given to the http.Server (--read-header-timeout ignored: a stalled header holds its connection)",
+		edits: []edit{{file: "server/server.go", old: "\t\tReadHeaderTimeout: cfg.ReadHeaderTimeout,\n", new: ""}}},
+	{name: "idle-timeout-unset", area: "deadline", why: "IdleTimeout is not given to the http.Server (--idle-conn-timeout ignored: an idle keep-alive connection stays open)",
+		edits: []edit{{file: "server/server.go", old: "\t\tIdleTimeout:       cfg.IdleConnTimeout,\n", new: ""}}},
 	{name: "body-timeout-ignored", area: "deadline", why: "a read that hit its deadline is not turned into the 408",
 		edits: []edit{{file: "server/internal/edge/limits.go", old: "\t\tif errors.Is(err, os.ErrDeadlineExceeded) {", new: "\t\tif false && errors.Is(err, os.ErrDeadlineExceeded) {"}}},
 
