@@ -13,7 +13,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # failure of the tests that need it, not a skip (backends/internal/native).
 export SLUICE_REQUIRE_ENGINES ?= 1
 
-.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large model-check-large-unreg trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory bench-first-delta
+.PHONY: crash-loop contract conformance conformance-mutants model-check model-check-large model-check-large-unreg trace-check mutants deps models validate-engines malformed-engines soak-engines bench-ps-cost bench-cancel bench-engines ui-deps ui-test ui-screenshot run test lint fmt-check vet staticcheck unit race cover bench demo soak sim-mutants stress bench-http bench-http-instr bench-runtime bench-realtime fuzz reliability bench-peers bench-silero bench-all bench-diarization bench-dialogs deploy-test replicas-test bench-whisper bench-whisper-vad bench-sherpa whisper-vulkan-check mutants-absent mutation mutation-weak edge-mutants generate-cases generate-cases-check replay-check replay-validate bench-tombstones sdk-table bench-speech-memory bench-first-delta
 
 # STATE_DIR keeps `make run`'s management changes across restarts (--state-dir).
 STATE_DIR ?= out/state
@@ -164,10 +164,17 @@ bench-first-delta: deps
 	$(GO) build -o $$base/benchfirstdelta ./scripts/benchfirstdelta && \
 	$$base/benchfirstdelta -baseline $$base/benchfirstdelta-base $(FIRST_DELTA_FLAGS)
 
-# bench-http: loopback load against sluice and a bare chi handler, one run.
+# bench-http: loopback load against sluice and a bare chi handler, one run
+# (24 paired rounds of 500 ms, about 30 s).
 BENCHHTTP_ARGS ?=
 bench-http:
 	$(GO) run ./scripts/benchhttp $(BENCHHTTP_ARGS)
+
+# bench-http-instr: the same comparison in instructions per request under
+# callgrind (valgrind from Debian), which other load does not move; REPS
+# runs per target (default 1, about 30 s each).
+bench-http-instr:
+	bash scripts/benchhttp-instr.sh
 
 # bench-peers: five scheduling workloads over HTTP through sluice and through
 # stand-ins for whisper.cpp's server (one global mutex), ollama's scheduler
