@@ -21,6 +21,5 @@ func (s *Server) realtimeHandler() *realtime.Handler {
 			MaxRate: c.RealtimeMaxRate, VADModel: c.RealtimeVADModel},
 		ValidModelID: httpapi.ValidModelID,
 		Lease:        s.taskLease,
-		DecodeStrict: httpapi.DecodeJSON,
 	})
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
-	"github.com/sluice-dev/sluice/internal/strictjson"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
@@ -91,7 +90,6 @@ func newRTEnv(t *testing.T, mutate ...func(*Config)) *rtEnv {
 			}
 			return l, nil
 		},
-		DecodeStrict: strictjson.Decode,
 	})
 	// The server's request-ID middleware: each session has its request ID
 	// and a logger that discards.

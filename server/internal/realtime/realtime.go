@@ -5,12 +5,12 @@
 // URL or in the first update (CONTRACT.md "Live sessions").
 //
 // It is a thin adapter: it never imports package server. It calls httpapi
-// directly for the request's ID and logger and the runtime-error mapping;
-// the server lends it the rest in a Deps (the runtime, the engines table,
-// the edge's task lease, the strict event decoder) and mounts Handler.Serve
-// on its router behind its own middleware (Host allow-list, keys); the
-// server's shutdown tells the sessions to end and waits for them through
-// Sessions (CONTRACT.md live.shutdown).
+// directly for the request's ID and logger, the runtime-error mapping and
+// the strict decoder of client events; the server lends it the rest in a
+// Deps (the runtime, the engines table, the edge's task lease) and mounts
+// Handler.Serve on its router behind its own middleware (Host allow-list,
+// keys); the server's shutdown tells the sessions to end and waits for
+// them through Sessions (CONTRACT.md live.shutdown).
 package realtime
 
 import (
@@ -86,9 +86,6 @@ type Deps struct {
 	// with the request's admission timeout (live.admission); another task
 	// is a 400 wrong_task decided on the lease's own snapshot.
 	Lease func(r *http.Request, id, task string) (*runtime.Lease, error)
-	// DecodeStrict decodes a client event strictly (an unknown field is an
-	// error naming it, live.events).
-	DecodeStrict func(b []byte, v any) error
 }
 
 // Handler serves GET /v1/realtime.
