@@ -21,9 +21,5 @@ func (s *Server) realtimeHandler() *realtime.Handler {
 			MaxRate: c.RealtimeMaxRate, VADModel: c.RealtimeVADModel},
 		ValidModelID: httpapi.ValidModelID,
 		Lease:        s.taskLease,
-		FromRuntime:  httpapi.FromRuntime,
-		DecodeStrict: httpapi.DecodeJSON,
-		Logger:       httpapi.Logger,
-		RequestID:    httpapi.RequestID,
 	})
 }

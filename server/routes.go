@@ -135,12 +135,8 @@ func (s *Server) oipHandlers() *oip.Handlers {
 		StartupModels:  s.startupModels,
 		StartupFailure: s.startupFailure,
 		ModelID:        modelID,
-		Decode:         edge.Decode,
-		DecodeOptional: edge.DecodeOptional,
 		Lease:          s.taskLease,
 		WriteTask:      writeTask,
-		RequestID:      httpapi.RequestID,
-		FromRuntime:    func(err error) error { return httpapi.FromRuntime(err) },
 		Load: func(ctx context.Context, id string) error {
 			if _, err := s.reg.Load(ctx, id); err != nil {
 				return manageErr(err)

@@ -36,11 +36,11 @@ const APIKeyOnlyWarning = auth.APIKeyOnlyWarning
 const DefaultSignInLimit = auth.DefaultSignInLimit
 
 // newAuth builds the keys, dashboard sessions and route guards
-// (server/internal/auth) from the configuration; sign-in bodies are
-// decoded like every JSON body (edge.Decode), refusals written by
-// httpapi.WriteError.
+// (server/internal/auth) from the configuration; refusals are written by
+// httpapi.WriteError (auth decodes sign-in bodies like every JSON body,
+// with edge.Decode).
 func (s *Server) newAuth() *auth.Auth {
 	c := s.cfg
 	return auth.New(auth.Config{APIKey: c.APIKey, ManagementKey: c.ManagementKey, Management: c.UIManagement,
-		SignInLimit: c.SignInLimit, WriteError: httpapi.WriteError, Decode: edge.Decode, Log: s.log})
+		SignInLimit: c.SignInLimit, WriteError: httpapi.WriteError, Log: s.log})
 }

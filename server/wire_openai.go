@@ -19,7 +19,6 @@ func (s *Server) openaiHandlers() *openai.Handlers {
 		ValidModelID:    httpapi.ValidModelID,
 		Lease:           s.taskLease,
 		WriteTask:       writeTask,
-		Decode:          edge.Decode,
 		Spool:           spoolUpload,
 		BodyError:       edge.BodyError,
 		BodyDone:        func(r *http.Request, err error) { edge.BodyOf(r.Context()).End(err) },
@@ -27,9 +26,6 @@ func (s *Server) openaiHandlers() *openai.Handlers {
 		RefuseDrain:     edge.RefuseDrain,
 		StreamEvents:    s.streamEvents,
 		WriteErrorEvent: writeErrorEvent,
-		RequestID:       httpapi.RequestID,
-		Logger:          httpapi.Logger,
-		FromRuntime:     httpapi.FromRuntime,
 	})
 }
 

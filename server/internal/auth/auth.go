@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
@@ -102,9 +103,6 @@ type Config struct {
 	// WriteError writes the guards' refusals (the server's one error
 	// writer).
 	WriteError func(http.ResponseWriter, *http.Request, error)
-	// Decode decodes a sign-in body strictly (the server's JSON decoder:
-	// Content-Type, unknown and repeated keys, the body's limits).
-	Decode func(*http.Request, any) error
 	// Log receives APIKeyOnlyWarning; nil: slog.Default().
 	Log *slog.Logger
 	// Now is the clock of sessions and the sign-in limiter; nil: time.Now
@@ -120,7 +118,6 @@ type Auth struct {
 	failures        *rate.Limiter
 	now             func() time.Time
 	writeError      func(http.ResponseWriter, *http.Request, error)
-	decode          func(*http.Request, any) error
 }
 
 // New builds the authorization of one server; it logs APIKeyOnlyWarning
@@ -139,7 +136,7 @@ func New(cfg Config) *Auth {
 	}
 	return &Auth{apiKey: cfg.APIKey, mgmtKey: cfg.ManagementKey, management: cfg.Management,
 		sessions: newSessionTable(sessionTTL, maxSessions, now),
-		failures: signInLimiter(cfg.SignInLimit), now: now, writeError: cfg.WriteError, decode: cfg.Decode}
+		failures: signInLimiter(cfg.SignInLimit), now: now, writeError: cfg.WriteError}
 }
 
 func sameKey(got, want string) bool {
@@ -403,7 +400,7 @@ func (a *Auth) HandleSignIn(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Key string `json:"key"`
 	}
-	if err := a.decode(r, &body); err != nil {
+	if err := edge.Decode(r, &body); err != nil {
 		return err
 	}
 	if body.Key == "" || len(body.Key) > maxKeyLen {

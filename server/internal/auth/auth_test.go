@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -10,28 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
-// The guards' HTTP-level tests, with the server's decoder, routes and
-// error writer, are package server's (mw_auth_test.go); these pin what
-// needs the clock or the session table.
-
-// decodeJSON stands in for the server's strict decoder: unknown fields are
-// 400, a body over its MaxBytesReader 413.
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: "too large"}
-		}
-		return httpapi.Invalid("invalid JSON body: %v", err)
-	}
-	return nil
-}
+// The guards' HTTP-level tests, with the server's routes and error
+// writer, are package server's (mw_auth_test.go); these pin what needs the
+// clock or the session table. Sign-in bodies go through the server's own
+// strict decoder (edge.Decode) here too.
 
 // writeErr writes an *Error's status, as the server's writer would.
 func writeErr(w http.ResponseWriter, _ *http.Request, err error) {
@@ -46,7 +29,7 @@ func writeErr(w http.ResponseWriter, _ *http.Request, err error) {
 // keyed is the authorization of a server with both keys, management on,
 // its clock at *now.
 func keyed(now *time.Time) *Auth {
-	return New(Config{APIKey: "k-api", ManagementKey: "k-mgmt", Management: true, WriteError: writeErr, Decode: decodeJSON,
+	return New(Config{APIKey: "k-api", ManagementKey: "k-mgmt", Management: true, WriteError: writeErr,
 		Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return *now }})
 }
 
@@ -268,7 +251,7 @@ func TestGuards(t *testing.T) {
 		}
 	}
 	// Without --ui-management nobody manages, not even with the key.
-	off := New(Config{APIKey: "k-api", ManagementKey: "k-mgmt", WriteError: writeErr, Decode: decodeJSON,
+	off := New(Config{APIKey: "k-api", ManagementKey: "k-mgmt", WriteError: writeErr,
 		Log: slog.New(slog.DiscardHandler)})
 	req := httptest.NewRequest("POST", "/x", nil)
 	req.Header.Set("Authorization", "Bearer k-mgmt")

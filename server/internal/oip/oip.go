@@ -5,12 +5,13 @@
 // (repo.go) on the registry's managers, the tensors of each task
 // (tensor.go), and the protocol's own error body (errors.go).
 //
-// It is a thin adapter: it never imports package server. The server wires
-// a Host (the runtime, the edge's body decoding and task lease, the
-// registry's load and unload) and mounts the Handlers' methods on its
-// router behind its own middleware (Host and Origin checks, keys, body
-// limits), with Scope outermost so that every error under /v2 is written
-// in the protocol's shape.
+// It is a thin adapter: it never imports package server. It calls the
+// layers below it directly (httpapi: the request's ID, the runtime-error
+// mapping; edge: the strict JSON decoders). The server wires a Host (the
+// runtime, the edge's task lease, the registry's load and unload) and
+// mounts the Handlers' methods on its router behind its own middleware
+// (Host and Origin checks, keys, body limits), with Scope outermost so
+// that every error under /v2 is written in the protocol's shape.
 package oip
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
@@ -49,20 +51,12 @@ type Host struct {
 	StartupFailure func(id string, resolved bool) bool
 	// ModelID is the validated {id} of a route.
 	ModelID func(r *http.Request) (string, error)
-	// Decode reads the whole JSON body under the edge's limits and decodes
-	// it strictly; DecodeOptional does the same for a body that may be
-	// empty ({} implied).
-	Decode, DecodeOptional func(r *http.Request, v any) error
 	// Lease takes a lease on model id for task through the model's FIFO,
 	// with the request's admission timeout (as /v1 does).
 	Lease func(r *http.Request, id, task string) (*runtime.Lease, error)
 	// WriteTask writes a finished answer and releases the lease once the
 	// bytes are flushed.
 	WriteTask func(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error
-	// RequestID is the request's ID (the request-ID middleware's).
-	RequestID func(ctx context.Context) string
-	// FromRuntime maps a runtime error to the API's error.
-	FromRuntime func(err error) error
 	// Load and Unload are the registry's managers (POST
 	// /v1/models/{id}/load and /unload); an error is already mapped for
 	// the API (a change that is not durable is a 500).
@@ -184,7 +178,7 @@ func (p *Handlers) statusOf(id string) (core.ModelStatus, error) {
 	}
 	st, err := p.h.Runtime.StatusOf(id)
 	if err != nil {
-		return st, p.h.FromRuntime(err)
+		return st, httpapi.FromRuntime(err)
 	}
 	return st, nil
 }
@@ -268,7 +262,7 @@ func (p *Handlers) Infer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req V2InferRequest
-	if err := p.h.Decode(r, &req); err != nil {
+	if err := edge.Decode(r, &req); err != nil {
 		return err
 	}
 	if len(req.ID) > maxV2RequestID {
@@ -299,10 +293,10 @@ func (p *Handlers) Infer(w http.ResponseWriter, r *http.Request) error {
 	if err := checkVersion(id, version, lease.Version()); err != nil {
 		return err
 	}
-	breq.ID = p.h.RequestID(r.Context())
+	breq.ID = httpapi.RequestID(r.Context())
 	out, err := lease.Infer(r.Context(), breq, nil)
 	if err != nil {
-		return p.h.FromRuntime(err)
+		return httpapi.FromRuntime(err)
 	}
 	outputs, err := t.answer(out, plan)
 	if err != nil {

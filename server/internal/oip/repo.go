@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-dev/sluice/core"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 )
 
 // Triton's model-repository extension mapped onto Sluice's management
@@ -39,7 +40,7 @@ func (p *Handlers) decodeOptional(r *http.Request, v any) error {
 		r = r.Clone(r.Context())
 		r.Header.Set("Content-Type", "application/json")
 	}
-	return p.h.DecodeOptional(r, v)
+	return edge.DecodeOptional(r, v)
 }
 
 // Index answers POST /v2/repository/index with an optional body

@@ -2,8 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime/multipart"
@@ -63,12 +61,6 @@ func testHandlers(t *testing.T, refusal error) (*Handlers, *[]leaseCall) {
 			calls = append(calls, leaseCall{id, task})
 			return nil, refusal
 		},
-		Decode: func(r *http.Request, v any) error {
-			if err := json.NewDecoder(r.Body).Decode(v); err != nil {
-				return httpapi.Invalid("%v", err)
-			}
-			return nil
-		},
 		Spool: func(r *http.Request, body io.Reader) (Payload, error) {
 			b, err := io.ReadAll(body)
 			return memPayload{b}, err
@@ -76,7 +68,6 @@ func testHandlers(t *testing.T, refusal error) (*Handlers, *[]leaseCall) {
 		BodyError:    func(what string, err error) error { return httpapi.Invalid("%s: %v", what, err) },
 		BodyDone:     func(*http.Request, error) {},
 		MaxFormField: 4 << 10,
-		RequestID:    func(context.Context) string { return "r" },
 	})
 	return h, &calls
 }

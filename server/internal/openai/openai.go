@@ -7,19 +7,19 @@
 // backends/audio, and the engine results rendered as OpenAI answers them.
 // Engines never see these shapes.
 //
-// It is a thin adapter: it never imports package server. The server wires
-// Deps (the runtime, the task lease, the edge's body reading and spooling,
-// its event stream) and mounts the Handlers' methods on its router behind
-// its own middleware; each method returns its error for the server's
-// error writer.
+// It is a thin adapter: it never imports package server. It calls the
+// layers below it directly (httpapi: the request's ID and logger, the
+// runtime-error mapping; edge: the strict JSON decoder). The server wires
+// Deps (the runtime, the task lease, the edge's spooling and body
+// accounting, its event stream) and mounts the Handlers' methods on its
+// router behind its own middleware; each method returns its error for the
+// server's error writer.
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -67,9 +67,6 @@ type Deps struct {
 	// WriteTask writes a finished answer and releases the lease once the
 	// bytes are flushed (or the write failed).
 	WriteTask func(w http.ResponseWriter, r *http.Request, lease *runtime.Lease, contentType string, body []byte) error
-	// Decode reads the whole JSON body under the edge's limits and decodes
-	// it strictly (415 for another Content-Type, 400 naming a bad field).
-	Decode func(r *http.Request, v any) error
 	// Spool reads body (a raw upload or a multipart file part) to its end
 	// under the edge's limits, spooling past the threshold.
 	Spool func(r *http.Request, body io.Reader) (Payload, error)
@@ -93,12 +90,6 @@ type Deps struct {
 		events func(json.RawMessage) ([][]byte, error), closing func([]byte) bool) error
 	// WriteErrorEvent ends a started event stream with an error event.
 	WriteErrorEvent func(w http.ResponseWriter, rc *http.ResponseController, buf []byte, e *httpapi.Error)
-	// RequestID is the request's ID (the request-ID middleware's).
-	RequestID func(ctx context.Context) string
-	// Logger is the request's logger.
-	Logger func(ctx context.Context) *slog.Logger
-	// FromRuntime maps a runtime error to the API's error.
-	FromRuntime func(err error) *httpapi.Error
 }
 
 // Handlers serves the OpenAI routes.
@@ -117,10 +108,13 @@ func New(d Deps) *Handlers {
 			return l, httpapi.ModelNotFoundErr(err)
 		}
 	}
-	if from := d.FromRuntime; from != nil {
-		d.FromRuntime = func(err error) *httpapi.Error { return httpapi.ModelNotFound(from(err)) }
-	}
 	return &Handlers{d: d}
+}
+
+// fromRuntime maps a runtime error to the API's error (httpapi.FromRuntime),
+// an unknown model as OpenAI's model_not_found.
+func fromRuntime(err error) *httpapi.Error {
+	return httpapi.ModelNotFound(httpapi.FromRuntime(err))
 }
 
 // jsonType is the content type of a JSON answer.

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/backends/audio"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/edge"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 	"github.com/sluice-dev/sluice/server/internal/sse"
 )
@@ -26,7 +27,7 @@ import (
 // streamed (streamSpeech).
 func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 	var p SpeechParams
-	if err := h.d.Decode(r, &p); err != nil {
+	if err := edge.Decode(r, &p); err != nil {
 		return err
 	}
 	req, err := p.Request()
@@ -44,7 +45,7 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 			return httpapi.InvalidRequest(err)
 		}
 	}
-	req.ID = h.d.RequestID(r.Context())
+	req.ID = httpapi.RequestID(r.Context())
 	if req.Stream {
 		return h.streamSpeech(w, r, lease, req, p)
 	}
@@ -58,7 +59,7 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 	// the whole input).
 	out, err := lease.Infer(r.Context(), req, nil)
 	if err != nil {
-		return h.d.FromRuntime(err)
+		return fromRuntime(err)
 	}
 	if len(out.Data) == 0 {
 		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
@@ -147,14 +148,14 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 	if err != nil {
 		lease.Release(true)
 		if !started {
-			return h.d.FromRuntime(err)
+			return fromRuntime(err)
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
-			h.d.Logger(r.Context()).Error("speech stream failed", "err", err)
+			httpapi.Logger(r.Context()).Error("speech stream failed", "err", err)
 			if sw == nil {
 				panic(http.ErrAbortHandler) // no in-band error in raw audio
 			}
-			h.d.WriteErrorEvent(w, rc, nil, h.d.FromRuntime(err))
+			h.d.WriteErrorEvent(w, rc, nil, fromRuntime(err))
 		}
 		return nil
 	}
@@ -206,14 +207,14 @@ func (h *Handlers) pcmSpeech(w http.ResponseWriter, r *http.Request, lease *runt
 	out, err := lease.Infer(r.Context(), req, b.chunk)
 	if err != nil {
 		if !b.sent {
-			return h.d.FromRuntime(err)
+			return fromRuntime(err)
 		}
 		lease.Release(true)
 		switch {
 		case b.werr != nil: // the client left or stopped reading
-			h.d.Logger(r.Context()).Debug("speech not delivered", "err", b.werr)
+			httpapi.Logger(r.Context()).Debug("speech not delivered", "err", b.werr)
 		case runtime.CodeOf(err) != core.CodeCancelled:
-			h.d.Logger(r.Context()).Error("speech failed after its first bytes", "err", err)
+			httpapi.Logger(r.Context()).Error("speech failed after its first bytes", "err", err)
 			panic(http.ErrAbortHandler) // no in-band error in raw audio
 		}
 		return nil
@@ -348,12 +349,12 @@ func (h *Handlers) codecSpeech(w http.ResponseWriter, r *http.Request, lease *ru
 		return cw.Write(samples)
 	})
 	if err != nil {
-		return h.d.FromRuntime(err)
+		return fromRuntime(err)
 	}
 	body, ct := out.Data, out.ContentType
 	if cw != nil && len(body) == 0 {
 		if body, ct, err = cw.Close(); err != nil {
-			return h.d.FromRuntime(err)
+			return fromRuntime(err)
 		}
 	}
 	if len(body) == 0 {

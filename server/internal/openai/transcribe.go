@@ -91,7 +91,7 @@ func (h *Handlers) transcribe(w http.ResponseWriter, r *http.Request, parse func
 		return err
 	}
 	defer lease.Release(true)
-	req := u.request(h.d.RequestID(r.Context()))
+	req := u.request(httpapi.RequestID(r.Context()))
 	req.Input = in
 	if p.Stream {
 		req.Stream = true
@@ -102,7 +102,7 @@ func (h *Handlers) transcribe(w http.ResponseWriter, r *http.Request, parse func
 	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
 	if err != nil {
-		return h.d.FromRuntime(err)
+		return fromRuntime(err)
 	}
 	ct, body, err := TranscriptionBody(out, p)
 	if err != nil {
@@ -144,7 +144,7 @@ func (h *Handlers) inferUpload(r *http.Request, u *upload, model, task string, i
 	if err != nil {
 		return nil, backends.Output{}, err
 	}
-	req := u.request(h.d.RequestID(r.Context()))
+	req := u.request(httpapi.RequestID(r.Context()))
 	req.Input = in
 	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
@@ -153,7 +153,7 @@ func (h *Handlers) inferUpload(r *http.Request, u *upload, model, task string, i
 			err = &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a " + task + " model", Err: uerr}
 		}
 	} else {
-		err = h.d.FromRuntime(err)
+		err = fromRuntime(err)
 	}
 	if err != nil {
 		lease.Release(true)

@@ -18,7 +18,6 @@ import (
 	"github.com/sluice-dev/sluice/backends/fixture"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
-	"github.com/sluice-dev/sluice/internal/strictjson"
 	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
@@ -54,18 +53,6 @@ func (h *hookedRuntime) onStatus(id string, f func()) {
 	h.hooks[id] = f
 }
 
-// testErr maps a runtime error as the server does, enough for these tests.
-func testErr(err error) *httpapi.Error {
-	e := &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Code: runtime.CodeOf(err).String(), Message: err.Error(), Err: err}
-	switch runtime.CodeOf(err) {
-	case core.CodeInvalid:
-		e.Status, e.Type = http.StatusBadRequest, "invalid_request_error"
-	case core.CodeNotFound:
-		e.Status, e.Type = http.StatusNotFound, "not_found_error"
-	}
-	return e
-}
-
 // rtEnv is a runtime with the fixture (live) and "mute" (not live)
 // engines, asr model "asr" and VAD model "vad" on the fixture, and the
 // adapter served on loopback.
@@ -99,16 +86,15 @@ func newRTEnv(t *testing.T, mutate ...func(*Config)) *rtEnv {
 		Lease: func(r *http.Request, id, task string) (*runtime.Lease, error) {
 			l, err := e.rt.AcquireTask(r.Context(), id, task, nil)
 			if err != nil {
-				return nil, testErr(err)
+				return nil, httpapi.FromRuntime(err)
 			}
 			return l, nil
 		},
-		FromRuntime:  testErr,
-		DecodeStrict: strictjson.Decode,
-		Logger:       func(context.Context) *slog.Logger { return slog.New(slog.DiscardHandler) },
-		RequestID:    func(context.Context) string { return "" },
 	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The server's request-ID middleware: each session has its request ID
+	// and a logger that discards.
+	ids := httpapi.RequestIDs(slog.New(slog.DiscardHandler), nil)
+	srv := httptest.NewServer(ids(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h.Serve(w, r); err != nil {
 			var he *httpapi.Error
 			if !errors.As(err, &he) {
@@ -117,7 +103,7 @@ func newRTEnv(t *testing.T, mutate ...func(*Config)) *rtEnv {
 			w.WriteHeader(he.Status)
 			_ = json.NewEncoder(w).Encode(map[string]string{"code": he.Code, "message": he.Message})
 		}
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	e.addr = srv.Listener.Addr().String()
 	return e

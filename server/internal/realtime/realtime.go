@@ -4,12 +4,13 @@
 // GA one (session.update, type "transcription"), the model named in the
 // URL or in the first update (CONTRACT.md "Live sessions").
 //
-// It is a thin adapter: it never imports package server. The server lends
-// it what it needs in a Deps (the runtime, the engines table, the edge's
-// task lease, its error mapping and request logger) and mounts Handler.Serve
-// on its router behind its own middleware (Host allow-list, keys); the
-// server's shutdown tells the sessions to end and waits for them through
-// Sessions (CONTRACT.md live.shutdown).
+// It is a thin adapter: it never imports package server. It calls httpapi
+// directly for the request's ID and logger, the runtime-error mapping and
+// the strict decoder of client events; the server lends it the rest in a
+// Deps (the runtime, the engines table, the edge's task lease) and mounts
+// Handler.Serve on its router behind its own middleware (Host allow-list,
+// keys); the server's shutdown tells the sessions to end and waits for
+// them through Sessions (CONTRACT.md live.shutdown).
 package realtime
 
 import (
@@ -17,7 +18,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -86,14 +86,6 @@ type Deps struct {
 	// with the request's admission timeout (live.admission); another task
 	// is a 400 wrong_task decided on the lease's own snapshot.
 	Lease func(r *http.Request, id, task string) (*runtime.Lease, error)
-	// FromRuntime maps a runtime error to the API's error.
-	FromRuntime func(err error) *httpapi.Error
-	// DecodeStrict decodes a client event strictly (an unknown field is an
-	// error naming it, live.events).
-	DecodeStrict func(b []byte, v any) error
-	// Logger is the request's logger; RequestID its ID.
-	Logger    func(ctx context.Context) *slog.Logger
-	RequestID func(ctx context.Context) string
 }
 
 // Handler serves GET /v1/realtime.
@@ -112,10 +104,13 @@ func New(d Deps) *Handler {
 			return l, httpapi.ModelNotFoundErr(err)
 		}
 	}
-	if from := d.FromRuntime; from != nil {
-		d.FromRuntime = func(err error) *httpapi.Error { return httpapi.ModelNotFound(from(err)) }
-	}
 	return &Handler{d: d}
+}
+
+// fromRuntime maps a runtime error to the API's error (httpapi.FromRuntime),
+// an unknown model as OpenAI's model_not_found (CONTRACT.md err.not-found).
+func fromRuntime(err error) *httpapi.Error {
+	return httpapi.ModelNotFound(httpapi.FromRuntime(err))
 }
 
 // Serve answers GET /v1/realtime[?intent=transcription][&model=ID]
@@ -198,7 +193,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		pending = true
 	}
-	log := h.d.Logger(r.Context())
+	log := httpapi.Logger(r.Context())
 	// The origin was decided above, before the lease (checkOrigin): the
 	// library's own check is skipped, not run a second time with other
 	// rules. It read --allowed-origins' hosts as glob patterns, so an
@@ -216,7 +211,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) error {
 	c.SetReadLimit(readLimit)
 	ctx, cut := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cut(nil)
-	ls := &liveSession{h: h, c: c, lease: lease, model: id, log: log, reqID: h.d.RequestID(r.Context()), hs: r,
+	ls := &liveSession{h: h, c: c, lease: lease, model: id, log: log, reqID: httpapi.RequestID(r.Context()), hs: r,
 		ga: gaDialect(r), q: newLiveQueue(int(h.d.Config.Buffer.Seconds() * Rate)), ctx: ctx, cut: cut,
 		activity: make(chan struct{}, 1), drainReq: make(chan struct{}, 1), ended: make(chan struct{}), admitted: make(chan struct{}), start: time.Now(),
 		items: map[int]string{}, sent: map[int]string{}, prev: map[int]string{}}
@@ -295,7 +290,7 @@ func (ls *liveSession) run() (failed bool) {
 	}
 	if err != nil {
 		ls.log.Error("realtime session failed", "model", ls.currentModel(), "err", err)
-		msg := ls.h.d.FromRuntime(err).Message
+		msg := fromRuntime(err).Message
 		if runtime.CodeOf(err) == core.CodeShuttingDown {
 			ls.finish(closeShutdown, "server shutting down", false)
 		} else {

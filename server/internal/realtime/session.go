@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // A live session (CONTRACT.md "Live sessions"): one WebSocket, one lease.
@@ -384,8 +385,10 @@ func (ls *liveSession) handle(b []byte) {
 		_ = ls.send(errorEvent("invalid_json", "", "the message is not a JSON client event: %v", err))
 		return
 	}
+	// An event is decoded strictly: an unknown field is an error naming it
+	// (live.events).
 	strict := func(v any) bool {
-		if err := ls.h.d.DecodeStrict(b, v); err != nil {
+		if err := httpapi.DecodeJSON(b, v); err != nil {
 			_ = ls.send(errorEvent("invalid_event", head.EventID, "%s: %s", head.Type, errMessage(err)))
 			return false
 		}

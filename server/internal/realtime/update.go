@@ -166,7 +166,7 @@ func (ls *liveSession) update(eventID string, ga bool, c sessionConfig) {
 	var td *turnDetection
 	if t := c.TurnDetection; len(t) > 0 && string(t) != "null" {
 		td = &turnDetection{}
-		if err := ls.h.d.DecodeStrict(t, td); err != nil {
+		if err := httpapi.DecodeJSON(t, td); err != nil {
 			fail("turn_detection", "%s: %s", name("turn_detection"), errMessage(err))
 			return
 		}
