@@ -73,7 +73,7 @@ func (s *Server) handleGetModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	st, err := s.rt.StatusOf(canon)
 	if err != nil {
-		return httpapi.ModelNotFound(httpapi.FromRuntime(err)) // OpenAI's models.retrieve: param model (err.not-found)
+		return httpapi.FromRuntimeModel(err) // OpenAI's models.retrieve: param model (err.not-found)
 	}
 	if alias { // an OpenAI client's models.retrieve("whisper-1")
 		return httpapi.WriteJSON(w, wire.AliasEntry(s.model(st), id))

@@ -111,6 +111,10 @@ func ModelNotFound(e *Error) *Error {
 	return &c
 }
 
+// FromRuntimeModel is FromRuntime as the OpenAI routes answer it: an
+// unknown model is model_not_found with param "model" (ModelNotFound).
+func FromRuntimeModel(err error) *Error { return ModelNotFound(FromRuntime(err)) }
+
 // ModelNotFoundErr is ModelNotFound for an error that may be an *Error
 // (nil stays nil; another error is returned as it is).
 func ModelNotFoundErr(err error) error {

@@ -111,12 +111,6 @@ func New(d Deps) *Handlers {
 	return &Handlers{d: d}
 }
 
-// fromRuntime maps a runtime error to the API's error (httpapi.FromRuntime),
-// an unknown model as OpenAI's model_not_found.
-func fromRuntime(err error) *httpapi.Error {
-	return httpapi.ModelNotFound(httpapi.FromRuntime(err))
-}
-
 // jsonType is the content type of a JSON answer.
 const jsonType = "application/json"
 

@@ -59,7 +59,7 @@ func (h *Handlers) Speech(w http.ResponseWriter, r *http.Request) error {
 	// the whole input).
 	out, err := lease.Infer(r.Context(), req, nil)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntimeModel(err)
 	}
 	if len(out.Data) == 0 {
 		return &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "the engine produced no audio",
@@ -148,14 +148,14 @@ func (h *Handlers) streamSpeech(w http.ResponseWriter, r *http.Request, lease *r
 	if err != nil {
 		lease.Release(true)
 		if !started {
-			return fromRuntime(err)
+			return httpapi.FromRuntimeModel(err)
 		}
 		if runtime.CodeOf(err) != core.CodeCancelled {
 			httpapi.Logger(r.Context()).Error("speech stream failed", "err", err)
 			if sw == nil {
 				panic(http.ErrAbortHandler) // no in-band error in raw audio
 			}
-			h.d.WriteErrorEvent(w, rc, nil, fromRuntime(err))
+			h.d.WriteErrorEvent(w, rc, nil, httpapi.FromRuntimeModel(err))
 		}
 		return nil
 	}
@@ -207,7 +207,7 @@ func (h *Handlers) pcmSpeech(w http.ResponseWriter, r *http.Request, lease *runt
 	out, err := lease.Infer(r.Context(), req, b.chunk)
 	if err != nil {
 		if !b.sent {
-			return fromRuntime(err)
+			return httpapi.FromRuntimeModel(err)
 		}
 		lease.Release(true)
 		switch {
@@ -349,12 +349,12 @@ func (h *Handlers) codecSpeech(w http.ResponseWriter, r *http.Request, lease *ru
 		return cw.Write(samples)
 	})
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntimeModel(err)
 	}
 	body, ct := out.Data, out.ContentType
 	if cw != nil && len(body) == 0 {
 		if body, ct, err = cw.Close(); err != nil {
-			return fromRuntime(err)
+			return httpapi.FromRuntimeModel(err)
 		}
 	}
 	if len(body) == 0 {

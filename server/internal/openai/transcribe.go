@@ -102,7 +102,7 @@ func (h *Handlers) transcribe(w http.ResponseWriter, r *http.Request, parse func
 	out, err := lease.Infer(r.Context(), req, nil)
 	u.Close() // the spool file goes before the answer is written
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntimeModel(err)
 	}
 	ct, body, err := TranscriptionBody(out, p)
 	if err != nil {
@@ -153,7 +153,7 @@ func (h *Handlers) inferUpload(r *http.Request, u *upload, model, task string, i
 			err = &httpapi.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: "not a " + task + " model", Err: uerr}
 		}
 	} else {
-		err = fromRuntime(err)
+		err = httpapi.FromRuntimeModel(err)
 	}
 	if err != nil {
 		lease.Release(true)

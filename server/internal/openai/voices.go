@@ -73,7 +73,7 @@ func (h *Handlers) Voices(w http.ResponseWriter, r *http.Request) error {
 		}
 		st, err := h.d.Runtime.StatusOf(id)
 		if err != nil {
-			return fromRuntime(err)
+			return httpapi.FromRuntimeModel(err)
 		}
 		if st.Task != "tts" {
 			return &httpapi.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_task", Param: "model",

@@ -51,7 +51,7 @@ func (h *Handler) firstLook(id string) error {
 	}
 	st, err := h.d.Runtime.StatusOf(id)
 	if err != nil {
-		return fromRuntime(err)
+		return httpapi.FromRuntimeModel(err)
 	}
 	if st.Task != "asr" || !h.takesLive(st.Engine) {
 		return liveUnsupported(id, st.Engine, st.Task)

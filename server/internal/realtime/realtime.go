@@ -107,12 +107,6 @@ func New(d Deps) *Handler {
 	return &Handler{d: d}
 }
 
-// fromRuntime maps a runtime error to the API's error (httpapi.FromRuntime),
-// an unknown model as OpenAI's model_not_found (CONTRACT.md err.not-found).
-func fromRuntime(err error) *httpapi.Error {
-	return httpapi.ModelNotFound(httpapi.FromRuntime(err))
-}
-
 // Serve answers GET /v1/realtime[?intent=transcription][&model=ID]
 // (CONTRACT.md "Live sessions"):
 //
@@ -290,7 +284,7 @@ func (ls *liveSession) run() (failed bool) {
 	}
 	if err != nil {
 		ls.log.Error("realtime session failed", "model", ls.currentModel(), "err", err)
-		msg := fromRuntime(err).Message
+		msg := httpapi.FromRuntimeModel(err).Message
 		if runtime.CodeOf(err) == core.CodeShuttingDown {
 			ls.finish(closeShutdown, "server shutting down", false)
 		} else {

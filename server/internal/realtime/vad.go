@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/backends"
 	"github.com/sluice-dev/sluice/core"
 	"github.com/sluice-dev/sluice/core/runtime"
+	"github.com/sluice-dev/sluice/server/internal/httpapi"
 )
 
 // Server-side turn detection (CONTRACT.md live.turn-detection): with
@@ -77,14 +78,14 @@ func (ls *liveSession) startVAD(td turnDetection) (param, msg string) {
 	// (live.turn-detection).
 	st, err := ls.h.d.Runtime.StatusOf(model)
 	if err != nil {
-		return "turn_detection.model", fromRuntime(err).Message
+		return "turn_detection.model", httpapi.FromRuntimeModel(err).Message
 	}
 	if st.Task != "vad" || !ls.h.takesLive(st.Engine) {
 		return "turn_detection.model", notLiveVAD(model, st.Engine, st.Task)
 	}
 	lease, err := ls.h.d.Runtime.AcquireTask(ls.ctx, model, "vad", nil)
 	if err != nil {
-		return "turn_detection.model", fromRuntime(err).Message
+		return "turn_detection.model", httpapi.FromRuntimeModel(err).Message
 	}
 	// The VAD model's slots are shared the same way (live.slot-share):
 	// server_vad sessions hold at most all but one of them.
@@ -108,7 +109,7 @@ func (ls *liveSession) startVAD(td turnDetection) (param, msg string) {
 		_, v.err = lease.Infer(ls.ctx, backends.Request{ID: ls.reqID, Input: input, Live: v.q}, ls.onVAD)
 		if v.err != nil && ls.ctx.Err() == nil {
 			ls.log.Error("realtime turn detection failed", "model", model, "err", v.err)
-			_ = ls.send(map[string]any{"type": "error", "error": rtError{Type: "server_error", Code: "vad_failed", Message: fromRuntime(v.err).Message}})
+			_ = ls.send(map[string]any{"type": "error", "error": rtError{Type: "server_error", Code: "vad_failed", Message: httpapi.FromRuntimeModel(v.err).Message}})
 			ls.finish(closeInternal, "turn detection failed", false)
 		}
 	}()
